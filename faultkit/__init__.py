@@ -1,0 +1,3 @@
+"""faultkit: GPU fault forensics."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,72 @@
+"""What to run next, chosen from what the evidence has and lacks."""
+
+from __future__ import annotations
+
+from ..model import Fault, KernelLog, RuntimeLog, Verdict
+
+
+def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
+            kinds_seen: set[str]) -> list[str]:
+    steps: list[str] = []
+    nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
+    amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
+    codes = {f.code for f in faults if f.code is not None}
+    clients = {str(f.detail.get("client_name", "")).upper() for f in faults
+               if f.source == "kernel-log" and not f.detail.get("secondary")}
+    vmid0 = any(f.detail.get("vmid") == 0 and f.kind.startswith("page-fault") for f in faults)
+    hang = any(f.kind == "gpu-hang" for f in faults) or any(e.kind == "ring-timeout" for e in kernel.events)
+
+    if verdict.level in ("candidates", "unknown") and amd:
+        steps.append("Capture the crash under rocgdb with precise memory so the faulting wave stops in place: "
+                     "`faultkit capture --with rocgdb --attach-workers -- <launch command>` (it sets "
+                     "`set amdgpu precise-memory on`, catches SIGSEGV/SIGBUS/SIGABRT and records "
+                     "`info dispatches`, `info queues`, backtraces and the disassembly at the PC).")
+        if not runtime.waves:
+            steps.append("Or, cheaper than a debugger: run with the debug agent "
+                         "(`HSA_TOOLS_LIB=librocm-debug-agent.so.2`, add `ROCM_DEBUG_AGENT_OPTIONS=--precise-memory`) "
+                         "so every stopped wave is printed with its kernel and PC.")
+        if not runtime.dispatches:
+            steps.append("Record what was dispatched before the fault: `faultkit capture --with rocprofv3` "
+                         "(kernel, memory-copy, allocation and HIP API traces), or `--with runtime-log` "
+                         "(AMD_LOG_LEVEL=4 dispatch log, crash-safe).")
+    if nvidia and verdict.level in ("candidates", "unknown"):
+        steps.append("Run the workload under compute-sanitizer (`faultkit capture --with sanitizer -- ...`): it "
+                     "names the kernel, the thread and the bad address; or attach cuda-gdb to the workers "
+                     "(`faultkit capture --with cuda-gdb --attach-workers -- ...`).")
+        steps.append("Set CUDA_LAUNCH_BLOCKING=1 to make the error surface at the faulting launch (changes "
+                     "timing; does not help inside CUDA graphs).")
+    if 0x1016 in codes:
+        steps.append("Code 0x1016 is a wave trap/abort (device assert, __builtin_trap), not a bad address: "
+                     "look for device-side asserts in the kernels that ran; build with assertions messages "
+                     "enabled, or let the debug agent print the trapping wave.")
+    if any(c.startswith(("SDMA", "XDMA")) for c in clients):
+        steps.append("The copy engine (SDMA) faulted: check the source/destination of the memory copies issued "
+                     "just before the fault (hipMemcpy*/peer copies) and their lifetimes; set "
+                     "AMD_SERIALIZE_COPY=3 to make copy errors synchronous.")
+    if vmid0:
+        steps.append("A vmid 0 fault is the driver's or firmware's own: update the kernel/amdgpu firmware and "
+                     "report it upstream with this kernel log; the application did not cause it directly.")
+    if hang:
+        steps.append("The GPU hung and was reset: check for kernels that never finish (deadlocks, spin waits on "
+                     "other ranks) and compare with `faultkit timeline` of a rocprofv3 trace; a hang is not a "
+                     "page fault.")
+    if amd and any(f.kind in ("memory-access-fault", "queue-error") or f.kind.startswith("page-fault")
+                   for f in faults):
+        steps.append("Serialize to make the report point honest: run with AMD_SERIALIZE_KERNEL=3 and "
+                     "AMD_SERIALIZE_COPY=3 (HIP_LAUNCH_BLOCKING=1) and verify they reached the GPU worker "
+                     "processes, not just the launcher: `faultkit capture --env AMD_SERIALIZE_KERNEL=3 --env "
+                     "AMD_SERIALIZE_COPY=3 -- ...` checks /proc/PID/environ of every GPU process (a server that "
+                     "was already running keeps its old environment).")
+    if faults:
+        steps.append("If the crash is intermittent, test one change at a time with repeated runs, e.g. the "
+                     "overlap scheduler off (SGLang `--disable-overlap-schedule`): `faultkit trials run --arm "
+                     "base='...' --arm fix='... --disable-overlap-schedule' -n 15` and `faultkit trials plan` "
+                     "for how many runs it takes.")
+    if "kernel-log" not in kinds_seen and faults:
+        steps.append("Add the kernel log from the time of the crash (`dmesg -T | grep -iE "
+                     "'amdgpu|kfd|fault|VM_L2|NVRM'` or `journalctl -k --since ...`): it tells which engine "
+                     "(shader, copy engine, command processor) faulted and on which page.")
+    if not faults:
+        steps.append("No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
+                     "debugger transcript; or reproduce under `faultkit capture`.")
+    return steps

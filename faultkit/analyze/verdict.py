@@ -1,0 +1,98 @@
+"""Which kernel faulted, and how sure we are (DESIGN.md's levels).
+
+The level never claims more than the evidence: runtime logs alone can at most make a kernel
+`likely` (a debug-agent wave stopped in it); names printed by ROCclr, dispatch logs and
+library hints only make `candidates`. A Python frame is never a candidate.
+"""
+
+from __future__ import annotations
+
+from ..model import Candidate, Fault, RuntimeLog, Verdict
+from .faults import is_address_fault
+
+FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILLEGAL_INSTRUCTION",
+                 "ASSERT_TRAP", "TRAP", "FP_DIVIDE_BY_0", "FP_INVALID_OPERATION", "INT_DIVIDE_BY_0",
+                 "FP_OVERFLOW", "ECC_ERROR", "FATAL_HALT"}
+
+
+def decide(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
+    cands: dict[str, Candidate] = {}
+
+    def add(kernel: str | None, score: float, why: str) -> None:
+        if not kernel:
+            return
+        c = cands.get(kernel)
+        if c is None:
+            cands[kernel] = Candidate(kernel, score, why)
+        elif score > c.score:
+            cands[kernel] = Candidate(kernel, score, f"{why}; also: {c.why}")
+        else:
+            c.why += f"; also: {why}"
+
+    wave_kernels: dict[str, list] = {}
+    for w in runtime.waves:
+        if w.kernel and set(w.reasons) & FAULT_REASONS:
+            wave_kernels.setdefault(w.kernel, []).append(w)
+    for kernel, waves in wave_kernels.items():
+        reasons = sorted({r for w in waves for r in w.reasons})
+        add(kernel, 0.9, f"rocm-debug-agent: {len(waves)} wave(s) stopped in this kernel with "
+                         f"{'/'.join(reasons)} ({waves[0].origin})")
+    for f in runtime.faults:
+        if f.kernel and f.kind == "memory-fault-error":
+            add(f.kernel, 0.7, f"ROCclr 'Memory Fault Error' names it on GPU index {f.gpu_index} ({f.origin}); "
+                               f"ROCclr walks every queue, so it is not proof")
+        elif f.kernel:
+            add(f.kernel, 0.65, f"the queue-callback line names it ({f.origin})")
+    in_flight = [d for d in runtime.dispatches if d.source == "hang-analysis"]
+    for d in in_flight:
+        pending = d.rptr is not None and d.wptr is not None and d.rptr < d.wptr
+        add(d.kernel or (f"kernel_obj={d.kernel_obj}" if d.kernel_obj else None), 0.6 if pending else 0.5,
+            f"ROCclr hang analysis: the packet at the read pointer of HWq {d.hw_queue}"
+            + (f" (rptr={d.rptr} < wptr={d.wptr}: in flight)" if pending else "") + f" ({d.origin})")
+    logged = [d for d in runtime.dispatches if d.source in ("aql-packet", "shader-name")]
+    if logged:
+        last = logged[-1]
+        if last.source == "shader-name" or last.kernel:
+            name = last.kernel
+        else:
+            name = f"kernel_obj={last.kernel_obj}"
+        add(name, 0.5, f"last dispatch in the AMD_LOG_LEVEL dispatch log before the end of the log "
+                       f"({last.origin}); resolve kernel_obj against the code object's .kd symbols"
+                       if name.startswith("kernel_obj") else
+                       f"last dispatch in the AMD_LOG_LEVEL dispatch log before the end of the log ({last.origin})")
+    for h in runtime.hints:
+        add(h.kernel, 0.3, f"{h.kind} line names it just before the fault ({h.origin}): a hint only")
+
+    copy_engine = [f for f in faults if f.source == "kernel-log" and not f.detail.get("secondary")
+                   and str(f.detail.get("client_name", "")).upper().startswith(("SDMA", "XDMA"))]
+    shader = [f for f in faults if f.source == "kernel-log" and not f.detail.get("secondary")
+              and str(f.detail.get("client_name", "")).upper().startswith(("TCP", "SQC", "TC"))]
+    ranked = sorted(cands.values(), key=lambda c: -c.score)
+    for c in ranked:
+        if copy_engine and not shader:
+            c.score = round(c.score * 0.5, 2)
+            c.why += "; but the kernel log says the copy engine (SDMA) faulted, not a shader"
+        elif shader:
+            c.why += "; consistent with the kernel log (a shader memory client faulted)"
+    ranked.sort(key=lambda c: -c.score)
+
+    if wave_kernels and len(cands) == 1:
+        kernel = ranked[0].kernel
+        imprecise = any("MEMORY_VIOLATION" in w.reasons for w in wave_kernels[kernel])
+        why = ("a rocm-debug-agent wave dump stopped waves in this kernel and no other kernel is named by the "
+               "evidence. Not 'certain': no debugger confirmed the stop with precise memory on"
+               + ("; without precise memory the PC may be past the faulting instruction" if imprecise else ""))
+        return Verdict("likely", kernel, why, ranked)
+    if ranked:
+        top = ranked[0]
+        why = (f"{len(ranked)} candidate(s) named by the logs, none confirmed by a debugger stop; the first is "
+               f"ranked highest because: {top.why.split(';')[0]}")
+        return Verdict("candidates", None, why, ranked)
+    if copy_engine and not shader:
+        return Verdict("unknown", None, "the kernel log says the SDMA copy engine faulted: a memory copy, not a "
+                                        "kernel, touched the address; no copy or kernel is named by the evidence")
+    if any(is_address_fault(f) or f.kind.endswith("-error") or f.kind in ("queue-error", "gpu-hang")
+           for f in faults):
+        return Verdict("unknown", None, "the evidence shows a GPU error but names no kernel: runtime and kernel "
+                                        "logs report the fault, not the kernel that caused it")
+    return Verdict("unknown", None, "no GPU fault was found in the inputs")

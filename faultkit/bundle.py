@@ -1,0 +1,96 @@
+"""Gathering the inputs of a triage: files, folders, faultkit bundles and .tar.gz archives.
+
+A bundle is a directory with a `manifest.json` written by `faultkit capture`, or any folder of
+log files a user assembled by hand; either way every file is read and its kind is detected
+from its content.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .model import Problem
+
+MAX_FILE_BYTES = 4 << 30
+# Rendered reports are outputs, not evidence: reading one back would count its faults twice.
+SKIP_SUFFIXES = {".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"}
+
+
+@dataclass
+class InputFile:
+    name: str      # path as shown in reports
+    data: bytes
+
+
+@dataclass
+class Inputs:
+    files: list[InputFile] = field(default_factory=list)
+    manifest: dict | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def collect(paths: list[str]) -> Inputs:
+    out = Inputs()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            out.problems.append(Problem(raw, "no such file or directory"))
+        elif path.is_dir():
+            _collect_dir(path, out)
+        elif raw.endswith((".tar.gz", ".tgz", ".tar")):
+            _collect_tar(path, out)
+        else:
+            _read(path, str(path), out)
+    return out
+
+
+def _collect_dir(root: Path, out: Inputs) -> None:
+    manifest = root / "manifest.json"
+    if manifest.is_file():
+        try:
+            out.manifest = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            out.problems.append(Problem(str(manifest), f"unreadable manifest ({exc}); files are read without it"))
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            if p == manifest or p.suffix in SKIP_SUFFIXES or fn.startswith("."):
+                continue
+            _read(p, str(p), out)
+
+
+def _collect_tar(path: Path, out: Inputs) -> None:
+    try:
+        with tarfile.open(path) as tar:
+            for member in tar:
+                if not member.isfile() or Path(member.name).suffix in SKIP_SUFFIXES:
+                    continue
+                fh = tar.extractfile(member)
+                if fh is None:
+                    continue
+                data = fh.read()
+                if Path(member.name).name == "manifest.json":
+                    try:
+                        out.manifest = json.loads(data)
+                    except ValueError as exc:
+                        out.problems.append(Problem(f"{path}:{member.name}", f"unreadable manifest ({exc})"))
+                    continue
+                out.files.append(InputFile(f"{path}:{member.name}", data))
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        out.problems.append(Problem(str(path), f"archive cut or unreadable ({exc}); members before the damage kept"))
+
+
+def _read(path: Path, name: str, out: Inputs) -> None:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            out.problems.append(Problem(name, f"{size} bytes: larger than {MAX_FILE_BYTES} bytes, skipped"))
+            return
+        out.files.append(InputFile(name, path.read_bytes()))
+    except OSError as exc:
+        out.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))

@@ -1,0 +1,226 @@
+"""Code tables that turn numbers printed by ROCr, ROCclr and amdgpu into meaning.
+
+Values follow ../shared/reference (runtime_messages.md §12, kernel_log.md §4-6, §8).
+Kept in one module because the runtime parser, the kernel-log parser and the report all
+need the same interpretation; a second copy would drift.
+"""
+
+from __future__ import annotations
+
+# hsa_status_t: code -> (name, what it means for someone debugging a crash)
+HSA_STATUS: dict[int, tuple[str, str]] = {
+    0x0: ("HSA_STATUS_SUCCESS", "success"),
+    0x28: ("HSA_STATUS_ERROR_INVALID_MEMORY_POOL", "the memory pool is invalid"),
+    0x29: ("HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION",
+           "a wave accessed memory outside the legal GPU aperture (a host or garbage pointer, "
+           "an address above 48 bits)"),
+    0x2a: ("HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION", "a wave executed an illegal shader instruction"),
+    0x2b: ("HSA_STATUS_ERROR_MEMORY_FAULT",
+           "a wave accessed an inaccessible address (reported this way only by ROCm ~4.5-5.1; "
+           "newer ROCm prints 'Memory access fault by GPU node-N' instead)"),
+    0x2c: ("HSA_STATUS_CU_MASK_REDUCED", "the CU mask was reduced"),
+    0x2d: ("HSA_STATUS_ERROR_OUT_OF_REGISTERS", "a kernel requested more VGPRs than the agent has"),
+    0x2e: ("HSA_STATUS_ERROR_RESOURCE_BUSY", "resource busy"),
+    0x2f: ("HSA_STATUS_ERROR_NOT_SUPPORTED", "not supported"),
+    0x1000: ("HSA_STATUS_ERROR", "a generic error (queue preemption error, RAS error, fatal halt "
+             "or device removal)"),
+    0x1001: ("HSA_STATUS_ERROR_INVALID_ARGUMENT",
+             "a dispatch packet had an invalid work-group size"),
+    0x1002: ("HSA_STATUS_ERROR_INVALID_QUEUE_CREATION", "invalid queue creation"),
+    0x1003: ("HSA_STATUS_ERROR_INVALID_ALLOCATION",
+             "a dispatch asked for an invalid group segment (LDS) size"),
+    0x1004: ("HSA_STATUS_ERROR_INVALID_AGENT", "invalid agent"),
+    0x1005: ("HSA_STATUS_ERROR_INVALID_REGION", "invalid memory region"),
+    0x1006: ("HSA_STATUS_ERROR_INVALID_SIGNAL", "invalid signal"),
+    0x1007: ("HSA_STATUS_ERROR_INVALID_QUEUE", "invalid queue"),
+    0x1008: ("HSA_STATUS_ERROR_OUT_OF_RESOURCES", "out of resources (e.g. scratch memory)"),
+    0x1009: ("HSA_STATUS_ERROR_INVALID_PACKET_FORMAT", "a malformed or unsupported AQL packet"),
+    0x100a: ("HSA_STATUS_ERROR_RESOURCE_FREE", "error while releasing a resource"),
+    0x100b: ("HSA_STATUS_ERROR_NOT_INITIALIZED", "HSA runtime not initialized"),
+    0x100c: ("HSA_STATUS_ERROR_REFCOUNT_OVERFLOW", "reference count overflow"),
+    0x100d: ("HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS", "a dispatch had invalid grid dimensions"),
+    0x100e: ("HSA_STATUS_ERROR_INVALID_INDEX", "invalid index"),
+    0x100f: ("HSA_STATUS_ERROR_INVALID_ISA",
+             "a dispatch requested an invalid register count (or the ISA is invalid)"),
+    0x1010: ("HSA_STATUS_ERROR_INVALID_CODE_OBJECT", "a dispatch pointed at invalid kernel code"),
+    0x1011: ("HSA_STATUS_ERROR_INVALID_EXECUTABLE", "invalid executable"),
+    0x1012: ("HSA_STATUS_ERROR_FROZEN_EXECUTABLE", "frozen executable"),
+    0x1013: ("HSA_STATUS_ERROR_INVALID_SYMBOL_NAME", "no symbol with that name"),
+    0x1014: ("HSA_STATUS_ERROR_VARIABLE_ALREADY_DEFINED", "variable already defined"),
+    0x1015: ("HSA_STATUS_ERROR_VARIABLE_UNDEFINED", "variable undefined"),
+    0x1016: ("HSA_STATUS_ERROR_EXCEPTION",
+             "a wave aborted, trapped or raised a math exception (device assert, __builtin_trap, "
+             "s_trap, debug trap). This is NOT a page fault: a bad address is reported as "
+             "'Memory access fault' or code 0x29"),
+    0x1017: ("HSA_STATUS_ERROR_INVALID_ISA_NAME", "invalid ISA name"),
+    0x1018: ("HSA_STATUS_ERROR_INVALID_CODE_SYMBOL", "invalid code symbol"),
+    0x1019: ("HSA_STATUS_ERROR_INVALID_EXECUTABLE_SYMBOL", "invalid executable symbol"),
+    0x1020: ("HSA_STATUS_ERROR_INVALID_FILE", "invalid file descriptor"),
+    0x1021: ("HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER", "invalid code object reader"),
+    0x1022: ("HSA_STATUS_ERROR_INVALID_CACHE", "invalid cache"),
+    0x1023: ("HSA_STATUS_ERROR_INVALID_WAVEFRONT", "invalid wavefront"),
+    0x1024: ("HSA_STATUS_ERROR_INVALID_SIGNAL_GROUP", "invalid signal group"),
+    0x1025: ("HSA_STATUS_ERROR_INVALID_RUNTIME_STATE", "invalid runtime state"),
+    0x1026: ("HSA_STATUS_ERROR_FATAL", "the queue received an error that may require process termination"),
+}
+HSA_STATUS_BY_NAME = {name: code for code, (name, _) in HSA_STATUS.items()}
+
+# Codes that mean "a wave touched a bad address" as opposed to a trap or a bad packet.
+ADDRESS_FAULT_CODES = {0x29, 0x2b}
+PACKET_ERROR_CODES = {0x1001, 0x1003, 0x1009, 0x100d, 0x100f, 0x1010}
+
+
+def status_name(code: int | None) -> str | None:
+    if code is None:
+        return None
+    return HSA_STATUS.get(code, (None, None))[0]
+
+
+def status_meaning(code: int | None) -> str | None:
+    if code is None:
+        return None
+    entry = HSA_STATUS.get(code)
+    return entry[1] if entry else f"unknown HSA status 0x{code:x}"
+
+
+# ROCr "Reason:" text -> short kind used in fault records
+VM_FAULT_REASONS = {
+    "Page not present or supervisor privilege": "page-not-present",
+    "Write access to a read-only page": "write-to-read-only",
+    "Execute access to a page marked NX": "execute-nx",
+    "Host access only": "host-access-only",
+    "DRAM ECC failure": "dram-ecc",
+    "SRAM ECC failure": "sram-ecc",
+    "Generic hang recovery": "hang-recovery",
+    "ECC failure (if supported by HW)": "ecc",
+    "Unknown": "unknown",
+}
+
+# ---- kernel log: UTCL2 client ids (status register bits 17:9) ----
+GFXHUB_GFX9 = ["CB", "DB", "IA", "WD", "CPF", "CPC", "CPG", "RLC", "TCP", "SQC (inst)",
+               "SQC (data)", "SQG", "PA"]
+GFXHUB_GFX10_11 = ["CB/DB", "Reserved", "GE1", "GE2", "CPF", "CPC", "CPG", "RLC", "TCP",
+                   "SQC (inst)", "SQC (data)", "SQG", "Reserved", "SDMA0", "SDMA1", "GCR",
+                   "SDMA2", "SDMA3"]
+GFXHUB_GFX12 = ["CB", "DB", "GE1", "GE2", "CPF", "CPC", "CPG", "RLC", "TCP", "SQC (inst)",
+                "SQC (data)", "SQG/PC/SC", "Reserved", "SDMA0", "SDMA1", "GCR", "Reserved",
+                "Reserved", "WGS", "DSM", "PA"]
+# MI200/MI300 mmhub (aldebaran table, read == write): the parts LLM serving runs on.
+MMHUB_ALDEBARAN = {2: "MP1", 3: "MP0", 33: "DBGU_IO0", 34: "DBGU_IO2", 36: "MPIO", 107: "JPEG0",
+                   108: "VCN0", 109: "VCNU0", 139: "JPEG1", 140: "VCN1", 141: "VCNU1", 161: "XDP",
+                   174: "HDP", 256: "SDMA0", 257: "SDMA1", 258: "SDMA2", 259: "SDMA3",
+                   260: "SDMA4", 384: "OSS"}
+MMHUB_ARCTURUS = {0: "DBGU1", 1: "XDP", 2: "MP1", 14: "HDP", 171: "JPEG", 172: "VCN", 173: "VCNU",
+                  203: "JPEG1", 204: "VCN1", 205: "VCN1U", 384: "OSS",
+                  **{256 + i: f"SDMA{i}" for i in range(8)}}
+
+# IH client ids (from client N / from IH client 0xN)
+SOC15_IH_CLIENTS = {0x00: "IH", 0x01: "SDMA2/ACP", 0x02: "ATHUB", 0x03: "BIF", 0x04: "SDMA3/DCE",
+                    0x05: "SDMA4/ISP", 0x06: "VMC1/PCIE0", 0x07: "RLC", 0x08: "SDMA0", 0x09: "SDMA1",
+                    0x0a: "SE0SH", 0x0b: "SE1SH", 0x0c: "SE2SH", 0x0d: "SE3SH", 0x0e: "VCN1/UVD1",
+                    0x0f: "THM", 0x10: "VCN/UVD", 0x11: "SDMA5/VCE0", 0x12: "VMC", 0x13: "SDMA6/XDMA",
+                    0x14: "GRBM_CP", 0x15: "ATS", 0x16: "ROM_SMUIO", 0x17: "DF", 0x18: "SDMA7/VCE1",
+                    0x19: "PWR", 0x1b: "UTCL2", 0x1c: "EA", 0x1d: "UTCL2LOG", 0x1e: "MP0", 0x1f: "MP1"}
+SOC21_IH_CLIENTS = {0: "IH", 2: "ATHUB", 3: "BIF", 4: "DCN", 5: "ISP", 6: "MP3", 7: "RLC", 10: "GFX",
+                    11: "IMU", 14: "VCN1", 15: "THM", 16: "VCN", 17: "VPE1", 18: "VMC", 20: "GRBM_CP",
+                    22: "ROM_SMUIO", 23: "DF", 24: "VPE", 25: "PWR", 26: "LSDMA", 30: "MP0", 31: "MP1"}
+
+# gmc_v8 memory-controller clients are printed as 4-char tags
+GFX8_MC_CLIENTS = {"TC": "TCP", "CB": "CB", "DB": "DB", "CP": "CPC", "SD": "SDMA", "TA": "TCP"}
+
+
+def decode_status(status: int) -> dict:
+    """Decode *_L2_PROTECTION_FAULT_STATUS; the layout is the same on gfx9-gfx12."""
+    return {
+        "more_faults": status & 1,
+        "walker_error": (status >> 1) & 0x7,
+        "permission_faults": (status >> 4) & 0xF,
+        "mapping_error": (status >> 8) & 1,
+        "cid": (status >> 9) & 0x1FF,
+        "rw": (status >> 18) & 1,
+        "vmid": (status >> 20) & 0xF,
+    }
+
+
+def utcl2_client_name(cid: int, generation: str | None, hub: str | None, rw: int = 0) -> str | None:
+    """Best-effort client name when the log printed only the raw status."""
+    if hub and hub.startswith("mm"):
+        if generation == "gfx9":
+            return MMHUB_ALDEBARAN.get(cid) or MMHUB_ARCTURUS.get(cid)
+        return None
+    table = {"gfx9": GFXHUB_GFX9, "gfx10": GFXHUB_GFX10_11, "gfx11": GFXHUB_GFX10_11,
+             "gfx12": GFXHUB_GFX12}.get(generation or "")
+    if table is None:
+        return None
+    return table[cid] if cid < len(table) else "unknown"
+
+
+def client_role(name: str | None) -> str | None:
+    """What kind of engine a UTCL2/MC client name stands for."""
+    if not name:
+        return None
+    n = name.upper()
+    if n.startswith("TCP") or n.startswith("TC") and len(n) <= 3:
+        return "shader-memory"
+    if n.startswith("SQC (INST)"):
+        return "shader-instruction-fetch"
+    if n.startswith("SQC"):
+        return "shader-scalar-data"
+    if n.startswith("SQG"):
+        return "shader"
+    if "SDMA" in n or n == "XDMA":
+        return "copy-engine"
+    if n in ("CPC", "CPF", "CPG"):
+        return "command-processor"
+    if n in ("CB", "DB", "CB/DB", "PA", "IA", "WD", "GE1", "GE2"):
+        return "graphics-pipeline"
+    if n.startswith(("VCN", "JPEG", "UVD", "VCE")):
+        return "video"
+    if n in ("MP0", "MP1", "PSP", "SMU"):
+        return "firmware"
+    return "other"
+
+
+ROLE_WORDS = {
+    "shader-memory": "a shader's vector memory access (client {c}: a kernel's global load or store)",
+    "shader-instruction-fetch": "a shader instruction fetch (client {c}: a jump into unmapped code "
+                                "or a freed code object)",
+    "shader-scalar-data": "a shader's scalar data load (client {c}: kernel arguments or constants)",
+    "shader": "a shader (client {c})",
+    "copy-engine": "the SDMA copy engine (client {c}): a memory copy, not a kernel, touched the address",
+    "command-processor": "the command processor (client {c}): a bad queue, packet or ring, "
+                         "not a kernel's own load or store",
+    "graphics-pipeline": "the graphics pipeline (client {c}): a graphics context, not compute",
+    "video": "the video engine (client {c})",
+    "firmware": "a firmware block (client {c})",
+    "other": "client {c}",
+}
+
+GPU_RESET_SOURCES = {0: "unknown", 1: "job timeout (ring timeout)", 2: "RAS error", 3: "MES failure",
+                     4: "HWS / KFD hang", 5: "user request"}
+
+MES_OPCODES = {0: "SET_HW_RSRC", 1: "SET_SCHEDULING_CONFIG", 2: "ADD_QUEUE", 3: "REMOVE_QUEUE",
+               4: "PERFORM_YIELD", 5: "SET_GANG_PRIORITY_LEVEL", 6: "SUSPEND", 7: "RESUME",
+               8: "RESET", 9: "SET_LOG_BUFFER", 10: "CHANGE_GANG_PRORITY",
+               11: "QUERY_SCHEDULER_STATUS", 12: "PROGRAM_GDS", 13: "SET_DEBUG_VMID", 14: "MISC",
+               15: "UPDATE_ROOT_PAGE_TABLE", 16: "AMD_LOG", 19: "SET_HW_RSRC_1"}
+
+# NVIDIA Xid meanings for the ones a compute user meets
+XID_MEANINGS = {
+    13: "Graphics engine exception (SM warp exception: an illegal address, an out-of-range access "
+        "or an assert in a kernel)",
+    31: "GPU memory page fault (MMU fault): a kernel or copy touched an unmapped address",
+    32: "invalid or corrupted push buffer stream",
+    43: "GPU stopped processing (the faulting channel was torn down; follows Xid 13/31)",
+    45: "preemptive cleanup of a channel, due to a previous error",
+    48: "double-bit ECC error",
+    63: "ECC page retirement / row remapping event",
+    64: "ECC page retirement / row remapping failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    109: "context switch timeout",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}

@@ -1,0 +1,226 @@
+"""The postmortem report in Markdown, self-contained HTML, and JSON (schema faultkit.triage/1).
+
+Markdown and HTML render the same section list, so they cannot drift apart. JSON follows the
+contract in issue 2; later additions only add keys.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+
+from ..analyze.incident import Incident
+from ..codes import status_meaning, status_name
+from ..model import hex_or_none
+
+SCHEMA = "faultkit.triage/1"
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    bullets: list[str] = field(default_factory=list)
+    table: tuple[list[str], list[list[str]]] | None = None
+    code: list[str] = field(default_factory=list)
+
+
+def to_json(inc: Incident) -> dict:
+    v = inc.verdict
+    return {
+        "schema": SCHEMA,
+        "verdict": v.to_json() if v else {"level": "unknown", "kernel": None, "candidates": [], "why": ""},
+        "faults": [f.to_json() for f in inc.faults],
+        "report_points": [{"source": "runtime", "frame": r.frame, "kind": r.kind, "exception": r.exception,
+                           "process": r.process_tag, "origin": str(r.origin)} for r in inc.report_points],
+        "next_steps": inc.next_steps,
+        "problems": [str(p) for p in inc.problems],
+        "inputs": inc.inputs,
+        "kernel_events": [{"kind": e.kind, "text": e.text, "time": e.stamp.raw if e.stamp else None, "gpu": e.pci,
+                           "fields": e.fields, "origin": str(e.origin)} for e in inc.kernel_events],
+        "wave_dumps": [{"wave": w.wave, "pc": hex_or_none(w.pc), "kernel": w.kernel, "reasons": w.reasons,
+                        "generation": w.generation, "code_object": w.code_object,
+                        "faulting_pc_marked": hex_or_none(w.marked_pc), "origin": str(w.origin)}
+                       for w in inc.runtime.waves],
+    }
+
+
+def render_json(inc: Incident) -> str:
+    return json.dumps(to_json(inc), indent=2, default=str) + "\n"
+
+
+def sections(inc: Incident) -> list[Section]:
+    v = inc.verdict
+    out: list[Section] = []
+    s = Section("Verdict")
+    if v.kernel:
+        s.paragraphs.append(f"**{v.level}**: faulting kernel `{v.kernel}`")
+    else:
+        s.paragraphs.append(f"**{v.level}**: " + ("no single kernel can be named" if v.candidates
+                                                 else "the evidence names no kernel"))
+    s.paragraphs.append(f"Why: {v.why}.")
+    if v.candidates:
+        s.table = (["#", "candidate kernel", "score", "why"],
+                   [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
+    out.append(s)
+
+    primary = [f for f in inc.faults if not f.detail.get("secondary")]
+    s = Section("Fault facts")
+    if not inc.faults:
+        s.paragraphs.append("No GPU fault was found in the inputs.")
+    else:
+        s.table = (["source", "kind", "address", "code", "GPU", "pid / process", "time", "group", "evidence"],
+                   [[f.source, f.kind, hex_or_none(f.address) or "", hex_or_none(f.code) or "", f.gpu or "",
+                     " ".join(x for x in (str(f.pid) if f.pid is not None else "", f.process or "") if x),
+                     f.time or "", str(f.group or ""), str(f.origin or "")] for f in inc.faults])
+        groups = {}
+        for f in inc.faults:
+            if f.group is not None:
+                groups.setdefault(f.group, set()).add(f.source)
+        joined = [g for g, srcs in groups.items() if len(srcs) > 1]
+        if joined:
+            s.paragraphs.append("Group(s) " + ", ".join(map(str, joined)) + ": the runtime's fault address lies "
+                                "in a page the kernel log reports: the same event seen from both sides.")
+        secondary = len(inc.faults) - len(primary)
+        if secondary:
+            s.paragraphs.append(f"{secondary} kernel-log block(s) had an all-zero status (faults latched behind an "
+                                f"earlier one); their printed client is not meaningful.")
+    out.append(s)
+
+    s = Section("What the faults mean")
+    seen = set()
+    for f in inc.faults:
+        if f.meaning and f.meaning not in seen:
+            seen.add(f.meaning)
+            s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}")
+    out.append(s)
+
+    kfaults = [f for f in inc.faults if f.source == "kernel-log" and f.kind.startswith("page-fault")]
+    if kfaults:
+        s = Section("Kernel-log faults, decoded")
+        s.table = (["page", "GPU", "hub", "vmid", "pasid", "client", "access", "permission bits", "status",
+                    "process"],
+                   [[hex_or_none(f.address) or "", f.gpu or "", str(f.detail.get("hub", "")),
+                     str(f.detail.get("vmid", "")), str(f.detail.get("pasid", "")),
+                     "(secondary)" if f.detail.get("secondary") else str(f.detail.get("client_name", "")),
+                     "" if f.detail.get("secondary") else {0: "read", 1: "write"}.get(f.detail.get("rw"), ""),
+                     _perm(f.detail.get("permission_faults")), str(f.detail.get("status", "")),
+                     f"{f.process or ''} {f.pid or ''}".strip()] for f in kfaults[:200]])
+        if len(kfaults) > 200:
+            s.paragraphs.append(f"{len(kfaults) - 200} more fault blocks are in the JSON report.")
+        out.append(s)
+
+    if inc.kernel_events:
+        s = Section("Kernel-log events around the fault")
+        s.paragraphs.append("Timeouts, MES/HWS failures and resets within seconds after a fault are usually its "
+                            "consequences, not separate causes.")
+        s.table = (["time", "GPU", "kind", "message"],
+                   [[e.stamp.raw if e.stamp else "", e.pci or "", e.kind, e.text[:160]]
+                    for e in inc.kernel_events[:60]])
+        out.append(s)
+
+    waves = [w for w in inc.runtime.waves if w.generation != "v1" and (w.disassembly or w.kernel)]
+    if waves:
+        w = next((w for w in waves if w.disassembly), waves[0])
+        s = Section("Stopped wave (rocm-debug-agent)")
+        s.paragraphs.append(f"wave {w.wave} stopped at pc 0x{w.pc:x} in `{w.kernel}` ({', '.join(w.reasons)})"
+                            if w.pc is not None else f"wave in `{w.kernel}`")
+        if w.code_object:
+            s.paragraphs.append(f"code object: {w.code_object}")
+        s.code = w.disassembly[:40]
+        out.append(s)
+
+    s = Section("Report points (where the host noticed, not where the GPU faulted)")
+    if inc.report_points:
+        s.bullets = [f"{r.kind}: {r.frame}" + (f" — {r.exception}" if r.exception else "")
+                     + (f" [{r.process_tag}]" if r.process_tag else "") + f" ({r.origin})"
+                     for r in inc.report_points]
+        s.paragraphs.append("Kernels run asynchronously: these frames are where an error was reported, never the "
+                            "faulting site.")
+    else:
+        s.paragraphs.append("No host stack was found.")
+    out.append(s)
+
+    codes = sorted({f.code for f in inc.faults if f.code is not None})
+    if codes:
+        s = Section("What the status codes mean")
+        s.bullets = [f"0x{c:x} {status_name(c) or ''}: {status_meaning(c)}" for c in codes]
+        out.append(s)
+
+    out.append(Section("Next steps", bullets=list(inc.next_steps)))
+    s = Section("Inputs and problems")
+    s.bullets = [f"{i['name']}: {', '.join(i['kinds'])}" for i in inc.inputs]
+    s.bullets += [f"problem: {p}" for p in inc.problems[:100]]
+    if len(inc.problems) > 100:
+        s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
+    out.append(s)
+    return out
+
+
+def _perm(bits) -> str:
+    if bits is None:
+        return ""
+    names = [n for b, n in ((1, "invalid"), (2, "no-read"), (4, "no-write"), (8, "no-exec")) if bits & b]
+    return f"0x{bits:x}" + (f" ({', '.join(names)})" if names else "")
+
+
+def render_markdown(inc: Incident) -> str:
+    lines = ["# faultkit triage report", ""]
+    for s in sections(inc):
+        lines += [f"## {s.title}", ""]
+        for p in s.paragraphs:
+            lines += [p, ""]
+        if s.table:
+            head, rows = s.table
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "---|" * len(head))
+            for r in rows:
+                lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+            lines.append("")
+        for b in s.bullets:
+            lines.append(f"- {b}")
+        if s.bullets:
+            lines.append("")
+        if s.code:
+            lines += ["```"] + s.code + ["```", ""]
+    return "\n".join(lines)
+
+
+def _inline(text: str) -> str:
+    """Escape, then render the two Markdown marks the sections use (**bold**, `code`)."""
+    esc = html.escape(text)
+    parts = esc.split("`")
+    esc = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    parts = esc.split("**")
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+
+
+CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;color:#222}"
+       "table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
+       "vertical-align:top;text-align:left}code,pre{background:#f4f4f4}pre{padding:.5rem;overflow:auto}"
+       ".level{font-size:1.2rem}")
+
+
+def render_html(inc: Incident) -> str:
+    out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\"><title>faultkit triage report</title>",
+           f"<style>{CSS}</style></head><body>", "<h1>faultkit triage report</h1>"]
+    for s in sections(inc):
+        out.append(f"<h2>{html.escape(s.title)}</h2>")
+        for p in s.paragraphs:
+            out.append(f"<p>{_inline(p)}</p>")
+        if s.table:
+            head, rows = s.table
+            out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+            for r in rows:
+                out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>")
+            out.append("</table>")
+        if s.bullets:
+            out.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in s.bullets) + "</ul>")
+        if s.code:
+            out.append("<pre>" + html.escape("\n".join(s.code)) + "</pre>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "markdown": render_markdown, "html": render_html, "json": render_json}

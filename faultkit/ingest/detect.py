@@ -1,0 +1,33 @@
+"""Decide what a file is from its content, not its name."""
+
+from __future__ import annotations
+
+import re
+
+HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b.*$", re.M)
+
+KERNEL_MARKERS = re.compile(
+    r"^(?:\[\s*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[\s*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
+    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?\s*(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
+    r"Evicting PASID|qcm fence)", re.M)
+RUNTIME_MARKERS = re.compile(
+    r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"
+    r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|"
+    r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD")
+DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal SIG|\[Switching to |CUDA Exception:|"
+                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal", re.M)
+
+
+def detect_kinds(text: str) -> set[str]:
+    """Kinds of evidence in a text file. A file may hold several (a pasted issue with both
+    the server's stderr and its dmesg); a file with none is read as a runtime log."""
+    sample = text if len(text) < 4_000_000 else text[:2_000_000] + text[-2_000_000:]
+    sample = HEADER_COMMENT.sub("", sample)
+    kinds: set[str] = set()
+    if KERNEL_MARKERS.search(sample):
+        kinds.add("kernel-log")
+    if RUNTIME_MARKERS.search(sample) or "kernel-log" not in kinds:
+        kinds.add("runtime-log")
+    if DEBUGGER_MARKERS.search(sample):
+        kinds.add("debugger")
+    return kinds

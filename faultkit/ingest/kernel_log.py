@@ -1,0 +1,580 @@
+"""Parser for the kernel log: amdgpu/amdkfd VM faults, hangs, resets, MES/KFD, and NVIDIA Xid.
+
+Formats follow ../shared/reference/kernel_log.md. A captured line is
+`[timestamp layer] [device prefix] message`; both outer layers are stripped, then the
+message is matched. Fault reports span several lines that are not always contiguous, so
+open reports are keyed by device.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+
+from ..codes import (GPU_RESET_SOURCES, MES_OPCODES, SOC15_IH_CLIENTS, SOC21_IH_CLIENTS, decode_status,
+                     utcl2_client_name)
+from ..model import KernelEvent, KernelLog, Origin, Problem, Stamp, VMFault, Xid
+from .text import decode, numbered_lines
+
+# ---- timestamp layer ----
+TS_MONO = re.compile(r"^\[\s*(?P<mono>\d+\.\d+)\]\s?")
+TS_T = re.compile(r"^\[(?P<wall>\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4})\]\s?")
+TS_H_ABS = re.compile(r"^\[(?P<abs>[^\W\d_]{2,5}\.?\s?\d{1,2} \d\d:\d\d)\]\s?")
+TS_H_REL = re.compile(r"^\[\s*\+(?P<rel>\d+[.,]\d+)\]\s?")
+TS_JOURNAL = re.compile(r"^(?P<mon>[^\W\d_]{2,5}\.?) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) (?P<host>\S*) ?(?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+TS_ISO = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?) (?P<host>\S+) (?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+TS_HMS = re.compile(r"^(?P<hms>\d\d:\d\d:\d\d) ")
+
+# ---- device prefix layer ----
+DEV_PREFIX = re.compile(
+    r"^(?:amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:amdgpu: )?|drmn(?P<drmn>\d+): |"
+    r"kfd kfd: amdgpu: |amdgpu: |kfd: |amdkfd: |\[drm:(?P<fn>[\w.]+) \[amdgpu\]\] \*ERROR\* |"
+    r"\[drm ERROR :(?P<fn2>[\w.]+)\] )")
+RAS_ID = re.compile(r"^\{\d+\}")
+
+# ---- VM fault blocks (regexes from kernel_log.md §3.6, loosened for whitespace) ----
+HDR = re.compile(r"^\[(?P<hub>gfxhub0?|mmhub[01]?)\] (?:(?P<retry>retry|no-retry) )?(?P<vmc>VMC )?page fault "
+                 r"\(src_id:(?P<src_id>\d+) ring:(?P<ring>\d+) (?:vmid|vm_id):(?P<vmid>\d+) (?:pasid|pas_id):(?P<pasid>\d+)"
+                 r"(?:, for process (?P<proc>.*?) pid (?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+))?\)\s*$")
+TASK = re.compile(r"^\s*(?P<form>for process|in process|Process(?! information:)) (?P<proc>.*?) pid (?P<tgid>\d+) "
+                  r"thread (?P<thread>.*?) pid (?P<tid>\d+)\)?\s*$")
+ADDR = re.compile(r"^\s*(?:at page|in page starting at address) 0x(?P<addr>[0-9a-fA-F]+) from (?P<ih>IH )?(?:client )?"
+                  r"(?:0x(?P<client_hex>[0-9a-fA-F]+)|(?P<client_dec>\d+))(?: \((?P<client_name>[^)]*)\))?\s*$")
+COOKIE = re.compile(r"^\s*cookie node_id (?P<node>\d+) fault from die (?P<die>\S+)\s*$")
+STATUS = re.compile(r"^\s*(?P<reg>VM|GCVM|MMVM)_L2_PROTECTION_FAULT_STATUS(?P<lo32>_LO32)?:0x(?P<status>[0-9A-Fa-f]{8})\s*$")
+CID = re.compile(r"^\s*Faulty UTCL2 client ID: (?:(?P<name>.*?) \((?P<cid>0x[0-9a-fA-F]+)\)|(?P<cid_only>0x[0-9a-fA-F]+))\s*$")
+FIELD = re.compile(r"^\s*(?P<field>MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW): 0x(?P<val>[0-9a-fA-F]+)\s*$")
+V8_HDR = re.compile(r"^GPU fault detected: (?P<src_id>\d+) 0x(?P<data>[0-9a-f]{8})(?: for process (?P<proc>.*?) pid "
+                    r"(?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+))?\s*$")
+V8_REG = re.compile(r"^\s*VM_CONTEXT1_PROTECTION_FAULT_(?P<reg>ADDR|STATUS)\s+0x(?P<val>[0-9A-Fa-f]{8})\s*$")
+V8_DEC = re.compile(r"^VM fault \(0x(?P<prot>[0-9a-f]{2}), vmid (?P<vmid>\d+), pasid (?P<pasid>\d+)\) at page (?P<page>\d+), "
+                    r"(?P<rw>read|write) from '(?P<mc>[^']*)' \(0x(?P<mcraw>[0-9a-f]{8})\) \((?P<mcid>\d+)\)\s*$")
+SUPPRESSED = re.compile(r"(?P<fn>[\w.]+): (?P<n>\d+) callbacks suppressed")
+
+# ---- other messages ----
+RING_TIMEOUT = re.compile(r"ring (?P<ring>\S+) timeout, (?:(?P<soft>but soft recovered)|signaled seq=(?P<sig>\d+), emitted seq=(?P<emit>\d+))")
+PROC_INFO = re.compile(r"Process information: process (?P<proc>.*?) pid (?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+)\s*$")
+RESET_BEGIN = re.compile(r"GPU reset begin!(?:\.? ?Source:\s+(?P<src>\d+))?")
+RESET_METHOD = re.compile(r"^(?P<m>MODE1 reset|MODE2 reset|BACO reset|GPU mode1 reset|GPU smu mode1 reset|GPU psp mode1 reset|"
+                          r"GPU pci config reset|soft reset failed, will fallback to full reset!)")
+RESET_RESULT = re.compile(r"(?P<r>GPU reset succeeded, trying to resume|GPU reset\((?P<n>\d+)\) (?P<ok>succeeded|failed)!?|"
+                          r"GPU reset end with ret = (?P<ret>-?\d+)|GPU Recovery Failed: (?P<rf>-?\d+)|"
+                          r"Guilty job already signaled, skipping HW reset|device wedged, but (?:recovered through reset|no recovery needed)|"
+                          r"GPU recovery disabled\.)")
+RING_RESET = re.compile(r"(?:Starting (?P<start>\S+) ring reset|Ring (?P<ring>\S+) reset (?P<ok>succeeded|failed)|"
+                        r"reset (?:compute|gfx) queue \((?P<q>[\d:]+)\))")
+VRAM_LOST = re.compile(r"VRAM is lost")
+MES = re.compile(r"MES(?:\((?P<pipe>\d)\))? failed to respon(?:d to|se) msg=(?P<msg>\w+)(?: \((?P<sub>\w+)\))?|"
+                 r"MES is busy|MES ring buffer is full|failed to (?:unmap|reset) legacy queue|failed to suspend all gangs|"
+                 r"failed to (?:remove|add) hardware queue (?:from|to) MES, doorbell=0x[0-9a-f]+|"
+                 r"MES might be in unrecoverable state")
+KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an unrecoverable state due to an unsuccessful queues preemption|"
+                 r"Unmapping queues failed|HIQ MQD's queue_doorbell_id0 is not 0, Queue preemption time out|"
+                 r"(?:XCC \d+: )?Queue preemption failed for queue with doorbell_id: [0-9a-f]+|Failed to evict process queues|"
+                 r"Failed to restore process queues|Failed to quiesce KFD|Failed to resume KFD|Failed to evict queue \d+|"
+                 r"Failed to restore queue \d+|Suspending all queues failed|Failed to remove queue \d+ for dev \d+|"
+                 r"Failed to suspend process (?:pid )?(?:0x)?[0-9a-f]+|Failed to restore queues of (?:pasid|process pid) (?:0x)?[0-9a-f]+|"
+                 r"Restore process pid \d+ failed during resume|Pasid 0x[0-9a-f]+ destroy queue \d+ failed, ret -?\d+|"
+                 r"Freeing queue vital buffer 0x[0-9a-f]+, queue evicted|(?:Started |Finished )?(?:[Ee]victing|restoring) (?:PASID|pasid) (?:0x)?[0-9a-f]+(?: queues)?|"
+                 r"timeout waiting for kiq fence|Fence fallback timer expired on ring \S+)")
+SQ_INTR = re.compile(r"sq_intr: error, (?P<rest>.*)$")
+RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware Error\]: .*|poison is consumed by client \d+.*|"
+                 r"\d+ (?:new )?correctable hardware errors detected.*)")
+IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
+DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
+                       r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
+CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limit")
+DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
+
+# ---- NVIDIA ----
+XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\): (?P<xid>\d+), (?P<rest>.*?)\s*$")
+X31 = re.compile(r"pid=(?P<pid>\d+|'<unknown>'), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+), intr (?P<intr>[0-9a-f]+)\. "
+                 r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
+                 r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
+X13 = re.compile(r"Graphics SM Warp Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\): (?P<exc>.+)$")
+XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
+
+MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
+
+
+@dataclass
+class _Parsed:
+    no: int
+    raw: str
+    stamp: Stamp | None
+    message: str | None       # None: not a kernel line (another journal identity)
+    pci: str | None = None
+    fn: str | None = None
+
+
+def _stamp_of(text: str, state: dict) -> tuple[Stamp | None, str, bool]:
+    """Strip the timestamp layer. Returns (stamp, rest, is_kernel_line)."""
+    m = TS_MONO.match(text)
+    if m:
+        return Stamp(m.group(0).strip(), "monotonic", float(m.group("mono"))), text[m.end():], True
+    m = TS_T.match(text)
+    if m:
+        state.setdefault("style", "dmesg -T")
+        return Stamp(m.group("wall"), "wall", wall=_wall_from_t(m.group("wall"))), text[m.end():], True
+    m = TS_H_REL.match(text)
+    if m:
+        state["rel"] = state.get("rel", 0.0) + float(m.group("rel").replace(",", "."))
+        base = state.get("abs")
+        s = Stamp(m.group(0).strip(), "relative", seconds=state["rel"],
+                  wall=base, wall_note=f"+{state['rel']:.6f}s after {base}" if base else None)
+        return s, text[m.end():], True
+    m = TS_H_ABS.match(text)
+    if m and not text.startswith("[drm"):
+        state["abs"], state["rel"] = m.group("abs"), 0.0
+        state.setdefault("style", "dmesg -H")
+        return Stamp(m.group("abs"), "wall", wall_note="dmesg -H: minute resolution, no year"), text[m.end():], True
+    m = TS_ISO.match(text)
+    if m:
+        state.setdefault("style", "iso8601 syslog")
+        rest = text[m.end():]
+        stamp = Stamp(m.group("iso"), "wall", wall=m.group("iso"))
+        return _printk_inside(stamp, rest), TS_MONO.sub("", rest, count=1), m.group("ident") == "kernel"
+    m = TS_JOURNAL.match(text)
+    if m and m.group("mon").lower().rstrip(".") not in ("amdgpu",):
+        state.setdefault("style", "journalctl/syslog")
+        mon = MONTHS.get(m.group("mon").lower()[:3])
+        wall = None
+        if mon:
+            wall = f"{mon:02d}-{int(m.group('day')):02d}T{m.group('hms')}"
+        raw = f"{m.group('mon')} {m.group('day')} {m.group('hms')}"
+        stamp = Stamp(raw, "wall", wall=wall, wall_note="journal stamp without a year"
+                      + ("" if mon else " (month name in a locale faultkit does not map)"))
+        rest = text[m.end():]
+        return _printk_inside(stamp, rest), TS_MONO.sub("", rest, count=1), m.group("ident") == "kernel"
+    m = TS_HMS.match(text)
+    if m:
+        state.setdefault("style", "time of day only")
+        return Stamp(m.group("hms"), "wall", wall_note="time of day only"), text[m.end():], True
+    return None, text, True
+
+
+def _printk_inside(stamp: Stamp, rest: str) -> Stamp:
+    m = TS_MONO.match(rest)
+    if m:
+        stamp.seconds = float(m.group("mono"))
+    return stamp
+
+
+def _wall_from_t(text: str) -> str | None:
+    parts = text.split()
+    try:
+        mon = MONTHS[parts[1].lower()[:3]]
+        return f"{parts[4]}-{mon:02d}-{int(parts[2]):02d}T{parts[3]}"
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
+def _order_key(stamp: Stamp | None):
+    if stamp is None:
+        return None
+    if stamp.clock == "monotonic":
+        return stamp.seconds
+    if stamp.clock == "wall" and stamp.wall:
+        return stamp.wall
+    return None
+
+
+def _looks_reversed(parsed: list[_Parsed]) -> bool:
+    keys = [k for k in (_order_key(p.stamp) for p in parsed) if k is not None]
+    ups = downs = 0
+    for a, b in zip(keys, keys[1:]):
+        if type(a) is not type(b):
+            continue
+        if b > a:
+            ups += 1
+        elif b < a:
+            downs += 1
+    if downs > 0 and downs > ups:
+        return True
+    if downs == 0 and ups == 0:
+        return _structure_reversed(parsed)
+    return False
+
+
+def _structure_reversed(parsed: list[_Parsed]) -> bool:
+    """With equal stamps only the block structure tells: forward logs print the header
+    before the address line, `journalctl -r` prints it after."""
+    msgs = [DEV_PREFIX.sub("", p.message or "", count=1) for p in parsed]
+    forward = backward = 0
+    for i, msg in enumerate(msgs):
+        if not HDR.match(msg):
+            continue
+        if i + 1 < len(msgs) and (ADDR.match(msgs[i + 1]) or TASK.match(msgs[i + 1])):
+            forward += 1
+        if i > 0 and (ADDR.match(msgs[i - 1]) or TASK.match(msgs[i - 1])):
+            backward += 1
+    return backward > forward
+
+
+def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog:
+    """Parse dmesg / journalctl -k / syslog text. Never raises on bad input."""
+    if isinstance(data, bytes):
+        text, problems = decode(data, name)
+    else:
+        text, problems = data, []
+    out = KernelLog(problems=list(problems))
+    state: dict = {}
+    parsed: list[_Parsed] = []
+    segments: list[list[_Parsed]] = [[]]
+    for line in numbered_lines(text):
+        if line.boundary:
+            segments.append([])
+            continue
+        try:
+            stamp, rest, is_kernel = _stamp_of(line.text, state)
+        except Exception as exc:  # defensive: a stamp we mis-read must not lose the line
+            out.problems.append(Problem(name, f"unreadable timestamp ({exc!r})", line.no))
+            stamp, rest, is_kernel = None, line.text, True
+        if stamp is not None and stamp.clock == "monotonic":
+            state.setdefault("style", "dmesg")
+        segments[-1].append(_Parsed(line.no, line.text, stamp, rest if is_kernel else None))
+    out.timestamp_style = state.get("style", "none")
+    for seg in segments:
+        if _looks_reversed(seg):
+            seg.reverse()
+            out.reversed_input = True
+        parsed = seg
+        _Blocks(name, out).run(parsed)
+    if out.reversed_input:
+        out.problems.append(Problem(name, "timestamps run backwards (journalctl -r?); lines were read in reverse"))
+    return out
+
+
+class _Blocks:
+    """Assembles fault blocks and events from stripped lines of one excerpt."""
+
+    def __init__(self, name: str, out: KernelLog):
+        self.name = name
+        self.out = out
+        self.open: dict[str, VMFault] = {}        # device key -> fault being assembled
+        self.last_timeout: dict[str, KernelEvent] = {}
+        self.generation_hint: dict[str, str] = {}
+
+    def run(self, lines: list[_Parsed]) -> None:
+        for p in lines:
+            if p.message is None:
+                continue
+            try:
+                self.line(p)
+            except Exception as exc:
+                self.out.problems.append(Problem(self.name, f"internal parser error ({exc!r}); line skipped", p.no))
+        for key in list(self.open):
+            self.close(key)
+
+    def line(self, p: _Parsed) -> None:
+        msg = p.message
+        m = DEV_PREFIX.match(msg)
+        pci = None
+        fn = None
+        if m:
+            pci = m.group("pci") or (f"drmn{m.group('drmn')}" if m.group("drmn") else None)
+            fn = m.group("fn") or m.group("fn2")
+            msg = msg[m.end():]
+            m2 = DEV_PREFIX.match(msg)  # 'amdgpu 0000:..: amdgpu: [drm:...' doubles
+            if m2 and m2.group(0).startswith("[drm"):
+                fn = m2.group("fn") or m2.group("fn2")
+                msg = msg[m2.end():]
+        msg = RAS_ID.sub("", msg)
+        key = pci or "?"
+        org = Origin(self.name, p.no)
+
+        x = XID.search(msg)
+        if x:
+            self.xid(x, p, org)
+            return
+        if self.fault_line(msg, key, pci, p, org, fn):
+            return
+        self.event(msg, key, pci, p, org, fn)
+
+    # ---------- fault blocks ----------
+    def start(self, key: str, fault: VMFault) -> VMFault:
+        self.close(key)
+        self.open[key] = fault
+        return fault
+
+    def close(self, key: str) -> None:
+        f = self.open.pop(key, None)
+        if f is None:
+            return
+        self.finish(f)
+        self.out.faults.append(f)
+
+    def finish(self, f: VMFault) -> None:
+        if f.generation is None:
+            f.generation = self.generation_hint.get(f.pci or "?")
+        if f.status is not None:
+            d = decode_status(f.status)
+            f.secondary = f.status == 0
+            f.client_id = d["cid"] if f.client_id is None else f.client_id
+            for k in ("rw", "permission_faults", "walker_error", "mapping_error", "more_faults"):
+                if getattr(f, k) is None:
+                    setattr(f, k, d[k])
+            if f.secondary:
+                # An all-zero status belongs to a fault latched behind an earlier one; its printed
+                # client (CB, CB/DB, MP0, unknown) is an artefact, not the faulting block.
+                f.client_name = None
+            elif f.client_name is None:
+                f.client_name = utcl2_client_name(f.client_id, f.generation, f.hub, f.rw or 0)
+        if f.ih_client is not None and f.ih_client_name is None:
+            table = SOC21_IH_CLIENTS if f.generation in ("gfx11", "gfx12") else SOC15_IH_CLIENTS
+            f.ih_client_name = table.get(f.ih_client)
+
+    def fault_line(self, msg: str, key: str, pci, p: _Parsed, org: Origin, fn) -> bool:
+        m = HDR.match(msg)
+        if m:
+            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, hub=m.group("hub"),
+                                        retry=(m.group("retry") == "retry") if m.group("retry") else None,
+                                        src_id=int(m.group("src_id")), ring=int(m.group("ring")),
+                                        vmid=int(m.group("vmid")), pasid=int(m.group("pasid"))))
+            if m.group("tgid"):
+                f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
+                f.format_hint = "task inline (Linux <= 6.9)"
+            if m.group("vmc"):
+                f.generation, f.format_hint = "gfx9", "gmc_v9, Linux 4.13-4.16"
+            elif m.group("hub") in ("gfxhub0", "mmhub0", "mmhub1"):
+                f.generation = "gfx9"
+            f.lines.append(p.raw)
+            return True
+        m = V8_HDR.match(msg)
+        if m:
+            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, src_id=int(m.group("src_id")),
+                                        generation="gfx8", format_hint="gmc_v8"))
+            if m.group("tgid"):
+                f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
+            f.lines.append(p.raw)
+            return True
+        f = self.open.get(key)
+        m = TASK.match(msg)
+        if m:
+            target = f if f is not None and f.pid is None else None
+            if target is None and key in self.last_timeout and self.last_timeout[key].fields.get("pid") is None:
+                ev = self.last_timeout[key]
+                ev.fields.update(process=m.group("proc"), pid=int(m.group("tgid")), thread=m.group("thread"),
+                                 tid=int(m.group("tid")))
+                return True
+            if target is None:
+                return False
+            target.process, target.pid = m.group("proc"), int(m.group("tgid"))
+            target.thread, target.tid = m.group("thread"), int(m.group("tid"))
+            target.format_hint = {"for process": "task on its own line (Linux ~6.10-6.16)",
+                                  "in process": "task on its own line (Linux ~6.10-6.16)",
+                                  "Process": "' Process' task line (Linux >= ~6.17)"}[m.group("form")]
+            target.lines.append(p.raw)
+            return True
+        m = ADDR.match(msg)
+        if m:
+            if f is None or f.address is not None:
+                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
+                self.out.problems.append(Problem(self.name, "fault address without its header line (cut excerpt)", p.no))
+            f.address = int(m.group("addr"), 16)
+            if m.group("client_hex") is not None:
+                f.ih_client = int(m.group("client_hex"), 16)
+                if f.generation is None and f.hub in ("gfxhub", "mmhub"):
+                    f.generation = "gfx10"
+            elif m.group("client_dec") is not None:
+                f.ih_client = int(m.group("client_dec"))
+                if f.generation is None and f.hub in ("gfxhub", "mmhub"):
+                    f.generation = "gfx11"  # gmc_v11/v12 print the IH client in decimal
+            f.ih_client_name = m.group("client_name")
+            f.lines.append(p.raw)
+            return True
+        m = COOKIE.match(msg)
+        if m and f is not None:
+            f.die = m.group("die")
+            f.lines.append(p.raw)
+            return True
+        m = STATUS.match(msg)
+        if m:
+            if f is None or f.status is not None:
+                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
+                self.out.problems.append(Problem(self.name, "status lines without their fault header (cut excerpt)", p.no))
+            f.status = int(m.group("status"), 16)
+            f.status_register = m.group(0).split(":")[0].strip()
+            reg = m.group("reg")
+            if f.generation is None or (reg != "VM" and f.generation == "gfx9"):
+                f.generation = "gfx9" if reg == "VM" else ("gfx12" if m.group("lo32") else f.generation or None)
+            if f.hub is None:
+                f.hub = "mmhub" if reg == "MMVM" else ("gfxhub" if reg == "GCVM" else None)
+            f.lines.append(p.raw)
+            return True
+        m = CID.match(msg)
+        if m:
+            if f is None:
+                return self.orphan(p)
+            if m.group("cid"):
+                f.client_id = int(m.group("cid"), 16)
+                f.client_name = m.group("name")
+                if f.generation is None and f.client_name == "CB/DB":
+                    f.generation = "gfx10"
+            else:
+                f.client_id = int(m.group("cid_only"), 16)
+                f.format_hint = f.format_hint or "client id without name (Linux ~5.8/5.9)"
+            f.lines.append(p.raw)
+            return True
+        m = FIELD.match(msg)
+        if m:
+            if f is None:
+                return self.orphan(p)
+            attr = m.group("field").lower()
+            setattr(f, "rw" if attr == "rw" else attr, int(m.group("val"), 16))
+            f.lines.append(p.raw)
+            return True
+        m = V8_REG.match(msg)
+        if m and f is not None and f.generation == "gfx8":
+            val = int(m.group("val"), 16)
+            if m.group("reg") == "ADDR":
+                f.address = val << 12
+            else:
+                f.status = val
+            f.lines.append(p.raw)
+            return True
+        m = V8_DEC.match(msg)
+        if m:
+            if f is None or f.generation != "gfx8":
+                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, generation="gfx8"))
+            f.vmid, f.pasid = int(m.group("vmid")), int(m.group("pasid"))
+            f.rw = 1 if m.group("rw") == "write" else 0
+            f.client_name = m.group("mc")
+            f.permission_faults = int(m.group("prot"), 16)
+            if f.address is None:
+                f.address = int(m.group("page")) << 12 if int(m.group("page")) < (1 << 36) else int(m.group("page"))
+            f.lines.append(p.raw)
+            self.close(key)  # the decoded line ends a gmc_v8 report
+            return True
+        m = SUPPRESSED.search(msg)
+        if m:
+            gen = re.match(r"gmc_v(\d+)_", m.group("fn"))
+            if gen:
+                self.generation_hint[key] = f"gfx{gen.group(1) if gen.group(1) != '9' else '9'}"
+            self.out.events.append(KernelEvent(org, "callbacks-suppressed", msg.strip(), p.stamp, pci,
+                                               {"function": m.group("fn"), "count": int(m.group("n"))}))
+            return True
+        return False
+
+    def orphan(self, p: _Parsed) -> bool:
+        """Status sub-lines whose header was cut off: nothing to attach them to."""
+        if not self.out.problems or "orphaned status" not in self.out.problems[-1].message:
+            self.out.problems.append(Problem(self.name, "orphaned status lines before the first fault header "
+                                                        "(cut excerpt); ignored", p.no))
+        return True
+
+    # ---------- other events ----------
+    def event(self, msg: str, key: str, pci, p: _Parsed, org: Origin, fn) -> None:
+        text = msg.strip()
+        add = lambda kind, **fields: self.out.events.append(KernelEvent(org, kind, text, p.stamp, pci, fields))  # noqa: E731
+        m = RING_TIMEOUT.search(msg)
+        if m:
+            fields = {"ring": m.group("ring"), "soft_recovered": bool(m.group("soft"))}
+            if m.group("sig"):
+                fields.update(signaled=int(m.group("sig")), emitted=int(m.group("emit")),
+                              in_flight=int(m.group("emit")) - int(m.group("sig")))
+            ev = KernelEvent(org, "ring-timeout", text, p.stamp, pci, fields)
+            self.out.events.append(ev)
+            self.last_timeout[key] = ev
+            return
+        m = PROC_INFO.search(msg)
+        if m:
+            ev = self.last_timeout.get(key) or (self.out.events[-1] if self.out.events and
+                                                self.out.events[-1].kind == "ring-timeout" else None)
+            if ev is not None:
+                ev.fields.update(process=m.group("proc"), pid=int(m.group("tgid")), thread=m.group("thread"),
+                                 tid=int(m.group("tid")))
+            return
+        m = RESET_BEGIN.search(msg)
+        if m:
+            src = int(m.group("src")) if m.group("src") else None
+            add("gpu-reset", source=src, source_meaning=GPU_RESET_SOURCES.get(src) if src is not None else None)
+            return
+        m = RESET_METHOD.search(text)
+        if m:
+            add("reset-method", method=m.group("m"))
+            return
+        m = RESET_RESULT.search(msg)
+        if m:
+            ok = not re.search(r"failed|Failed", m.group(0)) and m.group("ret") in (None, "0")
+            add("reset-result", ok=ok)
+            return
+        m = RING_RESET.search(msg)
+        if m:
+            add("ring-reset", ring=m.group("start") or m.group("ring"), ok=(m.group("ok") != "failed") if m.group("ok") else None)
+            return
+        if VRAM_LOST.search(msg):
+            add("vram-lost")
+            return
+        m = MES.search(msg)
+        if m:
+            msg_name = m.group("msg") if m.lastindex else None
+            if msg_name and msg_name.isdigit():
+                msg_name = MES_OPCODES.get(int(msg_name), msg_name)
+            add("mes", message=msg_name, pipe=int(m.group("pipe")) if m.group("pipe") else None)
+            return
+        m = KFD.search(msg)
+        if m:
+            fields = {}
+            pid = re.search(r"process pid (\d+)|suspend process pid (\d+)", msg)
+            if pid:
+                fields["pid"] = int(pid.group(1) or pid.group(2))
+            pas = re.search(r"(?:PASID|pasid|Pasid) (0x[0-9a-f]+|\d+)", msg)
+            if pas:
+                fields["pasid"] = int(pas.group(1), 0)
+            add("kfd", **fields)
+            return
+        m = SQ_INTR.search(msg)
+        if m:
+            add("sq-intr", **dict(re.findall(r"(\w+) (0x[0-9a-f]+|\d+)", m.group("rest"))))
+            return
+        m = RAS.search(msg)
+        if m:
+            add("ras")
+            return
+        m = IOMMU.search(msg)
+        if m:
+            add("iommu", event=m.group("what"))
+            return
+        m = CORE_PIPE.search(msg)
+        if m:
+            add("core-dump", pid=int(m.group("pid")), process=m.group("comm"))
+            return
+        if DEVCOREDUMP.search(msg):
+            add("devcoredump")
+            return
+        m = DEVICE_ID.search(msg)
+        if m:
+            if m.group("ip"):
+                ip = m.group("ip")
+                gm = re.match(r"gmc_v(\d+)_", ip)
+                if gm:
+                    self.generation_hint[key] = {"8": "gfx8", "9": "gfx9", "10": "gfx10", "11": "gfx11",
+                                                 "12": "gfx12"}.get(gm.group(1), None)
+                add("device", ip_block=ip)
+            else:
+                add("device", device_id=(m.group("did") or m.group("did2") or m.group("did3")).lower())
+
+    def xid(self, m: re.Match, p: _Parsed, org: Origin) -> None:
+        rest = m.group("rest")
+        x = Xid(origin=org, xid=int(m.group("xid")), pci=m.group("pci"), text=m.group(0), stamp=p.stamp)
+        m31 = X31.search(rest)
+        if m31:
+            x.pid = int(m31.group("pid")) if m31.group("pid").isdigit() else None
+            x.process = m31.group("name")
+            x.channel = m31.group("ch")
+            x.engine, x.client = m31.group("engine"), m31.group("client")
+            x.location = (m31.group("gpc") or "").strip() or None
+            x.address = int(m31.group("va").replace("_", ""), 16)
+            x.fault_type, x.access = m31.group("ftype"), m31.group("access")
+            x.trusted = "UNRECOGNIZED" not in rest
+        else:
+            m13 = X13.search(rest)
+            if m13:
+                x.location = f"GPC {m13.group('gpc')}, TPC {m13.group('tpc')}, SM {m13.group('sm')}"
+                x.exception = m13.group("exc")
+            mp = XPID.search(rest)
+            if mp:
+                x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")
+        self.out.xids.append(x)

@@ -1,0 +1,664 @@
+"""Parser for what a crashing GPU process writes to stdout/stderr.
+
+Shapes and regexes follow ../shared/reference/runtime_messages.md. Lines from several processes
+interleave, arrive behind foreign prefixes or glued to progress bars, and may be cut: every
+pattern is searched, never anchored, and a line that matches nothing is simply skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..codes import HSA_STATUS_BY_NAME
+from ..model import (Dispatch, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
+                     RuntimeLog, Stamp, WaveDump)
+from .text import Line, decode, numbered_lines
+
+HEX = r"0x[0-9a-fA-F]+"
+
+VM_FAULT = re.compile(
+    r"Memory access fault by GPU node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|\(nil\))\))?"
+    r" on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))(?P<imprecise>\(may not be exact address\))?\."
+    r"(?: Reason: (?P<reason>Page not present or supervisor privilege|Write access to a read-only page|"
+    r"Execute access to a page marked NX|Host access only|DRAM ECC failure|SRAM ECC failure|"
+    r"Generic hang recovery|ECC failure \(if supported by HW\)|Unknown))?")
+HW_EXCEPTION = re.compile(r"HW Exception by GPU node-(?P<node>\d+) \(Agent handle: (?P<agent>0x[0-9a-f]+|\(nil\))\)"
+                          r" reason ?:\s?(?P<cause>ECC|GPU Hang)")
+QUEUE_INACTIVATED = re.compile(r"Queue at (?P<queue>0x[0-9a-f]+|\(nil\)) inactivated due to async error")
+QUEUE_ERROR = re.compile(r"(?:Warning: )?Queue error(?: -|:) (?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+)")
+ROCCLR_PREFIX = re.compile(
+    r":(?P<lvl>\d+):(?P<file>[\w.]+)\s*:(?P<line>\d+)\s*:\s*(?:(?P<us>\d+)d? us:|<ts>:)?\s?"
+    r"(?:(?P<pid_a>\d+)\s*: \[tid:0x[0-9a-f]+\] |\[pid:\s*(?P<pid_b>\d+)\s+tid: ?0x[0-9a-f]+\] )?\s*")
+CALLBACK = re.compile(
+    r"(?:Device::callbackQueue|Callback: Queue (?P<queue>0x[0-9a-f<>.]+)) [Aa]borting with"
+    r"(?: status: 0x(?P<code_old>[0-9a-f]+)| error\s*:\s*(?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+|\(null\)):?"
+    r"\s*(?P<desc>.*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
+    r"(?: \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+), kernel: (?P<kernel>.*)\])?)")
+CALLBACK_START = re.compile(r"(?:Device::callbackQueue|Callback: Queue \S+) [Aa]borting with error")
+FALLBACK_STATUS = re.compile(r"(HSA_(?:EXT_)?STATUS_[A-Z_]+)")
+FALLBACK_CODE = re.compile(r"[Cc]ode: 0x([0-9a-f]+)")
+MEMORY_FAULT_ERROR = re.compile(
+    r"Memory Fault Error \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+),\s*"
+    r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*?)\]", re.S)
+OFFLOAD = re.compile(r"OFFLOAD ERROR: memory access fault by GPU (?P<dev>\d+) \(agent (?P<agent>0x[0-9a-f]+)\)"
+                     r" at virtual address (?P<addr>0x[0-9a-f]+|\(nil\))\. Reasons: (?P<reasons>.+?)\s*$")
+HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+)$")
+# rocm-debug-agent
+WAVE = re.compile(
+    r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
+    r"|not available)(?:, kernargs=(?P<kargs>0x[0-9a-f]+))?\))? \((?:stopped, reason: (?P<reasons>[A-Z0-9_|]+)"
+    r"|(?P<running>running))\)")
+DISASM_START = re.compile(r"Disassembly for function (?P<sym>.+?):\s*$")
+CODE_OBJECT = re.compile(r"^\s*code object: (?P<uri>\S+)")
+LOADED_AT = re.compile(r"^\s*loaded at: \[(?P<lo>0x[0-9a-f]+)-(?P<hi>0x[0-9a-f]+)\]")
+DISASM_INSN = re.compile(r"^\s*(?P<mark>=>)?\s*(?P<addr>0x[0-9a-f]+) <\+(?P<off>\d+)>:\s*(?P<insn>.*)$")
+SOURCE_LINE = re.compile(r"^(?P<line>\d+)\s{2,}(?P<text>.*)$")
+AGENT_QUEUE_ERROR = re.compile(r"^Queue error \((?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+): ?(?P<desc>.*)\)\s*$")
+SYSTEM_EVENT = re.compile(r"System event \((?P<event>HSA_AMD_GPU_\w+): (?P<reasons>.*)\)")
+FAULTING_PAGE = re.compile(r"Faulting page: (?P<addr>0x[0-9a-f]+)")
+V1_HEADER = re.compile(r"\[rocr debug agent\]:")
+V1_FAULT = re.compile(r"Memory access fault at GPU Node: (?P<node>\d+)")
+V1_ADDRESS = re.compile(r"^Address: 0x(?P<addr>[0-9A-Fa-f]+)xxx \((?P<reasons>[^)]*)\)")
+V1_WAVES = re.compile(r"(?P<n>\d+) wavefront\(s\) found in @PC: 0x(?P<pc>[0-9A-Fa-f]+)")
+V1_EXEC = re.compile(r"^\s*EXEC: 0x(?P<exec>[0-9A-Fa-f]+)")
+# ROCclr dispatch information
+SHADER_NAME = re.compile(r"ShaderName : (?P<kernel>\S+)")
+AQL_PACKET = re.compile(
+    r"HWq=(?P<hwq>0x[0-9a-f]+),.*?Dispatch Header = ?0x[0-9a-f]+ .*?grid=\[(?P<grid>[\d, ]+)\], "
+    r"workgroup=\[(?P<wg>[\d, ]+)\].*?kernel_obj=(?P<kobj>0x[0-9a-f]+)(?:.*?correlation_id=(?P<corr>\d+))?")
+KERNEL_NAME = re.compile(r"^\s*Kernel Name: (?P<kernel>\S.*?)\s*$")
+VGPU = re.compile(r"VGPU=(?P<vgpu>0x[0-9a-f]+) SWq=(?P<swq>0x[0-9a-f]+), HWq=(?P<hwq>0x[0-9a-f]+), id=(?P<id>\d+)")
+HANG_FIELD = {
+    "grid": re.compile(r"grid=\[(?P<grid>[\d, ]+)\], workgroup=\[(?P<wg>[\d, ]+)\]"),
+    "kobj": re.compile(r"kernel_obj=(?P<kobj>0x[0-9a-f]+)"),
+    "corr": re.compile(r"correlation_id=(?P<corr>\d+)"),
+    "ptr": re.compile(r"rptr=(?P<rptr>\d+), wptr=(?P<wptr>\d+)"),
+}
+# core dumps and aborts
+CORE_DUMP = re.compile(r"(?P<text>(?:Core limit file reached\. )?GPU core ?dump(?: created: (?P<file>\S+)|.*))")
+CORE_DUMP_AUX = re.compile(r"(Failed to fetch queues snapshot\.|Generating GPU core dump.*|Falling back to file-based dump.*|"
+                           r"Failed to create GPU coredump.*|Core file size limit reached.*)")
+ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
+                   r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
+                   r"failed \(exitcode: (?P<exitcode>-?\d+)\))")
+# PyTorch / HIP / CUDA
+TORCH_ERROR = re.compile(r"(?:(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: (?P<text>[^\n]+?)\s*$")
+ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
+CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
+C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
+# Python tracebacks and faulthandler dumps
+TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
+PY_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+FAULTHANDLER_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
+EXCEPTION_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*)(?::|$)")
+PROCESS_HEADER = re.compile(r"^Process (?P<name>[\w-]+):\s*$")
+# kernel attribution hints from libraries
+HINTS = [
+    ("miopen-prepare", re.compile(r"Preparing kernel: (?P<k>\S+)")),
+    ("aiter-load", re.compile(r"\[aiter\] LoadKernel: (?P<k>\S+)")),
+    ("offload-kernel", re.compile(r"Kernel 'omp target in (?P<k>[^']+)'")),
+    ("triton-jit", re.compile(r"Triton kernel JIT compilation during inference: (?P<k>\S+)")),
+]
+NEARBY_MAP_ROW = re.compile(r"^(?P<base>0x[0-9a-f]+), (?P<size>0x[0-9a-f]+), (?P<kind>System|VRAM|Scratch|LDS|Non-HSA)\s*$")
+# Foreign prefixes: log collectors' timestamps, worker tags, ctest indices, markdown quotes.
+ISO_PREFIX = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+")
+# `[2024-01-30 16:04:38.855]`, and SGLang's `[2026-11-20 10:17:42 TP1]` / `[... DP0 TP3 EP3]`
+BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)"
+                               r"(?: (?P<rank>(?:[A-Z]{2}\d+ ?)+))?\]\s*")
+WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+))\)\s*:?\s*")
+CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
+QUOTE = re.compile(r"^(?:>\s?)+")
+
+
+def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]:
+    """Remove collector prefixes; return (rest, process tag, pid, stamp)."""
+    tag = pid = stamp = None
+    rest = QUOTE.sub("", text)
+    for _ in range(3):
+        m = ISO_PREFIX.match(rest) or BRACKET_TS_PREFIX.match(rest)
+        if m:
+            if m.groupdict().get("rank"):
+                tag = m.group("rank").strip()
+            stamp = Stamp(raw=m.group("iso"), clock="wall", wall=m.group("iso").replace(" ", "T"))
+            rest = rest[m.end():]
+            continue
+        m = WORKER_TAG.match(rest)
+        if m:
+            tag, pid = m.group("tag"), int(m.group("pid"))
+            rest = rest[m.end():]
+            continue
+        m = CTEST_TAG.match(rest)
+        if m and not rest.startswith(m.group("tag") + ": 0x"):
+            tag = tag or f"ctest {m.group('tag')}"
+            rest = rest[m.end():]
+            continue
+        break
+    return rest, tag, pid, stamp
+
+
+def _addr(text: str | None) -> int | None:
+    if text is None:
+        return None
+    if text == "(nil)":
+        return 0
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+
+
+class _State:
+    """Multi-line state of one parse: traceback, debug-agent block, hang-analysis block."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.out = RuntimeLog()
+        self.tb: dict | None = None          # open traceback
+        self.faulthandler: dict | None = None
+        self.disasm: dict | None = None      # open "Disassembly for function" block
+        self.disasm_blocks: list[tuple[int, dict]] = []  # (index in waves when closed, block)
+        self.hang: Dispatch | None = None    # open ROCclr hang-analysis block
+        self.pending_kernel_name: tuple[Origin, str] | None = None
+        self.v1: WaveDump | None = None
+        self.v1_fault: RuntimeFault | None = None
+        self.last_process_header: str | None = None
+        self.agent_queue_error: RuntimeFault | None = None
+
+    def origin(self, line: Line) -> Origin:
+        return Origin(self.name, line.no)
+
+
+def parse_runtime_log(data: bytes | str, name: str = "<runtime log>") -> RuntimeLog:
+    """Parse a server/application log. Never raises on bad input; problems are recorded."""
+    if isinstance(data, bytes):
+        text, problems = decode(data, name)
+    else:
+        text, problems = data, []
+    st = _State(name)
+    st.out.problems.extend(problems)
+    lines = list(numbered_lines(text))
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        try:
+            consumed = _parse_line(st, lines, i)
+        except Exception as exc:  # a parser bug must not cost the rest of the log
+            st.out.problems.append(Problem(name, f"internal parser error on this line ({exc!r}); line skipped",
+                                           line.no))
+            consumed = 1
+        i += max(consumed, 1)
+    _close_all(st)
+    _attach_disassembly(st)
+    return st.out
+
+
+def _close_all(st: _State) -> None:
+    _close_traceback(st, None)
+    _close_disasm(st)
+    if st.hang is not None:
+        st.out.dispatches.append(st.hang)
+        st.hang = None
+    if st.v1 is not None:
+        st.out.waves.append(st.v1)
+        st.v1 = None
+
+
+def _parse_line(st: _State, lines: list[Line], i: int) -> int:
+    line = lines[i]
+    if line.boundary:
+        _close_all(st)
+        return 1
+    rest, tag, pid, stamp = _split_prefix(line.text)
+    org = st.origin(line)
+
+    if st.tb is not None and _continue_traceback(st, rest, org):
+        return 1
+    if st.faulthandler is not None and _continue_faulthandler(st, rest):
+        return 1
+    if st.disasm is not None and _continue_disasm(st, rest):
+        return 1
+    if st.hang is not None and _continue_hang(st, rest):
+        return 1
+
+    consumed = 1
+    m = VM_FAULT.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(
+            kind="vm-fault", origin=org, text=m.group(0), node=int(m.group("node")),
+            agent_handle=m.group("agent"), address=_addr(m.group("addr")),
+            imprecise=bool(m.group("imprecise")), reason=m.group("reason"),
+            pid=pid, process_tag=tag, stamp=stamp))
+        if m.group("reason") is None:
+            st.out.problems.append(Problem(st.name, "fault line cut before its Reason", line.no))
+    m = HW_EXCEPTION.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(
+            kind="hw-exception", origin=org, text=m.group(0), node=int(m.group("node")),
+            agent_handle=m.group("agent"), reason=m.group("cause"), pid=pid, process_tag=tag, stamp=stamp))
+    consumed = max(consumed, _match_callback(st, lines, i, rest, org, tag, pid, stamp))
+    consumed = max(consumed, _match_memory_fault_error(st, lines, i, rest, org, tag, pid, stamp))
+    m = QUEUE_INACTIVATED.search(rest)
+    if m:
+        status = None
+        if i + 1 < len(lines):
+            s = FALLBACK_STATUS.search(lines[i + 1].text)
+            status = s.group(1) if s else None
+        st.out.faults.append(RuntimeFault(kind="queue-error", origin=org, text=m.group(0), queue=m.group("queue"),
+                                          status=status, code=HSA_STATUS_BY_NAME.get(status or ""),
+                                          pid=pid, process_tag=tag, stamp=stamp))
+    else:
+        m = QUEUE_ERROR.search(rest)
+        if m and not rest.lstrip().startswith("Queue error ("):
+            status = m.group("status")
+            st.out.faults.append(RuntimeFault(kind="queue-error", origin=org, text=m.group(0), status=status,
+                                              code=HSA_STATUS_BY_NAME.get(status), pid=pid, process_tag=tag,
+                                              stamp=stamp))
+    m = OFFLOAD.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(kind="offload-fault", origin=org, text=m.group(0), node=int(m.group("dev")),
+                                          agent_handle=m.group("agent"), address=_addr(m.group("addr")),
+                                          reason=m.group("reasons"), pid=pid, process_tag=tag, stamp=stamp))
+    m = HSAKMT.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "hsakmt-fault-analysis", m.group(0),
+                                 {"address": m.group("addr"), "node": int(m.group("node")), "why": m.group("why")}))
+
+    _match_debug_agent(st, rest, org, pid, tag)
+    _match_dispatch_info(st, rest, org, line)
+    _match_host_errors(st, rest, org, tag)
+    _match_tracebacks(st, rest, org, tag)
+    _match_notes(st, rest, org)
+    for kind, rx in HINTS:
+        h = rx.search(rest)
+        if h:
+            st.out.hints.append(Hint(org, kind, h.group("k")))
+    return consumed
+
+
+def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
+    pre = ROCCLR_PREFIX.search(rest)
+    m = CALLBACK.search(rest)
+    consumed = 1
+    if not m and CALLBACK_START.search(rest) and not FALLBACK_CODE.search(rest):
+        # Reporter-wrapped line: join the next few lines and try again.
+        joined = rest
+        for k in range(1, 4):
+            if i + k >= len(lines) or lines[i + k].boundary:
+                break
+            joined += " " + lines[i + k].text.strip()
+            m = CALLBACK.search(joined)
+            if m:
+                consumed = k + 1
+                break
+    if m:
+        code = int(m.group("code") or m.group("code_old"), 16)
+        status = m.group("status")
+        if status in (None, "(null)"):
+            status = None
+        p = None
+        if pre:
+            p = pre.group("pid_a") or pre.group("pid_b")
+        st.out.faults.append(RuntimeFault(
+            kind="queue-callback", origin=org, text=m.group(0).strip(), code=code, status=status,
+            queue=m.group("queue"), gpu_index=int(m.group("gpu")) if m.group("gpu") else None,
+            kernel=(m.group("kernel") or None), host=m.group("host"),
+            pid=int(p) if p else pid, process_tag=tag,
+            stamp=Stamp(raw=pre.group("us") + " us", clock="rocclr-us", seconds=int(pre.group("us")) / 1e6)
+            if pre and pre.group("us") else stamp,
+            rocclr_line=int(pre.group("line")) if pre else None))
+        return consumed
+    if CALLBACK_START.search(rest) or "aborting with" in rest:
+        s = FALLBACK_STATUS.search(rest)
+        code = FALLBACK_CODE.search(rest)
+        st.out.faults.append(RuntimeFault(
+            kind="queue-callback", origin=org, text=rest.strip(), status=s.group(1) if s else None,
+            code=int(code.group(1), 16) if code else (HSA_STATUS_BY_NAME.get(s.group(1)) if s else None),
+            pid=pid, process_tag=tag, stamp=stamp))
+        st.out.problems.append(Problem(st.name, "queue-callback line is cut or mangled; status/code recovered "
+                                                "by the fallback pattern where present", org.line))
+    return consumed
+
+
+def _match_memory_fault_error(st, lines, i, rest, org, tag, pid, stamp) -> int:
+    if "Memory Fault Error [" not in rest:
+        return 1
+    joined, consumed = rest, 1
+    m = MEMORY_FAULT_ERROR.search(joined)
+    k = 1
+    while not m and k <= 4 and i + k < len(lines) and not lines[i + k].boundary:
+        joined += " " + _split_prefix(lines[i + k].text)[0].strip()
+        consumed = k + 1
+        m = MEMORY_FAULT_ERROR.search(joined)
+        k += 1
+    if not m:
+        st.out.problems.append(Problem(st.name, "'Memory Fault Error [' without its closing bracket (cut line)",
+                                       org.line))
+        return 1
+    kernel = re.sub(r"\s+", " ", m.group("kernel")).strip()
+    if kernel in ("<not identified>", ""):
+        kernel = None
+    st.out.faults.append(RuntimeFault(
+        kind="memory-fault-error", origin=org, text=re.sub(r"\s+", " ", m.group(0)),
+        gpu_index=int(m.group("gpu")), address=_addr(m.group("addr")), kernel=kernel, host=m.group("host"),
+        pid=pid, process_tag=tag, stamp=stamp))
+    return consumed
+
+
+# ---------------- rocm-debug-agent ----------------
+
+def _match_debug_agent(st: _State, rest: str, org: Origin, pid, tag) -> None:
+    m = WAVE.search(rest)
+    if m:
+        reasons = m.group("reasons").split("|") if m.group("reasons") else []
+        gen = "v2-kernargs" if m.group("kargs") else ("v2-kernel-entry" if "kernel_code_entry" in rest else "v2")
+        st.out.waves.append(WaveDump(
+            origin=org, generation=gen, wave=int(m.group("wave")), pc=int(m.group("pc"), 16),
+            kernel=m.group("sym"), kernel_code_entry=_addr(m.group("kce")), kernargs=_addr(m.group("kargs")),
+            reasons=reasons, running=bool(m.group("running"))))
+        return
+    m = DISASM_START.search(rest)
+    if m:
+        _close_disasm(st)
+        st.disasm = {"kernel": m.group("sym"), "origin": org, "lines": [], "source": [], "uri": None,
+                     "loaded": None, "marked": None}
+        return
+    m = AGENT_QUEUE_ERROR.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(kind="queue-error", origin=org, text=m.group(0).strip(),
+                                          status=m.group("status"), code=HSA_STATUS_BY_NAME.get(m.group("status")),
+                                          pid=pid, process_tag=tag))
+        return
+    m = SYSTEM_EVENT.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(kind="system-event", origin=org, text=m.group(0),
+                                          status=m.group("event"), reason=m.group("reasons"), pid=pid,
+                                          process_tag=tag))
+        return
+    m = FAULTING_PAGE.search(rest)
+    if m:
+        for f in reversed(st.out.faults):
+            if f.kind == "system-event" and f.address is None:
+                f.address = int(m.group("addr"), 16)
+                break
+        else:
+            st.out.faults.append(RuntimeFault(kind="system-event", origin=org, text=m.group(0),
+                                              address=int(m.group("addr"), 16)))
+        return
+    # v1 agent (ROCm 1.9-3.x)
+    if V1_HEADER.search(rest):
+        if st.v1 is not None:
+            st.out.waves.append(st.v1)
+        st.v1 = WaveDump(origin=org, generation="v1")
+        return
+    m = V1_FAULT.search(rest)
+    if m:
+        st.v1_fault = RuntimeFault(kind="debug-agent-fault", origin=org, text=m.group(0),
+                                   node=int(m.group("node")), pid=pid, process_tag=tag)
+        st.out.faults.append(st.v1_fault)
+        return
+    m = V1_ADDRESS.match(rest)
+    if m and st.v1_fault is not None:
+        # v1 prints the page number with the last three hex digits as "xxx".
+        st.v1_fault.address = int(m.group("addr"), 16) << 12
+        st.v1_fault.reason = m.group("reasons").rstrip(";")
+        return
+    m = V1_WAVES.search(rest)
+    if m:
+        if st.v1 is None:
+            st.v1 = WaveDump(origin=org, generation="v1")
+        st.v1.pc = int(m.group("pc"), 16)
+        st.v1.waves_at_pc = int(m.group("n"))
+        st.v1.reasons = ["MEMORY_VIOLATION"] if st.v1_fault else []
+        return
+    m = V1_EXEC.match(rest)
+    if m and st.v1 is not None:
+        st.v1.exec_mask = m.group("exec")
+
+
+def _continue_disasm(st: _State, rest: str) -> bool:
+    d = st.disasm
+    if rest.strip() == "End of disassembly.":
+        _close_disasm(st)
+        return True
+    m = CODE_OBJECT.match(rest)
+    if m:
+        d["uri"] = m.group("uri")
+        return True
+    m = LOADED_AT.match(rest)
+    if m:
+        d["loaded"] = (int(m.group("lo"), 16), int(m.group("hi"), 16))
+        return True
+    m = DISASM_INSN.match(rest)
+    if m:
+        d["lines"].append(rest.rstrip())
+        if m.group("mark"):
+            d["marked"] = int(m.group("addr"), 16)
+        return True
+    if SOURCE_LINE.match(rest) or rest.rstrip().endswith(":") or not rest.strip():
+        if rest.strip():
+            d["source"].append(rest.rstrip())
+            d["lines"].append(rest.rstrip())
+        return True
+    # Anything else ends a block that lost its terminator (curated or cut excerpts).
+    _close_disasm(st)
+    return False
+
+
+def _close_disasm(st: _State) -> None:
+    if st.disasm is not None:
+        st.disasm_blocks.append((len(st.out.waves), st.disasm))
+        st.disasm = None
+
+
+def _attach_disassembly(st: _State) -> None:
+    """A disassembly block belongs to the wave printed just before it, or (curated excerpts
+    print it first) to the first wave after it."""
+    waves = st.out.waves
+    for index, block in st.disasm_blocks:
+        target = None
+        if index > 0 and not waves[index - 1].disassembly and waves[index - 1].generation != "v1":
+            target = waves[index - 1]
+        elif index < len(waves):
+            target = waves[index]
+        if target is None:
+            target = WaveDump(origin=block["origin"], generation="v2")
+            waves.append(target)
+        target.disassembly = block["lines"]
+        target.source_lines = block["source"]
+        target.code_object = block["uri"]
+        target.loaded_at = block["loaded"]
+        target.marked_pc = block["marked"]
+        if not target.kernel:
+            target.kernel = block["kernel"]
+    # waves of the same dump share the function when only one block was printed
+    named = {w.kernel for w in waves if w.kernel and w.generation != "v1"}
+    if len(named) == 1:
+        only = named.pop()
+        for w in waves:
+            if w.generation != "v1" and not w.kernel:
+                w.kernel = only
+
+
+# ---------------- ROCclr dispatch information ----------------
+
+def _match_dispatch_info(st: _State, rest: str, org: Origin, line: Line) -> None:
+    pre = ROCCLR_PREFIX.search(rest)
+    pid = None
+    us = None
+    if pre:
+        p = pre.group("pid_a") or pre.group("pid_b")
+        pid = int(p) if p else None
+        us = int(pre.group("us")) if pre.group("us") else None
+    m = SHADER_NAME.search(rest)
+    if m:
+        st.out.dispatches.append(Dispatch(org, "shader-name", kernel=m.group("kernel"), pid=pid, us=us))
+        return
+    m = AQL_PACKET.search(rest)
+    if m:
+        kernel = None
+        # A ShaderName line of the same launch precedes the packet at AMD_LOG_LEVEL>=3.
+        for d in reversed(st.out.dispatches[-3:]):
+            if d.source == "shader-name" and d.pid == pid and d.hw_queue is None:
+                kernel = d.kernel
+                break
+        st.out.dispatches.append(Dispatch(
+            org, "aql-packet", kernel=kernel, hw_queue=m.group("hwq"), kernel_obj=m.group("kobj"),
+            grid=_dims(m.group("grid")), workgroup=_dims(m.group("wg")),
+            correlation_id=int(m.group("corr")) if m.group("corr") else None, pid=pid, us=us))
+        return
+    m = KERNEL_NAME.match(rest)
+    if m:
+        st.pending_kernel_name = (org, m.group("kernel"))
+        return
+    m = VGPU.search(rest)
+    if m:
+        korg, kname = st.pending_kernel_name or (org, None)
+        st.pending_kernel_name = None
+        st.hang = Dispatch(korg, "hang-analysis", kernel=kname, hw_queue=m.group("hwq"))
+        return
+    if rest.startswith("\t") and any(rx.search(rest) for rx in HANG_FIELD.values()):
+        # tail of a block whose head was cut off: keep what it says
+        st.hang = Dispatch(org, "hang-analysis")
+        _continue_hang(st, rest)
+
+
+def _continue_hang(st: _State, rest: str) -> bool:
+    d = st.hang
+    if not (rest.startswith("\t") or rest.startswith("    ")):
+        st.out.dispatches.append(d)
+        st.hang = None
+        return False
+    m = HANG_FIELD["grid"].search(rest)
+    if m:
+        d.grid, d.workgroup = _dims(m.group("grid")), _dims(m.group("wg"))
+    m = HANG_FIELD["kobj"].search(rest)
+    if m:
+        d.kernel_obj = m.group("kobj")
+    m = HANG_FIELD["corr"].search(rest)
+    if m:
+        d.correlation_id = int(m.group("corr"))
+    m = HANG_FIELD["ptr"].search(rest)
+    if m:
+        d.rptr, d.wptr = int(m.group("rptr")), int(m.group("wptr"))
+    return True
+
+
+# ---------------- host errors, tracebacks, notes ----------------
+
+def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+    m = TORCH_ERROR.search(rest)
+    if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest):
+        st.out.host_errors.append(HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")))
+        return
+    m = ERROR_ENUM.search(rest)
+    if m:
+        for err in reversed(st.out.host_errors[-3:]):
+            if err.enum is None:
+                err.enum = m.group("enum")
+                break
+        return
+    m = C10_ERROR.search(rest)
+    if m and "c10" not in rest:
+        st.out.notes.append(Note(org, "c10-error", m.group("text")))
+
+
+def _match_tracebacks(st: _State, rest: str, org: Origin, tag) -> None:
+    m = PROCESS_HEADER.match(rest)
+    if m:
+        st.last_process_header = m.group("name")
+        return
+    if TRACEBACK_START.search(rest):
+        _close_traceback(st, None)
+        st.tb = {"origin": org, "frames": [], "tag": tag or st.last_process_header}
+        st.last_process_header = None
+        return
+    m = re.search(r"Fatal Python error: (?P<what>\w+)", rest)
+    if m:
+        st.faulthandler = {"origin": org, "what": m.group("what"), "frame": None, "tag": tag}
+
+
+def _continue_traceback(st: _State, rest: str, org: Origin) -> bool:
+    tb = st.tb
+    m = PY_FRAME.match(rest)
+    if m:
+        tb["frames"].append(f'{m.group("file")}:{m.group("line")} in {m.group("func")}')
+        return True
+    if rest.startswith((" ", "\t")) or not rest.strip():
+        return bool(rest.strip()) or not tb["frames"]
+    if rest.startswith(("During handling", "The above exception")):
+        return True
+    _close_traceback(st, rest.strip())
+    return False
+
+
+def _close_traceback(st: _State, exception_line: str | None) -> None:
+    tb = st.tb
+    if tb is None:
+        return
+    st.tb = None
+    if not tb["frames"]:
+        return
+    exc = None
+    if exception_line and EXCEPTION_LINE.match(exception_line):
+        exc = exception_line
+    st.out.report_points.append(ReportPoint(tb["origin"], "python-traceback", _report_frame(tb["frames"]),
+                                            exception=exc, process_tag=tb["tag"]))
+
+
+LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python3\.\d+/")
+
+
+def _report_frame(frames: list[str]) -> str:
+    """The innermost frame of the user's own code: the call that noticed the error. Library frames
+    below it (torch.cuda.synchronize) add nothing a user can act on."""
+    for frame in reversed(frames):
+        if not LIBRARY_PATH.search(frame):
+            return frame
+    return frames[-1]
+
+
+def _continue_faulthandler(st: _State, rest: str) -> bool:
+    fh = st.faulthandler
+    m = FAULTHANDLER_FRAME.match(rest)
+    if m:
+        if fh["frame"] is None or (fh.get("current") and not fh.get("taken")):
+            fh["taken"] = fh.get("current", False)
+            fh["frame"] = f'{m.group("file")}:{m.group("line")} in {m.group("func")}'
+        return True
+    if rest.startswith("Current thread"):
+        # the thread that called abort(): its frames are the report point, not another thread's
+        fh["frame"] = None
+        fh["current"] = True
+        return True
+    if rest.strip() == "" or rest.startswith(("Thread 0x", "Extension modules", "  <no Python")):
+        return True
+    frame = fh["frame"] or "(no Python frame printed)"
+    st.out.report_points.append(ReportPoint(fh["origin"], "fatal-python-error", frame,
+                                            exception=f"Fatal Python error: {fh['what']}", process_tag=fh["tag"]))
+    st.faulthandler = None
+    return False
+
+
+def _match_notes(st: _State, rest: str, org: Origin) -> None:
+    m = CORE_DUMP.search(rest)
+    if m:
+        failed = "fail" in rest.lower() or "not " in rest.lower() or "error" in rest.lower()
+        st.out.notes.append(Note(org, "gpu-core-dump", m.group("text").strip(),
+                                 {"file": m.group("file"), "failed": failed}))
+        return
+    m = CORE_DUMP_AUX.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "gpu-core-dump", m.group(1)))
+        return
+    m = NEARBY_MAP_ROW.match(rest.strip())
+    if m:
+        st.out.notes.append(Note(org, "nearby-memory-map", rest.strip(),
+                                 {"base": m.group("base"), "size": m.group("size"), "kind": m.group("kind")}))
+        return
+    m = ABORT.search(rest)
+    if m and not m.group("fatal"):
+        st.out.notes.append(Note(org, "abort", m.group(0).strip()))
