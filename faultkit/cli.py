@@ -39,5 +39,125 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
+def parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    t = text.strip().lower()
+    try:
+        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration like 90, 30s, 40m or 2h")
+
+
+@main.group()
+def trials() -> None:
+    """Crash-rate A/B experiments with verified environments and exact statistics."""
+
+
+@trials.command("run")
+@click.option("--arm", "arm_specs", multiple=True, required=True, metavar="NAME='CMD'",
+              help="an arm: a name and the server command; give two or more")
+@click.option("--env-arm", "env_specs", multiple=True, metavar="NAME:K=V", help="set K=V for one arm, verified in /proc")
+@click.option("--client", help="load generator started once the server is ready; its end ends the trial")
+@click.option("-n", "n", type=int, default=15, show_default=True, help="trials per arm")
+@click.option("--trial-timeout", default="40m", show_default=True, help="end a trial without a crash after this")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the order within each pair")
+@click.option("--port", type=int, help="server port: must be free before each trial; readiness for --client")
+@click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
+@click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, out) -> None:
+    """Run the trials (resumes an interrupted run in the same folder)."""
+    from pathlib import Path
+
+    from .trials.runner import Arm, TrialsError, run_trials
+
+    arms: dict[str, Arm] = {}
+    for spec in arm_specs:
+        name, sep, cmd = spec.partition("=")
+        if not sep or not name or not cmd:
+            raise click.BadParameter(f"{spec!r}: expected NAME='command'", param_hint="--arm")
+        arms[name] = Arm(name, cmd)
+    for spec in env_specs:
+        name, sep, kv = spec.partition(":")
+        k, sep2, v = kv.partition("=")
+        if not sep or not sep2 or name not in arms:
+            raise click.BadParameter(f"{spec!r}: expected ARM:K=V with a known arm", param_hint="--env-arm")
+        arms[name].env[k] = v
+    try:
+        results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
+                             ready_pattern, echo=lambda m: click.echo(m, err=True))
+    except TrialsError as exc:
+        raise click.ClickException(str(exc))
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: finished trials are kept in {out}; run the same command to resume", err=True)
+        sys.exit(130)
+    crashed = sum(r["crashed"] for r in results)
+    click.echo(f"{len(results)} trials, {crashed} crashed; report: faultkit trials report {out}", err=True)
+
+
+@trials.command("report")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+def trials_report(folder, fmt, output) -> None:
+    """Crash rates, intervals, exact tests and signatures of a trials folder."""
+    from pathlib import Path
+
+    from .trials.report import RENDERERS, summarise
+    from .trials.runner import load_results
+
+    plan, results = load_results(Path(folder))
+    if not results:
+        raise click.ClickException(f"no finished trials in {folder}")
+    text = RENDERERS[fmt](summarise(plan, results))
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+@trials.command("plan")
+@click.option("--rate", "rates", multiple=True, required=True, metavar="ARM=P", help="expected crash rate; give two")
+@click.option("--alpha", type=float, default=0.05, show_default=True)
+@click.option("--power", "target", type=float, default=0.9, show_default=True)
+@click.option("-n", "n", type=int, help="report the power of this many trials per arm instead")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+def trials_plan(rates, alpha, target, n, fmt) -> None:
+    """How many trials per arm reach the power asked (exact enumeration under Fisher's test)."""
+    import json
+
+    from .trials.report import plan_summary
+
+    parsed = {}
+    for spec in rates:
+        name, sep, p = spec.partition("=")
+        try:
+            parsed[name] = float(p)
+        except ValueError:
+            raise click.BadParameter(f"{spec!r}: expected ARM=P", param_hint="--rate")
+        if not sep or not 0 <= parsed[name] <= 1:
+            raise click.BadParameter(f"{spec!r}: expected ARM=P with 0 <= P <= 1", param_hint="--rate")
+    if len(parsed) != 2:
+        raise click.BadParameter("give exactly two --rate", param_hint="--rate")
+    s = plan_summary(parsed, alpha, target, n)
+    if fmt == "json":
+        click.echo(json.dumps(s, indent=2))
+        return
+    a, b = s["arms"]
+    need = s["trials_per_arm"]
+    click.echo(f"{a} at {s['rates'][0]:.0%} vs {b} at {s['rates'][1]:.0%}, alpha {alpha}, {s['alternative']}:")
+    if n is not None:
+        click.echo(f"  {n} trials per arm give power {s['power']:.0%}")
+    elif need is None:
+        click.echo(f"  no n up to 400 per arm reaches power {target:.0%} (best {s['power']:.0%})")
+    else:
+        click.echo(f"  {need} trials per arm reach power {s['power']:.0%} (target {target:.0%})")
+    if s.get("crashes_needed_vs_zero") is not None:
+        click.echo(f"  the test needs at least {s['crashes_needed_vs_zero']} crashes against 0 at that size")
+    two = s["two_sided"]
+    if two["trials_per_arm"]:
+        click.echo(f"  two-sided: {two['trials_per_arm']} per arm (power {two['power']:.0%})")
+    click.echo(f"  method: {s['method']}")
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,136 @@
+"""Start a command in its own process group, keep its output as it arrives, stop the whole tree.
+
+Output is written raw to `<name>.log` (what the program printed, unchanged, so the triage parsers
+read it like any log) and, line by line, to `<name>.times.tsv` with the wall clock,
+CLOCK_MONOTONIC and CLOCK_BOOTTIME of arrival. Both are flushed per line: a crash of the target
+or of faultkit itself loses nothing already read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# A line that means the GPU or the process died: ends a capture or a trial early.
+FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
+                        r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
+                        r"OFFLOAD ERROR|CUDA Exception:|illegal memory access")
+
+
+def clocks() -> dict:
+    return {"wall": time.time(), "monotonic_ns": time.monotonic_ns(),
+            "boottime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}
+
+
+def port_listening(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def port_from_command(cmd: str) -> int | None:
+    m = re.search(r"--port[= ](\d+)", cmd)
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class Launch:
+    command: str
+    out_dir: Path
+    name: str = "server"
+    env_extra: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    fault_line: str | None = None
+    started: dict | None = None
+    lines: int = 0
+    _reader: threading.Thread | None = None
+    _watch: list = field(default_factory=list)   # (compiled regex, threading.Event)
+
+    def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(self.env_extra)
+        self.started = clocks()
+        self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def watch_for(self, pattern: str) -> threading.Event:
+        ev = threading.Event()
+        self._watch.append((re.compile(pattern), ev))
+        return ev
+
+    def _read(self) -> None:
+        log = open(self.out_dir / f"{self.name}.log", "ab")
+        times = open(self.out_dir / f"{self.name}.times.tsv", "a", encoding="utf-8")
+        try:
+            for raw in iter(self.proc.stdout.readline, b""):
+                c = clocks()
+                log.write(raw)
+                log.flush()
+                self.lines += 1
+                times.write(f"{self.lines}\t{c['wall']:.6f}\t{c['monotonic_ns']}\t{c['boottime_ns']}\n")
+                times.flush()
+                text = raw.decode(errors="replace")
+                if self.fault_line is None and FAULT_LINE.search(text):
+                    self.fault_line = text.strip()
+                for rx, ev in self._watch:
+                    if rx.search(text):
+                        ev.set()
+        finally:
+            log.close()
+            times.close()
+
+    def poll(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def stop(self, deadlines: tuple[float, float, float] = (5.0, 5.0, 5.0)) -> list[str]:
+        """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with a deadline.
+        Returns what was sent."""
+        sent: list[str] = []
+        if self.proc is None:
+            return sent
+        pgid = self.proc.pid
+        for sig, wait in zip((signal.SIGINT, signal.SIGTERM, signal.SIGKILL), deadlines):
+            if not group_alive(pgid):
+                break
+            try:
+                os.killpg(pgid, sig)
+                sent.append(sig.name)
+            except ProcessLookupError:
+                break
+            end = time.monotonic() + wait
+            while time.monotonic() < end and group_alive(pgid):
+                self.proc.poll()
+                time.sleep(0.05)
+        self.proc.poll()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        return sent
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any process of the group exists (zombies of our own child excluded)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                data = fh.read().decode(errors="replace")
+            fields = data[data.rindex(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+

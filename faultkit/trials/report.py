@@ -1,0 +1,159 @@
+"""The crash-rate report: rates with exact and Wilson intervals, Fisher's and Boschloo's exact tests,
+time to crash, signatures, and (HTML) a plot of each arm's rate with its interval."""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from collections import Counter
+
+from .stats import ArmRate, arm_rate, boschloo, fisher
+
+SCHEMA = "faultkit.trials.report/1"
+CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm, two-sided (scipy.stats."
+              "fisher_exact; the one-sided p tests 'the first arm crashes more often'); Boschloo's exact "
+              "unconditional test (scipy.stats.boschloo_exact) alongside, as it has more power at these sizes. "
+              "Intervals are 95%: Clopper-Pearson (exact) and Wilson score.")
+
+
+def summarise(plan: dict | None, results: list[dict]) -> dict:
+    arm_names = [a["name"] for a in plan["spec"]["arms"]] if plan else sorted({r["arm"] for r in results})
+    arms = []
+    for name in arm_names:
+        rs = [r for r in results if r["arm"] == name]
+        crashes = sum(1 for r in rs if r["crashed"])
+        rate = arm_rate(name, crashes, len(rs))
+        ttc = [r["time_to_crash_s"] for r in rs if r["crashed"] and r["time_to_crash_s"] is not None]
+        arms.append({
+            "arm": name, "crashes": crashes, "trials": len(rs), "rate": rate.rate,
+            "exact_ci": [float(x) for x in rate.exact_ci], "wilson_ci": [float(x) for x in rate.wilson_ci],
+            "time_to_crash_s": {"median": statistics.median(ttc), "min": min(ttc), "max": max(ttc)} if ttc else None,
+            "signatures": dict(Counter(r["signature"] or "unknown" for r in rs if r["crashed"]).most_common()),
+            "env_mismatch_trials": [r["index"] for r in rs if not r["env"]["ok"]],
+            "ended_by": dict(Counter(r["ended_by"] for r in rs)),
+        })
+    comparisons = []
+    for i in range(len(arms)):
+        for j in range(i + 1, len(arms)):
+            a, b = arms[i], arms[j]
+            if a["trials"] and b["trials"]:
+                args = (a["crashes"], a["trials"], b["crashes"], b["trials"])
+                comparisons.append({
+                    "arms": [a["arm"], b["arm"]],
+                    "fisher_two_sided": fisher(*args), "fisher_greater": fisher(*args, alternative="greater"),
+                    "fisher_less": fisher(*args, alternative="less"), "boschloo_two_sided": boschloo(*args),
+                })
+    planned = len(plan["order"]) if plan else len(results)
+    return {"schema": SCHEMA, "convention": CONVENTION, "planned_trials": planned, "finished_trials": len(results),
+            "seed": plan["spec"]["seed"] if plan else None, "arms": arms, "comparisons": comparisons,
+            "order": [(r["index"], r["arm"], r["crashed"]) for r in sorted(results, key=lambda r: r["index"])]}
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def render_markdown(s: dict) -> str:
+    out = ["# faultkit trials report", "",
+           f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']}).", "",
+           "| arm | crashes / trials | rate | 95% exact (Clopper-Pearson) | 95% Wilson | median time to crash | "
+           "env not verified in |", "|---|---|---|---|---|---|---|"]
+    for a in s["arms"]:
+        ttc = f"{a['time_to_crash_s']['median']:.1f} s" if a["time_to_crash_s"] else ""
+        rate = f"{a['rate']:.0%}" if a["trials"] else ""
+        out.append(f"| {a['arm']} | {a['crashes']} / {a['trials']} | {rate} | {a['exact_ci'][0]:.2f}–{a['exact_ci'][1]:.2f}"
+                   f" | {a['wilson_ci'][0]:.2f}–{a['wilson_ci'][1]:.2f} | {ttc} | "
+                   f"{', '.join(map(str, a['env_mismatch_trials'])) or 'none'} |")
+    out += ["", "## Tests", ""]
+    for c in s["comparisons"]:
+        x, y = c["arms"]
+        out.append(f"- {x} vs {y}: Fisher p = {_fmt_p(c['fisher_two_sided'])} two-sided "
+                   f"(one-sided {x} > {y}: {_fmt_p(c['fisher_greater'])}); Boschloo p = "
+                   f"{_fmt_p(c['boschloo_two_sided'])} two-sided.")
+    out += ["", f"Convention: {s['convention']}", "", "## Crash signatures", ""]
+    for a in s["arms"]:
+        for sig, n in a["signatures"].items():
+            out.append(f"- {a['arm']}: {n} × {sig}")
+    if any(a["env_mismatch_trials"] for a in s["arms"]):
+        out += ["", "**Warning:** in some trials the arm's environment did not reach every process (see each "
+                "trial's result.json `env`): those trials did not test what the arm says."]
+    return "\n".join(out) + "\n"
+
+
+def _svg(s: dict) -> str:
+    width, row, left = 560, 34, 140
+    h = row * len(s["arms"]) + 40
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
+             f'aria-label="crash rate per arm with 95% exact interval">']
+    scale = width - left - 20
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        x = left + tick * scale
+        parts.append(f'<line x1="{x:.1f}" y1="10" x2="{x:.1f}" y2="{h - 25}" stroke="#ddd"/>'
+                     f'<text x="{x:.1f}" y="{h - 8}" font-size="11" text-anchor="middle">{tick:.0%}</text>')
+    for i, a in enumerate(s["arms"]):
+        y = 25 + i * row
+        lo, hi = a["exact_ci"]
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">'
+                     f'{html.escape(a["arm"])} ({a["crashes"]}/{a["trials"]})</text>')
+        parts.append(f'<line x1="{left + lo * scale:.1f}" y1="{y}" x2="{left + hi * scale:.1f}" y2="{y}" '
+                     f'stroke="#555" stroke-width="2"/>')
+        if a["trials"]:
+            parts.append(f'<circle cx="{left + a["rate"] * scale:.1f}" cy="{y}" r="5" fill="#c0392b"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_html(s: dict) -> str:
+    md = render_markdown(s)
+    body = []
+    for line in md.splitlines():
+        if line.startswith("# "):
+            body.append(f"<h1>{html.escape(line[2:])}</h1>")
+        elif line.startswith("## "):
+            body.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("|---"):
+            continue
+        elif line.startswith("| "):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            tag = "th" if line.startswith("| arm ") else "td"
+            body.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
+        elif line.startswith("- "):
+            body.append(f"<li>{html.escape(line[2:])}</li>")
+        elif line:
+            body.append(f"<p>{html.escape(line).replace('**', '')}</p>")
+    table_start = next(i for i, b in enumerate(body) if b.startswith("<tr>"))
+    rows_end = max(i for i, b in enumerate(body) if b.startswith("<tr>")) + 1
+    body[table_start:rows_end] = ["<table>"] + body[table_start:rows_end] + ["</table>", _svg(s)]
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>faultkit trials</title><style>"
+            "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto}td,th{border:1px solid #ccc;"
+            "padding:.2rem .5rem}table{border-collapse:collapse}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+
+
+def render_json(s: dict) -> str:
+    return json.dumps(s, indent=2) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "html": render_html, "json": render_json}
+
+
+def plan_summary(rates: dict[str, float], alpha: float, target: float, n: int | None) -> dict:
+    from .stats import min_crashes_vs_zero, power, trials_for_power
+    (a, p1), (b, p2) = list(rates.items())[:2]
+    alternative = "greater" if p1 != p2 else "two-sided"
+    if p1 < p2:
+        (a, p1), (b, p2) = (b, p2), (a, p1)
+    out = {"arms": [a, b], "rates": [p1, p2], "alpha": alpha, "target_power": target, "alternative": alternative}
+    if n is not None:
+        out.update(trials_per_arm=n, power=power(p1, p2, n, n, alpha, alternative))
+    else:
+        need, pw = trials_for_power(p1, p2, target, alpha, alternative)
+        out.update(trials_per_arm=need, power=pw)
+    two = trials_for_power(p1, p2, target, alpha, "two-sided")
+    out["two_sided"] = {"trials_per_arm": two[0], "power": two[1]}
+    if p2 == 0 and out["trials_per_arm"]:
+        out["crashes_needed_vs_zero"] = min_crashes_vs_zero(out["trials_per_arm"], alpha, alternative)
+    out["method"] = ("exact: every pair of binomial outcomes enumerated, Fisher's exact test at alpha on each "
+                     "(the arm named first is the one expected to crash more)")
+    return out
