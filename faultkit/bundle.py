@@ -55,13 +55,43 @@ def _collect_dir(root: Path, out: Inputs) -> None:
             out.manifest = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             out.problems.append(Problem(str(manifest), f"unreadable manifest ({exc}); files are read without it"))
+    captured = out.manifest is not None and out.manifest.get("schema", "").startswith("faultkit.bundle")
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for fn in sorted(filenames):
             p = Path(dirpath) / fn
             if p == manifest or p.suffix in SKIP_SUFFIXES or fn.startswith("."):
                 continue
+            if captured and Path(dirpath) == root and (fn in CAPTURE_NOT_EVIDENCE or fn.endswith(".times.tsv")):
+                continue
+            if captured and Path(dirpath) == root and fn == "kernel-after.log":
+                _new_kernel_lines(root, out)
+                continue
             _read(p, str(p), out)
+
+
+# Written by capture but not evidence of this run: the boot's earlier kernel log (old faults
+# would be taken for new ones), process records, tool inventories.
+CAPTURE_NOT_EVIDENCE = {"kernel-before.log", "environ.json", "manifest.json.tmp", "rocminfo.txt", "rocm-smi.txt",
+                        "amd-smi.txt", "nvidia-smi.txt", "lspci.txt"}
+
+
+def _new_kernel_lines(root: Path, out: Inputs) -> None:
+    """Use the after-snapshot only where the follower caught nothing, and only its new lines."""
+    follow = root / "kernel.log"
+    if follow.is_file() and follow.stat().st_size > 0:
+        return
+    try:
+        before = set((root / "kernel-before.log").read_bytes().splitlines())
+    except OSError:
+        before = set()
+    try:
+        after = (root / "kernel-after.log").read_bytes().splitlines()
+    except OSError as exc:
+        out.problems.append(Problem(str(root / "kernel-after.log"), f"unreadable ({exc})"))
+        return
+    new = b"\n".join(line for line in after if line not in before)
+    out.files.append(InputFile(str(root / "kernel-after.log") + " (lines new since the capture began)", new))
 
 
 def _collect_tar(path: Path, out: Inputs) -> None:

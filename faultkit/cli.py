@@ -159,5 +159,41 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
     click.echo(f"  method: {s['method']}")
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--with", "backend", default="none", show_default=True,
+              type=click.Choice(["none", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3", "sanitizer"]),
+              help="how to watch the target (debugger and tracer backends: not implemented yet)")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
+@click.option("--port", type=int, help="refuse to start if this port is already listening")
+@click.option("--allow-running", is_flag=True, help="start even if the same server seems to be running")
+@click.option("--timeout", default="2h", show_default=True, help="end the capture after this")
+@click.option("--no-redact", is_flag=True, help="keep values of secret-looking variables")
+@click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
+              help="bundle folder (default: faultkit-bundle-<time>)")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def capture(backend, env_pairs, port, allow_running, timeout, no_redact, out, command) -> None:
+    """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
+    import shlex
+    import time
+    from pathlib import Path
+
+    from .analyze.incident import build
+    from .bundle import collect
+    from .capture.session import CaptureError, CaptureOptions, capture as run_capture, parse_env
+
+    out = out or time.strftime("faultkit-bundle-%Y%m%d-%H%M%S")
+    try:
+        opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs),
+                              port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
+                              redact=not no_redact)
+        manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
+    except CaptureError as exc:
+        raise click.ClickException(str(exc))
+    v = build(collect([out])).verdict
+    click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
+    click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
+               + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
+
+
 if __name__ == "__main__":
     main()

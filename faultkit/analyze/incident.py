@@ -15,7 +15,7 @@ from .next_steps import suggest
 from .verdict import decide
 
 KEY_EVENTS = ("ring-timeout", "gpu-reset", "reset-method", "reset-result", "ring-reset", "vram-lost", "mes", "kfd",
-              "sq-intr", "ras", "callbacks-suppressed", "iommu", "core-dump")
+              "sq-intr", "ras", "callbacks-suppressed", "iommu", "core-dump", "host-segfault")
 
 
 @dataclass

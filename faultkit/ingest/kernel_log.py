@@ -84,6 +84,8 @@ RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware E
 IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
+USER_SEGFAULT = re.compile(r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) "
+                           r"sp [0-9a-f]+ error (?P<err>\d+)(?: in (?P<lib>\S+?)\[)?")
 CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limit")
 DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
 
@@ -536,6 +538,11 @@ class _Blocks:
         m = IOMMU.search(msg)
         if m:
             add("iommu", event=m.group("what"))
+            return
+        m = USER_SEGFAULT.search(msg)
+        if m:
+            add("host-segfault", process=m.group("comm"), pid=int(m.group("pid")), address=int(m.group("addr"), 16),
+                ip=m.group("ip"), error=int(m.group("err")), library=m.group("lib"))
             return
         m = CORE_PIPE.search(msg)
         if m:

@@ -1,0 +1,39 @@
+"""System facts for a bundle. Each is optional: a missing tool is recorded, never an error."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+TOOLS = [("rocminfo", ["rocminfo"]), ("rocm-smi", ["rocm-smi", "--showallinfo"]), ("amd-smi", ["amd-smi", "static"]),
+         ("nvidia-smi", ["nvidia-smi", "-q"]), ("lspci", ["lspci", "-vv", "-d", "1002:"])]
+
+
+def collect(out: Path) -> dict:
+    facts: dict = {"kernel": platform.release(), "machine": platform.machine(), "python": platform.python_version()}
+    try:
+        facts["kernel_cmdline"] = Path("/proc/cmdline").read_text().strip()
+        facts["iommu"] = [w for w in facts["kernel_cmdline"].split() if "iommu" in w]
+    except OSError:
+        pass
+    for version_file in ("/opt/rocm/.info/version", "/opt/rocm/.info/version-dev"):
+        try:
+            facts["rocm_version"] = Path(version_file).read_text().strip()
+            break
+        except OSError:
+            continue
+    tools = {}
+    for name, cmd in TOOLS:
+        if shutil.which(cmd[0]) is None:
+            tools[name] = "not installed"
+            continue
+        try:
+            res = subprocess.run(cmd, capture_output=True, timeout=30)
+            (out / f"{name}.txt").write_bytes(res.stdout + res.stderr)
+            tools[name] = f"{name}.txt (exit {res.returncode})"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            tools[name] = f"failed: {exc}"
+    facts["tools"] = tools
+    return facts

@@ -1,0 +1,166 @@
+"""faultkit capture --with none/runtime-log on real processes: bundle content, environment record and
+its redaction, the stale-server guard, timeout, Ctrl-C, and no process left behind."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from faultkit.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a server that spawns two workers with multiprocessing's spawn method; worker 1 segfaults via ctypes
+MP_SERVER = """
+import ctypes, multiprocessing as mp, os, sys, time
+def worker(rank):
+    print(f"rank {rank} pid {os.getpid()} AMD_SERIALIZE_KERNEL={os.environ.get('AMD_SERIALIZE_KERNEL')}", flush=True)
+    time.sleep(0.5)
+    if rank == 1:
+        ctypes.string_at(0)
+    time.sleep(30)
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    procs = [mp.Process(target=worker, args=(r,)) for r in range(2)]
+    for p in procs: p.start()
+    while all(p.exitcode is None for p in procs): time.sleep(0.05)
+    print("exitcodes", [p.exitcode for p in procs], flush=True)
+    for p in procs: p.kill()
+    sys.exit(1)
+"""
+
+
+def capture(tmp_path, *args, env=None):
+    res = CliRunner(env=env).invoke(main, ["capture", *args])
+    return res
+
+
+def no_survivors(marker: str) -> bool:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return not out
+
+
+def test_multiprocess_server_crash_bundle(tmp_path):
+    script = tmp_path / "mp_server_fk.py"
+    script.write_text(MP_SERVER)
+    out = tmp_path / "bundle"
+    res = capture(tmp_path, "--env", "AMD_SERIALIZE_KERNEL=3", "--timeout", "60s", "-o", str(out), "--",
+                  sys.executable, str(script), env={"MY_API_TOKEN": "s3cret"})
+    assert res.exit_code == 0, res.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["schema"] == "faultkit.bundle/1" and m["state"] == "finished"
+    assert m["ended_by"] == "target-exit" and m["exit_code"] == 1
+    assert {"wall", "monotonic_ns", "boottime_ns"} <= set(m["start"]) and m["end"]["wall"] >= m["start"]["wall"]
+    log = (out / "server.log").read_text()
+    assert "rank 0" in log and "rank 1" in log and "exitcodes [None, -11]" in log or "-11" in log
+    times = (out / "server.times.tsv").read_text().splitlines()
+    assert len(times) == log.count("\n") and len(times[0].split("\t")) == 4
+    procs = json.loads((out / "environ.json").read_text())
+    workers = [p for p in procs if any("multiprocessing" in a or "spawn_main" in a for a in p["cmdline"])]
+    assert len(workers) >= 2, [p["cmdline"] for p in procs]
+    assert all(p["env"].get("AMD_SERIALIZE_KERNEL") == "3" for p in workers)
+    assert all(p["env"].get("MY_API_TOKEN") == "<redacted>" for p in procs if "MY_API_TOKEN" in p["env"])
+    assert "s3cret" not in (out / "environ.json").read_text()
+    assert m["env_check"]["ok"] and set(m["env_check"]["checked"]) >= {p["pid"] for p in workers}
+    assert m["kernel_log"]["follow"] == "kernel.log" or "kmsg" in str(m["kernel_log"]["follow"])
+    assert no_survivors("mp_server_fk.py")
+    assert "verdict:" in res.output
+
+
+def test_c_program_writing_through_bad_pointer(tmp_path):
+    src = tmp_path / "badptr.c"
+    src.write_text('#include <stdio.h>\nint main(void){ int *p = (int*)0x10; puts("start"); fflush(stdout); *p = 1; return 0; }\n')
+    exe = tmp_path / "badptr_fk"
+    subprocess.run(["cc", "-O0", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "b"
+    res = capture(tmp_path, "-o", str(out), "--", str(exe))
+    assert res.exit_code == 0, res.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert "SIGSEGV" in m["exit"]
+    kl = out / "kernel.log"
+    if kl.exists() and "badptr_fk" in kl.read_text():
+        report = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
+        seg = [e for e in report["kernel_events"] if e["kind"] == "host-segfault"]
+        assert seg and seg[0]["fields"]["address"] == 0x10
+
+
+def test_timeout_path_says_no_fault_reproduced(tmp_path):
+    out = tmp_path / "b"
+    res = capture(tmp_path, "--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
+                  "import time; print('serving', flush=True); time.sleep(60)  # fk_timeout_marker")
+    assert res.exit_code == 0, res.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "timeout" and "no fault reproduced" in m["note"] and m["stopped_with"][0] == "SIGINT"
+    assert no_survivors("fk_timeout_marker")
+
+
+def test_ignoring_sigint_gets_sigterm_then_sigkill(tmp_path):
+    out = tmp_path / "b"
+    res = capture(tmp_path, "--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
+                  "import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('stubborn', flush=True); time.sleep(120)  # fk_stubborn")
+    assert res.exit_code == 0, res.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["stopped_with"] == ["SIGINT", "SIGTERM", "SIGKILL"]
+    assert no_survivors("fk_stubborn")
+
+
+def test_ctrl_c_during_capture_keeps_bundle_and_leaves_nothing(tmp_path):
+    out = tmp_path / "b"
+    proc = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable,
+                             "-c", "import time\nfor i in range(600): print('tick', i, flush=True); time.sleep(0.1)  # fk_ctrlc"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while time.time() < deadline and not ((out / "server.log").exists() and "tick 3" in (out / "server.log").read_text()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0].decode()
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "interrupted" and m["state"] == "finished", output
+    assert "tick 3" in (out / "server.log").read_text()
+    assert no_survivors("fk_ctrlc")
+
+
+def test_stale_server_guard(tmp_path):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res = capture(tmp_path, "-o", str(tmp_path / "b"), "--", sys.executable, "-c", "print(1)", "--port", str(port))
+        assert res.exit_code == 1 and "already listening" in res.output
+        assert not (tmp_path / "b" / "manifest.json").exists()
+        res = capture(tmp_path, "--allow-running", "-o", str(tmp_path / "c"), "--", sys.executable, "-c", "print(1)",
+                      "--port", str(port))
+        assert res.exit_code == 0
+
+
+def test_same_command_already_running_is_refused(tmp_path):
+    cmd = [sys.executable, "-c", "import time; time.sleep(30)  # fk_dup"]
+    other = subprocess.Popen(cmd)
+    try:
+        time.sleep(0.3)
+        res = capture(tmp_path, "-o", str(tmp_path / "b"), "--", *cmd)
+        assert res.exit_code == 1 and "already runs the same command" in res.output
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_unbuilt_backends_say_so(tmp_path):
+    res = capture(tmp_path, "--with", "rocgdb", "-o", str(tmp_path / "b"), "--", "true")
+    assert res.exit_code == 1 and "not implemented yet" in res.output
+
+
+def test_runtime_log_backend_sets_amd_log_level(tmp_path):
+    out = tmp_path / "b"
+    res = capture(tmp_path, "--with", "runtime-log", "-o", str(out), "--", sys.executable, "-c",
+                  "import os; print('LVL', os.environ.get('AMD_LOG_LEVEL'))")
+    assert res.exit_code == 0, res.output
+    assert "LVL 4" in (out / "server.log").read_text()
+    assert json.loads((out / "manifest.json").read_text())["env_check"]["wanted"]["AMD_LOG_LEVEL"] == "4"
