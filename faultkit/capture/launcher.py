@@ -134,3 +134,31 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+
+
+class DeferredSigint:
+    """Ctrl-C during a capture or trial must not skip the bookkeeping that stops the tree and saves
+    the evidence: the signal only sets `hit`, and the wait loop ends cleanly on it."""
+
+    def __init__(self):
+        self.hit = False
+        self._old = None
+
+    def __enter__(self) -> "DeferredSigint":
+        self._old = signal.signal(signal.SIGINT, self._on)
+        return self
+
+    def _on(self, signum, frame) -> None:
+        self.hit = True
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._old)
+
+
+def ended_by_time_or_interrupt(start: float, timeout_s: float, sigint: DeferredSigint) -> str | None:
+    if time.monotonic() - start > timeout_s:
+        return "timeout"
+    if sigint.hit:
+        return "interrupted"
+    time.sleep(0.05)
+    return None

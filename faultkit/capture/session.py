@@ -10,14 +10,13 @@ import json
 import os
 import re
 import shlex
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._signals import exit_words
 from . import facts, kmsg
-from .launcher import Launch, clocks, port_from_command, port_listening
+from .launcher import DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, verify_env
 
 BUNDLE_SCHEMA = "faultkit.bundle/1"
@@ -87,13 +86,8 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     if opts.backend == "runtime-log":
         env = {**RUNTIME_LOG_ENV, **env}
     target = Launch(opts.command, out, "server", env)
-    interrupted = False
-
-    def on_sigint(signum, frame):
-        nonlocal interrupted
-        interrupted = True
-
-    old = signal.signal(signal.SIGINT, on_sigint)
+    sigint = DeferredSigint()
+    sigint.__enter__()
     ended_by = None
     try:
         target.start()
@@ -108,18 +102,14 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
                 fault_seen = time.monotonic()
             elif fault_seen is not None and time.monotonic() - fault_seen > opts.grace_s:
                 ended_by = "fault"
-            elif time.monotonic() - start > opts.timeout_s:
-                ended_by = "timeout"
-            elif interrupted:
-                ended_by = "interrupted"
             else:
-                time.sleep(0.05)
+                ended_by = ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
     finally:
         exit_code = target.poll()
         stopped = target.stop()
         if exit_code is None:
             exit_code = target.poll()
-        signal.signal(signal.SIGINT, old)
+        sigint.__exit__()
         follower.stop()
         after = kmsg.snapshot(out / "kernel-after.log")
         records = sampler.records() if target.proc else []

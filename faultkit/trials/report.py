@@ -8,7 +8,7 @@ import json
 import statistics
 from collections import Counter
 
-from .stats import ArmRate, arm_rate, boschloo, fisher
+from .stats import arm_rate, boschloo, fisher
 
 SCHEMA = "faultkit.trials.report/1"
 CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm, two-sided (scipy.stats."

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._signals import exit_words
-from ..capture.launcher import Launch, clocks, port_from_command, port_listening
+from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command,
+                                port_listening)
 from ..capture.proctree import TreeSampler, verify_env
 from .signature import crash_signature
 
@@ -119,14 +119,8 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
     client_launch: Launch | None = None
     start = time.monotonic()
     ended_by = None
-    interrupted = False
-    old_handler = signal.getsignal(signal.SIGINT)
-
-    def on_sigint(signum, frame):  # finish this trial's bookkeeping, then stop
-        nonlocal interrupted
-        interrupted = True
-
-    signal.signal(signal.SIGINT, on_sigint)
+    sigint = DeferredSigint()
+    sigint.__enter__()
     try:
         while ended_by is None:
             sampler.sample()
@@ -140,14 +134,10 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
                 client_launch.start()
             elif client_launch is not None and client_launch.poll() is not None:
                 ended_by = "client-exit"
-            elif time.monotonic() - start > timeout_s:
-                ended_by = "timeout"
-            elif interrupted:
-                ended_by = "interrupted"
             else:
-                time.sleep(0.05)
+                ended_by = ended_by_time_or_interrupt(start, timeout_s, sigint)
     finally:
-        signal.signal(signal.SIGINT, old_handler)
+        sigint.__exit__()
         end = clocks()
         exit_code = server.poll()
         if client_launch is not None:
