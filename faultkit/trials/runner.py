@@ -18,6 +18,7 @@ from pathlib import Path
 from .._signals import exit_words
 from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command,
                                 port_listening)
+from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, verify_env
 from .signature import crash_signature
 
@@ -108,10 +109,12 @@ def _wait_port_free(port: int, wait_s: float) -> None:
 def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | None, timeout_s: float,
             ready_pattern: str | None) -> dict:
     tdir.mkdir(parents=True, exist_ok=True)
-    for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv"):
+    for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
     env = dict(arm.env)
     env["FAULTKIT_TRIAL_INDEX"] = str(entry["index"])
+    kernel = KmsgFollower(tdir / "kernel.log")  # the trial's own kernel log: GPU faults give the signature
+    kernel.start()
     server = Launch(arm.command, tdir, "server", env)
     ready = server.watch_for(ready_pattern) if ready_pattern else None
     server.start()
@@ -138,6 +141,7 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
                 ended_by = ended_by_time_or_interrupt(start, timeout_s, sigint)
     finally:
         sigint.__exit__()
+        kernel.stop()
         end = clocks()
         exit_code = server.poll()
         if client_launch is not None:

@@ -33,5 +33,9 @@ def crash_signature(trial_dir: Path, exit_code: int | None) -> str:
         parts.append(f"kernel {v.kernel or v.candidates[0].kernel}")
     elif inc.report_points:
         parts.append(f"at {normalise(inc.report_points[0].frame.rsplit('/', 1)[-1])}")
+    if fault is None:
+        seg = next((e for e in inc.kernel_events if e.kind == "host-segfault"), None)
+        if seg is not None:
+            parts.append(f"host segfault in {seg.fields.get('library') or seg.fields.get('process')}")
     parts.append(exit_words(exit_code))
     return " | ".join(parts)
