@@ -222,7 +222,6 @@ def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog
         text, problems = data, []
     out = KernelLog(problems=list(problems))
     state: dict = {}
-    parsed: list[_Parsed] = []
     segments: list[list[_Parsed]] = [[]]
     for line in numbered_lines(text):
         if line.boundary:
@@ -241,8 +240,7 @@ def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog
         if _looks_reversed(seg):
             seg.reverse()
             out.reversed_input = True
-        parsed = seg
-        _Blocks(name, out).run(parsed)
+        _Blocks(name, out).run(seg)
     if out.reversed_input:
         out.problems.append(Problem(name, "timestamps run backwards (journalctl -r?); lines were read in reverse"))
     return out
@@ -453,7 +451,7 @@ class _Blocks:
         if m:
             gen = re.match(r"gmc_v(\d+)_", m.group("fn"))
             if gen:
-                self.generation_hint[key] = f"gfx{gen.group(1) if gen.group(1) != '9' else '9'}"
+                self.generation_hint[key] = f"gfx{gen.group(1)}"
             self.out.events.append(KernelEvent(org, "callbacks-suppressed", msg.strip(), p.stamp, pci,
                                                {"function": m.group("fn"), "count": int(m.group("n"))}))
             return True

@@ -166,7 +166,6 @@ class _State:
         self.v1: WaveDump | None = None
         self.v1_fault: RuntimeFault | None = None
         self.last_process_header: str | None = None
-        self.agent_queue_error: RuntimeFault | None = None
 
     def origin(self, line: Line) -> Origin:
         return Origin(self.name, line.no)
