@@ -244,6 +244,222 @@ class KernelLog:
             getattr(self, name).extend(getattr(other, name))
 
 
+# ---------------- debugger transcripts ----------------
+
+@dataclass
+class GpuPlace:
+    """Where on the GPU a thread stopped: an AMDGPU wave/lane systag or a cuda-gdb focus."""
+    systag: str
+    agent: int | None = None
+    queue: int | None = None
+    dispatch: int | None = None
+    wave: int | None = None
+    workgroup: tuple[int | None, ...] | None = None   # None components: '?' (attached late)
+    wave_in_group: int | None = None
+    lane: int | None = None
+    work_item: tuple[int | None, ...] | None = None
+    device: int | None = None                          # cuda-gdb
+    sm: int | None = None
+    warp: int | None = None
+    grid: int | None = None
+    kernel_id: int | None = None
+    block: tuple[int, ...] | None = None
+    thread: tuple[int, ...] | None = None
+
+
+@dataclass
+class Frame:
+    text: str
+    level: int | None = None
+    pc: int | None = None
+    function: str | None = None
+    args: str | None = None
+    file: str | None = None
+    line: int | None = None
+    objfile: str | None = None       # 'from ...': a library or a code-object URI
+    launch: tuple[str, str] | None = None   # cuda-gdb <<<(grid),(block)>>>
+
+
+@dataclass
+class DebugStop:
+    """One stop the debugger reported. GPU or host is decided by `gpu`, never by the signal."""
+    origin: Origin
+    kind: str                        # signal | catchpoint | breakpoint | cuda-exception | core | attach | mi
+    text: str
+    signal: str | None = None
+    meaning: str | None = None
+    thread: str | None = None        # gdb thread id ("6", "2.6")
+    thread_name: str | None = None
+    host_systag: str | None = None
+    gpu: GpuPlace | None = None
+    frame: Frame | None = None
+    source_line: str | None = None
+    imprecise_warning: bool = False  # rocgdb said the reported location may not be accurate
+    lane_inactive: bool = False
+    exception: str | None = None     # cuda-gdb "CUDA Exception: ..."
+    error_pc: int | None = None      # cuda-gdb "triggered at PC": the faulting instruction
+    error_function: str | None = None
+    error_file: str | None = None
+    error_line: int | None = None
+
+
+@dataclass
+class AgentRow:
+    origin: Origin
+    id: str
+    state: str
+    gpuid: int
+    arch: str
+    name: str
+    location: str
+    current: bool = False
+
+
+@dataclass
+class QueueRow:
+    origin: Origin
+    id: str
+    agent: int
+    queue: int
+    qid: int
+    type: str
+    size: int
+    address: int
+    read: int | None = None
+    write: int | None = None
+    current: bool = False
+
+
+@dataclass
+class DispatchRow:
+    """`info dispatches [-full]`: the kernel of every active dispatch."""
+    origin: Origin
+    id: str
+    agent: int
+    queue: int
+    dispatch: int
+    pkid: int
+    grid: tuple[int, ...]
+    workgroup: tuple[int, ...]
+    kernel: str
+    fence: str | None = None
+    shared: int | None = None
+    private: int | None = None
+    kernel_descriptor: int | None = None
+    kernel_args: int | None = None
+    current: bool = False
+
+
+@dataclass
+class ThreadRow:
+    """`info threads` / `info lanes` rows (wrapped frames joined)."""
+    origin: Origin
+    id: str
+    systag: str
+    frame: str
+    name: str | None = None
+    gpu: GpuPlace | None = None
+    lanes: str | None = None
+    state: str | None = None         # info lanes: A I U R
+    current: bool = False
+
+
+@dataclass
+class CudaKernelRow:
+    origin: Origin
+    kernel_id: int
+    device: int
+    grid: int
+    status: str
+    grid_dim: str
+    block_dim: str
+    name: str
+    current: bool = False
+
+
+@dataclass
+class CodeObjectRef:
+    """A row of `info sharedlibrary` (or a frame's `from`) naming a GPU code object by URI."""
+    origin: Origin
+    uri: str
+    scheme: str                      # file | memory
+    path: str
+    offset: int | None = None
+    size: int | None = None
+    low: int | None = None           # From/To columns: the loaded text range
+    high: int | None = None
+
+
+@dataclass
+class DisasmLine:
+    origin: Origin
+    text: str
+    pc: int | None = None
+    symbol: str | None = None
+    offset: int | None = None
+    instruction: str = ""
+    marker: str = ""                 # '=>' current pc, '*>' cuda-gdb error pc, '*=>' both
+
+
+@dataclass
+class SanitizerReport:
+    """One compute-sanitizer memcheck error block."""
+    origin: Origin
+    space: str                       # global | shared | local
+    access: str                      # read | write
+    size: int
+    kernel: str | None = None
+    offset: int | None = None
+    file: str | None = None
+    line: int | None = None
+    thread: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    address: int | None = None
+    distance: int | None = None
+    direction: str | None = None     # after | before the nearest allocation
+    allocation: int | None = None
+    allocation_size: int | None = None
+    host_frames: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DebugEvent:
+    """Process and debugger life: exits, forks, execs, internal errors, unavailable commands."""
+    origin: Origin
+    kind: str
+    text: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DebuggerLog:
+    debugger: str | None = None      # rocgdb | gdb | cuda-gdb | compute-sanitizer (best guess)
+    stops: list[DebugStop] = field(default_factory=list)
+    agents: list[AgentRow] = field(default_factory=list)
+    queues: list[QueueRow] = field(default_factory=list)
+    dispatches: list[DispatchRow] = field(default_factory=list)
+    threads: list[ThreadRow] = field(default_factory=list)
+    lanes: list[ThreadRow] = field(default_factory=list)
+    cuda_kernels: list[CudaKernelRow] = field(default_factory=list)
+    code_objects: list[CodeObjectRef] = field(default_factory=list)
+    disassembly: list[list[DisasmLine]] = field(default_factory=list)
+    backtrace: list[Frame] = field(default_factory=list)
+    sanitizer: list[SanitizerReport] = field(default_factory=list)
+    events: list[DebugEvent] = field(default_factory=list)
+    precise_memory: str | None = None    # enabled | disabled | off | could-not-enable | requested
+    precise_origin: Origin | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    def extend(self, other: "DebuggerLog") -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(other, name)
+            if isinstance(value, list):
+                getattr(self, name).extend(value)
+        self.debugger = self.debugger or other.debugger
+        if other.precise_memory:
+            self.precise_memory, self.precise_origin = other.precise_memory, other.precise_origin
+
+
 # ---------------- correlated incident ----------------
 
 @dataclass

@@ -6,8 +6,8 @@ from ..model import Fault, KernelLog, RuntimeLog, Verdict
 
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
-            kinds_seen: set[str]) -> list[str]:
-    steps: list[str] = []
+            kinds_seen: set[str], stops: list = ()) -> list[str]:
+    steps: list[str] = _after_debugger(stops)
     nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
     codes = {f.code for f in faults if f.code is not None}
@@ -69,4 +69,26 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     if not faults:
         steps.append("No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
                      "debugger transcript; or reproduce under `faultkit capture`.")
+    return steps
+
+
+def _after_debugger(stops) -> list[str]:
+    steps = []
+    amd = [f for f in stops if f.gpu and f.stop.kind != "cuda-exception"]
+    if any(f.precise is not True for f in amd):
+        steps.append("The wave's PC may be past the faulting instruction: re-run under rocgdb with "
+                     "`set amdgpu precise-memory on` and check that `show amdgpu precise-memory` answers "
+                     "`on (currently enabled)` (some gfx targets cannot enable it); faultkit capture --with rocgdb "
+                     "does both and records the answer.")
+    if any(f.kernel_basis and f.kernel_basis.startswith("the stopped wave's frame") for f in amd):
+        steps.append("Run `info dispatches` at the stop: the wave's dispatch (third number of its `AMDGPU Wave a:q:d:w` "
+                     "id) names the kernel, where the frame may show a device function it called.")
+    if any(f.pc is not None and not f.resolved for f in amd):
+        steps.append("To map the PC to a source line offline, pass the code object to the triage: the host "
+                     "binary or library named by the `file://…#offset=…` URI in `info sharedlibrary`, or the "
+                     "object saved from a `memory://` URI (`dump binary memory co.elf OFFSET OFFSET+SIZE`).")
+    if stops and not any(f.gpu for f in stops):
+        steps.append("The debugger stopped a host thread, not a GPU wave: if the GPU faulted, the runtime's "
+                     "event thread aborts the process; catch SIGSEGV/SIGBUS/SIGABRT with `catch signal` and keep "
+                     "continuing to the wave's stop, or use `faultkit capture --with rocgdb`.")
     return steps

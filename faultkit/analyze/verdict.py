@@ -2,12 +2,15 @@
 
 The level never claims more than the evidence: runtime logs alone can at most make a kernel
 `likely` (a debug-agent wave stopped in it); names printed by ROCclr, dispatch logs and
-library hints only make `candidates`. A Python frame is never a candidate.
+library hints only make `candidates`. A Python frame is never a candidate. A debugger stop on a
+GPU wave makes its kernel `certain` when the PC is exact (precise memory confirmed on, cuda-gdb's
+exception PC) and `likely` otherwise; a compute-sanitizer report is `certain`.
 """
 
 from __future__ import annotations
 
-from ..model import Candidate, Fault, RuntimeLog, Verdict
+from ..model import Candidate, Fault, RuntimeLog, SanitizerReport, Verdict
+from .debug_stop import StopFinding
 from .faults import is_address_fault
 
 FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILLEGAL_INSTRUCTION",
@@ -15,7 +18,52 @@ FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILL
                  "FP_OVERFLOW", "ECC_ERROR", "FATAL_HALT"}
 
 
-def decide(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
+def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = (),
+           sanitizer: list[SanitizerReport] = ()) -> Verdict:
+    from_logs = _from_logs(runtime, faults)
+    exact: list[Candidate] = []
+    for r in sanitizer:
+        if r.kernel and all(c.kernel != r.kernel for c in exact):
+            exact.append(Candidate(r.kernel, 1.0, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes "
+                                                  f"in this kernel at +0x{r.offset or 0:x}"
+                                                  + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})"))
+    approx: list[Candidate] = []
+    for f in stops:
+        if not (f.gpu and f.kernel):
+            continue
+        pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
+        text = (f"debugger stop on a GPU {'warp' if f.stop.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
+                + (f", {f.coordinates}" if f.coordinates else "") + f"; kernel from {f.kernel_basis}; "
+                + (f"PC exact: {f.precise_basis}" if f.precise else
+                   f"PC may be past the faulting instruction: {f.precise_basis}") + f" ({f.stop.origin})")
+        pool, score = (exact, 1.0) if f.precise else (approx, 0.9)
+        if all(c.kernel != f.kernel for c in pool):
+            pool.append(Candidate(f.kernel, score, text))
+    named = exact or approx
+    if not named:
+        host = [f for f in stops if not f.gpu]
+        if host and from_logs.level == "unknown" and from_logs.kernel is None and not from_logs.candidates:
+            h = host[-1]
+            where = h.function or "an unknown function"
+            return Verdict("unknown", None, f"the debugger stopped a host thread on {h.stop.signal} in {where} "
+                                            f"({h.stop.origin}): a CPU crash, not a GPU fault; no GPU wave stopped")
+        return from_logs
+    others = [c for c in from_logs.candidates if c.kernel not in {n.kernel for n in named}]
+    for c in others:
+        c.why += "; named only by logs, not by the debugger or sanitizer"
+    level = "certain" if exact else "likely"
+    top = named[0]
+    if len(named) > 1:
+        why = (f"{len(named)} kernels stopped in a debugger or sanitizer (several processes or waves faulted); "
+               f"the first is {top.kernel}: {top.why}")
+    else:
+        why = top.why
+    if not exact:
+        why += ". Not 'certain': without precise memory the stop PC can lie after the faulting instruction"
+    return Verdict(level, top.kernel, why, named + (approx if exact else []) + others)
+
+
+def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     cands: dict[str, Candidate] = {}
 
     def add(kernel: str | None, score: float, why: str) -> None:

@@ -43,7 +43,26 @@ def to_json(inc: Incident) -> dict:
                         "generation": w.generation, "code_object": w.code_object,
                         "faulting_pc_marked": hex_or_none(w.marked_pc), "origin": str(w.origin)}
                        for w in inc.runtime.waves],
+        "debugger_stops": [_stop_json(f) for f in inc.stops],
+        "debugger": {"debugger": inc.debugger.debugger, "precise_memory": inc.debugger.precise_memory,
+                     "dispatches": [{"id": d.id, "agent": d.agent, "queue": d.queue, "dispatch": d.dispatch,
+                                     "kernel": d.kernel, "grid": d.grid, "workgroup": d.workgroup}
+                                    for d in inc.debugger.dispatches],
+                     "code_objects": [{"uri": c.uri, "low": hex_or_none(c.low), "high": hex_or_none(c.high)}
+                                      for c in inc.debugger.code_objects],
+                     "events": [{"kind": e.kind, "text": e.text, "origin": str(e.origin)}
+                                for e in inc.debugger.events if e.kind not in ("fork",)][:200]},
     }
+
+
+def _stop_json(f) -> dict:
+    st = f.stop
+    return {"kind": st.kind, "signal": st.signal, "exception": st.exception, "gpu": f.gpu, "thread": st.thread,
+            "thread_name": st.thread_name, "systag": st.gpu.systag if st.gpu else st.host_systag,
+            "kernel": f.kernel, "kernel_basis": f.kernel_basis, "function": f.function, "pc": hex_or_none(f.pc),
+            "precise": f.precise, "precise_basis": f.precise_basis, "coordinates": f.coordinates, "source": f.source,
+            "faulting_instruction": f.faulting.text if f.faulting else None,
+            "resolved": f.resolved, "origin": str(st.origin), "file": f.file}
 
 
 def render_json(inc: Incident) -> str:
@@ -131,6 +150,9 @@ def sections(inc: Incident) -> list[Section]:
         s.code = w.disassembly[:40]
         out.append(s)
 
+    for f in inc.stops[:4]:
+        out.append(_stop_section(f))
+
     s = Section("Report points (where the host noticed, not where the GPU faulted)")
     if inc.report_points:
         s.bullets = [f"{r.kind}: {r.frame}" + (f" — {r.exception}" if r.exception else "")
@@ -156,6 +178,27 @@ def sections(inc: Incident) -> list[Section]:
         s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
     out.append(s)
     return out
+
+
+def _stop_section(f) -> Section:
+    st = f.stop
+    s = Section(f"Debugger stop ({'GPU' if f.gpu else 'host thread'}, {f.file})")
+    s.paragraphs.append(f"`{st.text}` ({st.origin})")
+    facts = [("kernel", f"`{f.kernel}` (from {f.kernel_basis})" if f.kernel else ""),
+             ("function at the stop", f"`{f.function}`" if f.function and f.function != f.kernel else ""),
+             ("PC", f"0x{f.pc:x}" if f.pc is not None else ""),
+             ("where on the GPU", f.coordinates or ""), ("source", f"`{f.source}`" if f.source else ""),
+             ("PC exact?", ("yes: " if f.precise else "no: " if f.precise is False else "unknown: ") + f.precise_basis
+              if f.gpu else ""),
+             ("code object", f.resolved or "")]
+    s.bullets = [f"{k}: {v}" for k, v in facts if v]
+    if f.disassembly:
+        s.code = [line.text + ("    <-- faulting instruction" if line is f.faulting else "")
+                  for line in f.disassembly[:48]]
+        if f.faulting is None and f.gpu and not f.precise:
+            s.paragraphs.append("The faulting instruction is not marked: without precise memory the PC can be "
+                                "several instructions past it.")
+    return s
 
 
 def _perm(bits) -> str:

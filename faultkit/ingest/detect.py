@@ -14,8 +14,10 @@ RUNTIME_MARKERS = re.compile(
     r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"
     r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|"
     r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD")
-DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal SIG|\[Switching to |CUDA Exception:|"
-                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal", re.M)
+DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
+                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^========= |"
+                              r"AMDGPU (?:Wave|Lane|Dispatch|Queue|Agent) |stopped because of SIG|\*stopped,reason=|"
+                              r"precise memory (?:violation )?signal reporting|^\s*Kernel Parent Dev Grid", re.M)
 
 
 def detect_kinds(text: str) -> set[str]:

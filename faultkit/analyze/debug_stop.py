@@ -1,0 +1,240 @@
+"""What a debugger transcript proves: which stop is the fault, its kernel, and how exact its PC is.
+
+The stop's thread identity decides GPU or host. The kernel of an AMDGPU wave comes from the
+dispatch it belongs to (`info dispatches`), else from a code object symbol, else from its frame
+(which may be a device function called by the kernel). With precise memory off the wave's PC
+can be far past the faulting instruction; with it on the PC is the instruction after it
+(reference/debugger_output.md §0.7). cuda-gdb's `triggered at PC` is the faulting instruction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ingest.code_object import CodeObject
+from ..ingest.debugger import IMPLIED_WAVE, MEMORY_OPS
+from ..model import CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
+
+FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGILL": "gpu-illegal-instruction",
+                 "SIGFPE": "gpu-arithmetic-exception", "SIGABRT": "gpu-trap"}
+SIGNAL_MEANING = {
+    "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
+    "SIGBUS": "a wave used an address outside the GPU's virtual address range (ADDRESS_ERROR / APERTURE_VIOLATION)",
+    "SIGILL": "a wave executed an illegal instruction",
+    "SIGFPE": "a wave raised a floating-point or integer-divide exception",
+    "SIGABRT": "a wave executed a trap (assert / llvm.trap)",
+}
+
+
+@dataclass
+class StopFinding:
+    """One GPU (or host) stop with what it lets us say."""
+    stop: DebugStop
+    file: str
+    gpu: bool
+    kernel: str | None = None
+    kernel_basis: str | None = None
+    function: str | None = None
+    precise: bool | None = None
+    precise_basis: str = ""
+    pc: int | None = None
+    faulting: DisasmLine | None = None
+    disassembly: list[DisasmLine] = field(default_factory=list)
+    source: str | None = None
+    coordinates: str | None = None
+    resolved: str | None = None       # kernel+offset and line from a code object, where one was available
+
+
+def is_fault_stop(stop: DebugStop) -> bool:
+    if stop.kind == "cuda-exception":
+        return True
+    return stop.kind in ("signal", "catchpoint", "core", "mi") and (stop.signal in FAULT_SIGNALS or stop.signal is None)
+
+
+def precise_state(log: DebuggerLog, stop: DebugStop) -> tuple[bool | None, str]:
+    if stop.kind == "cuda-exception":
+        return True, "cuda-gdb reports the exception PC itself"
+    if stop.imprecise_warning:
+        return False, "rocgdb printed 'precise memory violation signal reporting is not enabled' at this stop"
+    state, where = log.precise_memory, log.precise_origin
+    if state == "enabled":
+        return True, f"'show amdgpu precise-memory' answered 'on (currently enabled)' ({where})"
+    if state == "could-not-enable":
+        return False, f"rocgdb said precise memory reporting could not be enabled ({where})"
+    if state == "off":
+        return False, f"precise memory was off ({where})"
+    if state == "requested" and stop.kind == "signal" and stop.gpu is not None:
+        return True, (f"'set amdgpu precise-memory on' ({where}) with no failure message, and no imprecise-memory "
+                      f"warning at this signal stop (rocgdb prints one there when it is off)")
+    return None, "the transcript does not show whether precise memory was on"
+
+
+def _dispatch_kernel(log: DebuggerLog, stop: DebugStop) -> str | None:
+    g = stop.gpu
+    if g is None or g.dispatch is None:
+        return None
+    for d in log.dispatches:
+        if d.dispatch == g.dispatch and (g.agent is None or d.agent == g.agent) and \
+                (g.queue is None or d.queue == g.queue):
+            return d.kernel
+    return None
+
+
+def _cuda_kernel(log: DebuggerLog, stop: DebugStop) -> tuple[str | None, str | None]:
+    for fr in [stop.frame, *log.backtrace]:
+        if fr is not None and fr.launch and fr.function:
+            return fr.function, f"the frame launched as {fr.function}<<<({fr.launch[0]}),({fr.launch[1]})>>>"
+    if stop.error_function:
+        return stop.error_function, "the function at cuda-gdb's exception PC"
+    g = stop.gpu
+    for k in log.cuda_kernels:
+        if g is None or (k.grid == g.grid and k.kernel_id == g.kernel_id):
+            return k.name, f"'info cuda kernels' row for grid {k.grid}"
+    if stop.frame and stop.frame.function:
+        return stop.frame.function, "the stop's frame"
+    return None, None
+
+
+def faulting_instruction(stop: DebugStop, blocks: list[list[DisasmLine]], precise: bool | None
+                         ) -> tuple[DisasmLine | None, list[DisasmLine]]:
+    """The disassembly block around the stop, and the instruction that faulted where it can be told."""
+    pc = stop.error_pc if stop.error_pc is not None else (stop.frame.pc if stop.frame else None)
+    for block in reversed(blocks):
+        if not any(line.marker for line in block):
+            continue
+        starred = [line for line in block if "*" in line.marker]
+        if starred:
+            return starred[0], block
+        if stop.error_pc is not None:
+            hit = [line for line in block if line.pc == stop.error_pc]
+            if hit:
+                return hit[0], block
+        current = next(i for i, line in enumerate(block) if "=>" in line.marker)
+        if pc is not None and block[current].pc not in (None, pc) and stop.error_pc is None:
+            continue
+        if precise:
+            # The reported PC is the instruction after the faulting one: the last memory
+            # instruction before it is the access that faulted.
+            for line in reversed(block[:current]):
+                if MEMORY_OPS.match(line.instruction):
+                    return line, block
+        return None, block
+    return None, []
+
+
+def _coordinates(stop: DebugStop) -> str | None:
+    g = stop.gpu
+    if g is None or g.systag == IMPLIED_WAVE:
+        return None
+    if g.block is not None:
+        return (f"block ({','.join(map(str, g.block))}), thread ({','.join(map(str, g.thread or ()))}), device {g.device}, "
+                f"sm {g.sm}, warp {g.warp}, lane {g.lane}")
+    show = (lambda t: ",".join("?" if x is None else str(x) for x in t) if t else "?")
+    text = f"agent {g.agent}, queue {g.queue}, dispatch {g.dispatch}, wave {g.wave}, work-group ({show(g.workgroup)})"
+    if g.lane is not None:
+        text += f", lane {g.lane}, work-item [{show(g.work_item)}]"
+    return text
+
+
+def examine(log: DebuggerLog, file: str) -> list[StopFinding]:
+    out = []
+    for stop in log.stops:
+        if not is_fault_stop(stop):
+            continue
+        gpu = stop.gpu is not None or stop.kind == "cuda-exception"
+        f = StopFinding(stop, file, gpu)
+        f.function = stop.frame.function if stop.frame else None
+        f.pc = stop.error_pc if stop.error_pc is not None else (stop.frame.pc if stop.frame else None)
+        if stop.frame and stop.frame.file and stop.frame.line:
+            text = stop.source_line.split(None, 1)[1].strip() if stop.source_line and " " in stop.source_line.strip() \
+                else ""
+            f.source = f"{stop.frame.file}:{stop.frame.line}" + (f": {text}" if text else "")
+        if stop.error_file and stop.error_line:
+            f.source = f"{stop.error_file}:{stop.error_line} (exception PC)" + (f"; stop frame {f.source}" if f.source else "")
+        if gpu:
+            f.precise, f.precise_basis = precise_state(log, stop)
+            if stop.kind == "cuda-exception":
+                f.kernel, f.kernel_basis = _cuda_kernel(log, stop)
+            else:
+                k = _dispatch_kernel(log, stop)
+                if k:
+                    f.kernel, f.kernel_basis = k, f"'info dispatches' row of the wave's dispatch {stop.gpu.dispatch}"
+                elif f.function and f.function != "??":
+                    f.kernel, f.kernel_basis = f.function, ("the stopped wave's frame (no 'info dispatches' in the input: "
+                                                            "this may be a device function called by the kernel)")
+            f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
+            f.coordinates = _coordinates(stop)
+        out.append(f)
+    return out
+
+
+def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: list[CodeObjectRef]) -> None:
+    """Name the PC's kernel, offset and line from the code objects given to the triage.
+
+    The load base comes from the `info sharedlibrary` row whose text range holds the PC; failing
+    that, the `=>` line of the disassembly names symbol+offset, which needs no base at all."""
+    if f.pc is None or not objects:
+        return
+    hit = None
+    for ref in refs:
+        if ref.low is not None and ref.high is not None and ref.low <= f.pc < ref.high:
+            for name, co in objects:
+                r = co.resolve(f.pc, text_start=ref.low)
+                if r:
+                    hit = (r, name, co, f"loaded at the text range of {ref.uri}")
+                    break
+        if hit:
+            break
+    if hit is None:
+        marked = next((line for line in f.disassembly if "=>" in line.marker and line.symbol), None)
+        for name, co in objects:
+            if marked is None:
+                break
+            fn = next((a for a, _, n in co.functions if n == marked.symbol), None)
+            if fn is not None:
+                r = co.resolve(fn + marked.offset)
+                if r:
+                    hit = (r, name, co, f"from the disassembly's <{marked.symbol}+{marked.offset}>")
+                    break
+    if hit is None:
+        return
+    r, name, co, how = hit
+    f.resolved = f"{r} in {name} ({co.target}; {how})"
+    if co.kernel(r.kernel) and (f.kernel is None or f.kernel_basis and f.kernel_basis.startswith("the stopped")):
+        f.kernel, f.kernel_basis = r.kernel, f"the code object's kernel symbol containing the PC ({name})"
+
+
+def stop_fault(f: StopFinding) -> Fault:
+    st = f.stop
+    if st.kind == "cuda-exception":
+        kind = "cuda-exception"
+        meaning = (f"cuda-gdb stopped the GPU on {st.exception or st.meaning}"
+                   + (f" ({st.signal})" if st.signal else "") + ": the warp's faulting PC is exact.")
+    elif f.gpu:
+        kind = FAULT_SIGNALS.get(st.signal or "", "gpu-stop")
+        meaning = (f"The debugger stopped an AMDGPU wave on {st.signal or 'a signal (stop line not in the input)'}: "
+                   f"{SIGNAL_MEANING.get(st.signal or '', 'a GPU exception')}.")
+    else:
+        kind = "host-signal"
+        meaning = (f"A host thread stopped on {st.signal}: a CPU crash (for example inside the runtime), "
+                   f"not a GPU fault; the GPU may still have faulted elsewhere.")
+    detail = {"stop": st.text, "thread": st.thread, "thread_name": st.thread_name, "kernel": f.kernel,
+              "function": f.function, "pc": f"0x{f.pc:x}" if f.pc is not None else None,
+              "coordinates": f.coordinates, "source": f.source, "precise": f.precise}
+    g = st.gpu
+    gpu = (f"device {g.device}" if g and g.device is not None else f"agent {g.agent}" if g and g.agent is not None
+           else None)
+    return Fault(source="debugger", kind=kind, code=None, gpu=gpu, detail={k: v for k, v in detail.items() if v is not None},
+                 meaning=meaning, origin=st.origin)
+
+
+def sanitizer_fault(r: SanitizerReport) -> Fault:
+    where = (f"{r.distance:,} bytes {r.direction} the nearest allocation at 0x{r.allocation:x} "
+             f"({r.allocation_size:,} bytes)") if r.distance is not None else "no allocation near it"
+    detail = {"kernel": r.kernel, "offset": f"0x{r.offset:x}" if r.offset is not None else None,
+              "source": f"{r.file}:{r.line}" if r.file else None,
+              "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12]}
+    return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
+                 detail={k: v for k, v in detail.items() if v is not None},
+                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in {r.kernel}: {where}.",
+                 origin=r.origin)
