@@ -162,7 +162,15 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--with", "backend", default="none", show_default=True,
               type=click.Choice(["none", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3", "sanitizer"]),
-              help="how to watch the target (debugger and tracer backends: not implemented yet)")
+              help="how to watch the target: plain, AMD_LOG_LEVEL dispatch log, under a debugger, "
+                   "compute-sanitizer (rocprofv3: not implemented yet)")
+@click.option("--attach-workers", is_flag=True,
+              help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
+@click.option("--attach-match", metavar="REGEX",
+              help="debuggers: attach to the processes whose command line matches (instead of GPU users)")
+@click.option("--debugger", metavar="PATH", help="the debugger (or compute-sanitizer) binary to use")
+@click.option("--command-deadline", default="60s", show_default=True,
+              help="debuggers: longest wait for one debugger command before it counts as hung")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
 @click.option("--port", type=int, help="refuse to start if this port is already listening")
 @click.option("--allow-running", is_flag=True, help="start even if the same server seems to be running")
@@ -171,7 +179,8 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def capture(backend, env_pairs, port, allow_running, timeout, no_redact, out, command) -> None:
+def capture(backend, attach_workers, attach_match, debugger, command_deadline, env_pairs, port, allow_running,
+            timeout, no_redact, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
     import shlex
     import time
@@ -185,7 +194,8 @@ def capture(backend, env_pairs, port, allow_running, timeout, no_redact, out, co
     try:
         opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
-                              redact=not no_redact)
+                              redact=not no_redact, attach_workers=attach_workers, attach_match=attach_match,
+                              debugger=debugger, command_deadline_s=parse_duration(command_deadline))
         manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
     except CaptureError as exc:
         raise click.ClickException(str(exc))

@@ -152,9 +152,12 @@ def test_same_command_already_running_is_refused(tmp_path):
         other.wait()
 
 
-def test_unbuilt_backends_say_so(tmp_path):
-    res = capture(tmp_path, "--with", "rocgdb", "-o", str(tmp_path / "b"), "--", "true")
+def test_unbuilt_backends_and_missing_tools_say_so(tmp_path):
+    res = capture(tmp_path, "--with", "rocprofv3", "-o", str(tmp_path / "b"), "--", "true")
     assert res.exit_code == 1 and "not implemented yet" in res.output
+    res = capture(tmp_path, "--with", "rocgdb", "--debugger", "/nonexistent/rocgdb", "-o", str(tmp_path / "c"), "--",
+                  "true")
+    assert res.exit_code == 1 and "not found" in res.output and not (tmp_path / "c").exists()
 
 
 def test_runtime_log_backend_sets_amd_log_level(tmp_path):

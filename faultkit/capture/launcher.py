@@ -40,40 +40,32 @@ def port_from_command(cmd: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@dataclass
-class Launch:
-    command: str
-    out_dir: Path
-    name: str = "server"
-    env_extra: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
-    fault_line: str | None = None
-    started: dict | None = None
-    lines: int = 0
-    _reader: threading.Thread | None = None
-    _watch: list = field(default_factory=list)   # (compiled regex, threading.Event)
+class LineTee:
+    """Copy a stream into `<name>.log` raw and `<name>.times.tsv` stamped, line by line, flushed."""
 
-    def start(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update(self.env_extra)
-        self.started = clocks()
-        self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+    def __init__(self, out_dir: Path, name: str):
+        self.out_dir, self.name = out_dir, name
+        self.fault_line: str | None = None
+        self.lines = 0
+        self._watch: list = []      # (compiled regex, threading.Event)
 
     def watch_for(self, pattern: str) -> threading.Event:
         ev = threading.Event()
         self._watch.append((re.compile(pattern), ev))
         return ev
 
-    def _read(self) -> None:
+    def run(self, stream) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.out_dir / f"{self.name}.log", "ab")
         times = open(self.out_dir / f"{self.name}.times.tsv", "a", encoding="utf-8")
         try:
-            for raw in iter(self.proc.stdout.readline, b""):
+            while True:
+                try:
+                    raw = stream.readline()
+                except OSError:          # a pty whose last writer closed: EIO is its end of file
+                    break
+                if not raw:
+                    break
                 c = clocks()
                 log.write(raw)
                 log.flush()
@@ -89,6 +81,46 @@ class Launch:
         finally:
             log.close()
             times.close()
+
+
+@dataclass
+class Launch:
+    command: str
+    out_dir: Path
+    name: str = "server"
+    env_extra: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    started: dict | None = None
+    tee: "LineTee" = None
+    _reader: threading.Thread | None = None
+
+    def __post_init__(self):
+        self.tee = LineTee(self.out_dir, self.name)
+
+    def start(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(self.env_extra)
+        self.started = clocks()
+        self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def watch_for(self, pattern: str) -> threading.Event:
+        return self.tee.watch_for(pattern)
+
+    def _read(self) -> None:
+        self.tee.run(self.proc.stdout)
+
+    @property
+    def fault_line(self) -> str | None:
+        return self.tee.fault_line
+
+    @property
+    def lines(self) -> int:
+        return self.tee.lines
 
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None

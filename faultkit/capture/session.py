@@ -1,7 +1,8 @@
 """One capture: launch the target, keep every piece of evidence, stop it all, write the bundle.
 
-Backends that need a debugger or tracer (rocgdb, gdb, cuda-gdb, rocprofv3, sanitizer) are not
-built yet; `none` and `runtime-log` are, and they are what every other backend also records.
+Whatever the backend (plain, tool-wrapped, under debuggers), the session records the target's
+stamped output, the kernel log, every process's environment and the system facts, and writes
+the manifest atomically at the start and the end.
 """
 
 from __future__ import annotations
@@ -10,18 +11,22 @@ import json
 import os
 import re
 import shlex
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._signals import exit_words
 from . import facts, kmsg
-from .launcher import DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
+from .backends import DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
+from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, verify_env
 
 BUNDLE_SCHEMA = "faultkit.bundle/1"
-BACKENDS_READY = ("none", "runtime-log")
+DEBUGGERS = {"rocgdb": "rocgdb", "gdb": "gdb", "cuda-gdb": "cuda-gdb"}
+BACKENDS_READY = ("none", "runtime-log", "sanitizer", *DEBUGGERS)
 RUNTIME_LOG_ENV = {"AMD_LOG_LEVEL": "4", "AMD_LOG_MASK": "0xFFFFFFFF"}
+SANITIZER = ["compute-sanitizer", "--target-processes", "all", "--tool", "memcheck", "--print-limit", "100"]
 
 
 class CaptureError(Exception):
@@ -39,6 +44,27 @@ class CaptureOptions:
     timeout_s: float = 7200.0
     grace_s: float = 2.0
     redact: bool = True
+    attach_workers: bool = False
+    attach_match: str | None = None      # attach to processes whose command line matches (default: GPU users)
+    debugger: str | None = None          # binary for the debugger backends
+    command_deadline_s: float = 60.0
+
+
+def make_backend(opts: CaptureOptions, env: dict[str, str]):
+    if opts.backend in DEBUGGERS:
+        binary = opts.debugger or DEBUGGERS[opts.backend]
+        if shutil.which(binary) is None:
+            raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
+        if opts.attach_workers or opts.attach_match:
+            return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
+                                      opts.attach_match)
+        return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
+    if opts.backend == "sanitizer":
+        tool = opts.debugger or SANITIZER[0]
+        if shutil.which(tool) is None:
+            raise CaptureError(f"--with sanitizer: {tool!r} not found (give one with --debugger PATH)")
+        return PlainBackend(opts.command, opts.out, env, opts.grace_s, [tool, *SANITIZER[1:]])
+    return PlainBackend(opts.command, opts.out, env, opts.grace_s)
 
 
 def stale_guard(opts: CaptureOptions) -> None:
@@ -69,6 +95,10 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         raise CaptureError(f"--with {opts.backend} is not implemented yet; available: {', '.join(BACKENDS_READY)}")
     if not opts.allow_running:
         stale_guard(opts)
+    env = dict(opts.env)
+    if opts.backend == "runtime-log":
+        env = {**RUNTIME_LOG_ENV, **env}
+    backend = make_backend(opts, env)
     out = opts.out
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict = {"schema": BUNDLE_SCHEMA, "command": opts.command, "backend": opts.backend,
@@ -82,46 +112,41 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
                               "follow": "kernel.log" if following else follower.error}
     manifest["system"] = facts.collect(out)
 
-    env = dict(opts.env)
-    if opts.backend == "runtime-log":
-        env = {**RUNTIME_LOG_ENV, **env}
-    target = Launch(opts.command, out, "server", env)
     sigint = DeferredSigint()
     sigint.__enter__()
     ended_by = None
+    sampler = None
+    result: dict = {}
     try:
-        target.start()
-        sampler = TreeSampler(target.proc.pid, opts.redact)
+        backend.start()
+        sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
-        fault_seen = None
         while ended_by is None:
             sampler.sample()
-            if target.poll() is not None:
-                ended_by = "target-exit"
-            elif target.fault_line and fault_seen is None:
-                fault_seen = time.monotonic()
-            elif fault_seen is not None and time.monotonic() - fault_seen > opts.grace_s:
-                ended_by = "fault"
-            else:
-                ended_by = ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
+            ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
     finally:
-        exit_code = target.poll()
-        stopped = target.stop()
-        if exit_code is None:
-            exit_code = target.poll()
+        result = backend.stop()
+        if sampler is not None:
+            sampler.sample()
+            result["killed_leftovers"] = kill_leftovers(sampler)
         sigint.__exit__()
         follower.stop()
         after = kmsg.snapshot(out / "kernel-after.log")
-        records = sampler.records() if target.proc else []
+        records = sampler.records() if sampler else []
         (out / "environ.json").write_text(json.dumps([r.to_json() for r in records], indent=2))
         check = verify_env(records, env) if env else None
-        manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit=exit_words(exit_code),
-                        exit_code=exit_code, stopped_with=stopped, fault_line=target.fault_line,
-                        env_check=check)
+        exit_code = result.pop("exit_code", None)
+        manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
+                        fault_line=backend.fault_line, env_check=check, **result)
+        manifest["exit"] = result.get("exit") or exit_words(exit_code)
         manifest["kernel_log"]["after"] = after or "kernel-after.log"
-        if ended_by == "timeout" and not target.fault_line:
-            manifest["note"] = ("no fault reproduced within the timeout (faults that depend on timing can vanish "
-                                "under a debugger or tracer)")
+        if ended_by in ("timeout", "target-exit") and not backend.fault_line and ended_by != "debugger-stop":
+            manifest["note"] = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
+                                + " (faults that depend on timing can vanish under a debugger or tracer)")
+        for d in result.get("debuggers", []):
+            if d.get("state") in ("hung", "died"):
+                manifest.setdefault("warnings", []).append(f"debugger {d['state']}: {d.get('problem')}; it was "
+                                                           f"killed and the capture kept the other evidence")
         manifest["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
         _write_manifest(out, manifest)
     if check and not check["ok"]:

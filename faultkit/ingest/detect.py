@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .text import ANSI
+
 HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b.*$", re.M)
 
 KERNEL_MARKERS = re.compile(
@@ -25,6 +27,8 @@ def detect_kinds(text: str) -> set[str]:
     the server's stderr and its dmesg); a file with none is read as a runtime log."""
     sample = text if len(text) < 4_000_000 else text[:2_000_000] + text[-2_000_000:]
     sample = HEADER_COMMENT.sub("", sample)
+    if "\x1b" in sample:
+        sample = ANSI.sub("", sample)
     kinds: set[str] = set()
     if KERNEL_MARKERS.search(sample):
         kinds.add("kernel-log")

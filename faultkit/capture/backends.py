@@ -1,0 +1,262 @@
+"""How a capture runs its target: plainly, wrapped by a tool, or under debuggers.
+
+Each backend starts the target, is stepped by the session's wait loop (`step` returns why the
+capture should end, or None), and stops everything it started. The session around it records
+output, kernel log, processes and facts the same way for all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import threading
+import time
+from pathlib import Path
+
+from .gdb_driver import GdbDriver
+from .launcher import Launch, LineTee
+from .proctree import TreeSampler
+
+AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}   # waves get known coordinates when a debugger attaches late
+
+
+class PlainBackend:
+    """The command as given (`none`, `runtime-log`) or behind a wrapper (`sanitizer`, `rocprofv3`)."""
+
+    def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None):
+        wrapped = shlex.join(prefix) + " " + command if prefix else command
+        self.target = Launch(wrapped, out, "server", env)
+        self.grace_s = grace_s
+        self._fault_at: float | None = None
+
+    def start(self) -> None:
+        self.target.start()
+
+    @property
+    def root_pid(self) -> int:
+        return self.target.proc.pid
+
+    @property
+    def fault_line(self) -> str | None:
+        return self.target.fault_line
+
+    def step(self, sampler: TreeSampler) -> str | None:
+        if self.target.poll() is not None:
+            return "target-exit"
+        if self.target.fault_line and self._fault_at is None:
+            self._fault_at = time.monotonic()
+        elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
+            return "fault"
+        return None
+
+    def stop(self) -> dict:
+        code = self.target.poll()
+        sent = self.target.stop()
+        return {"exit_code": code if code is not None else self.target.poll(), "stopped_with": sent}
+
+
+class DebugLaunchBackend:
+    """`gdb --args /bin/sh -c 'exec CMD'` following forks and execs, so spawned workers are debugged
+    too; the program's output goes to its own pty and is stamped like any server log."""
+
+    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float):
+        self.out, self.command = out, command
+        full_env = {**os.environ, **env}
+        self.driver = GdbDriver(binary, out / "debugger.txt", full_env, command_deadline)
+        self.tee = LineTee(out, "server")
+        self._stream = None
+        self._slave: int | None = None
+        self.ended: str | None = None
+
+    def start(self) -> None:
+        master, self._slave = os.openpty()
+        tty = os.ttyname(self._slave)
+        self._stream = os.fdopen(master, "rb", buffering=0)
+        self._reader = threading.Thread(target=self.tee.run, args=(_Lines(self._stream),), daemon=True)
+        self._reader.start()
+        if not self.driver.start(["--args", "/bin/sh", "-c", "exec " + self.command]):
+            return
+        self.driver.setup(multi_process=True)
+        self.driver.command(f"tty {tty}")
+        self.driver.precise_memory()      # before run it reads 'on (currently disabled)'; inherited by inferiors
+        self.driver.resume("run")
+
+    @property
+    def root_pid(self) -> int:
+        return self.driver.pid or os.getpid()
+
+    @property
+    def fault_line(self) -> str | None:
+        return self.tee.fault_line
+
+    def step(self, sampler: TreeSampler) -> str | None:
+        seen = self.driver.poll_stop(0.2)
+        if self.driver.state == "died":
+            return "debugger-died"
+        if self.driver.state == "hung":
+            return "debugger-hung"
+        if seen is None:
+            return None
+        if seen.kind == "fault":
+            self.driver.harvest()
+            self.ended = "debugger-stop"
+            return self.ended
+        if seen.kind == "exited":
+            live = self.driver.live_inferior()
+            if live is None:
+                self.ended = "target-exit"
+                return self.ended
+            self.driver.command(f"inferior {live}")
+        self.driver.resume("continue")
+        return None
+
+    def stop(self) -> dict:
+        how = self.driver.close()
+        if self._slave is not None:
+            # With the program gone and our end of the slave closed, the reader drains the pty
+            # and ends on EIO; only then is the master closed (no read on a reused fd number).
+            os.close(self._slave)
+            self._reader.join(timeout=5)
+            self._stream.close()
+        exit_text = {"debugger-stop": "stopped in the debugger at the fault, then killed with it",
+                     "target-exit": "exited under the debugger (its log has how)"}.get(self.ended)
+        return {"debuggers": [{**self.driver.status(), "closed": how}], "exit": exit_text}
+
+
+class DebugAttachBackend:
+    """Start the command normally and attach one debugger to each GPU worker as it appears.
+
+    Which processes: those that open a GPU device (/dev/kfd, /dev/dri/renderD*, /dev/nvidia*), or
+    those whose command line matches `match`. Attaching per worker avoids following fork/exec,
+    which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
+
+    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
+                 grace_s: float, match: str | None = None):
+        self.binary, self.out = binary, out
+        self.match = re.compile(match) if match else None
+        extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
+        self.target = PlainBackend(command, out, {**extra, **env}, grace_s)
+        self.command_deadline = command_deadline
+        self.sessions: dict[int, _AttachSession] = {}
+
+    def start(self) -> None:
+        self.target.start()
+
+    @property
+    def root_pid(self) -> int:
+        return self.target.root_pid
+
+    @property
+    def fault_line(self) -> str | None:
+        return self.target.fault_line
+
+    def step(self, sampler: TreeSampler) -> str | None:
+        for rec in sampler.records():
+            if rec.pid in self.sessions or rec.pid == self.root_pid and self.match is None:
+                continue
+            wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.cmdline)))
+            if wanted and os.path.exists(f"/proc/{rec.pid}"):
+                s = _AttachSession(self.binary, rec.pid, self.out / f"debugger-{rec.pid}.txt", self.command_deadline)
+                self.sessions[rec.pid] = s
+                s.start()
+        if any(s.fault.is_set() for s in self.sessions.values()):
+            return "debugger-stop"
+        return self.target.step(sampler)
+
+    def stop(self) -> dict:
+        records = [s.close() for s in self.sessions.values()]
+        return {**self.target.stop(), "debuggers": records}
+
+
+class _AttachSession:
+    def __init__(self, binary: str, pid: int, transcript: Path, command_deadline: float):
+        self.pid = pid
+        self.driver = GdbDriver(binary, transcript, None, command_deadline)
+        self.fault = threading.Event()
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.outcome = "attaching"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        d = self.driver
+        try:
+            if not d.start([]):
+                self.outcome = "debugger did not start"
+                return
+            d.setup(multi_process=False)
+            out = d.command(f"attach {self.pid}", deadline=max(60.0, d.command_deadline))
+            if out is None or re.search(r"ptrace: |Could not attach|No such process", out):
+                self.outcome = f"attach failed: {(out or d.problem or '').strip()[-200:]}"
+                return
+            d.precise_memory()
+            d.resume("continue")
+            self.outcome = "running"
+            while not self._stop.is_set():
+                seen = d.poll_stop(0.3)
+                if d.state != "running":
+                    self.outcome = f"debugger {d.state}: {d.problem}"
+                    return
+                if seen is None:
+                    continue
+                if seen.kind == "fault":
+                    d.harvest()
+                    self.outcome = "fault stop" + (" on a GPU thread" if seen.gpu else " on a host thread")
+                    self.fault.set()
+                    return
+                if seen.kind == "exited":
+                    self.outcome = "process exited"
+                    return
+                d.resume("continue")
+        finally:
+            self.done.set()
+
+    def close(self) -> dict:
+        self._stop.set()
+        self.done.wait(5)
+        how = self.driver.close()
+        return {**self.driver.status(), "pid": self.pid, "outcome": self.outcome, "closed": how}
+
+
+class _Lines:
+    """readline() over an unbuffered pty stream, in blocks rather than one byte per call."""
+
+    def __init__(self, stream):
+        self.stream, self.buf = stream, b""
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buf:
+            chunk = self.stream.read(65536)
+            if not chunk:
+                out, self.buf = self.buf, b""
+                return out
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line + b"\n"
+
+
+def kill_leftovers(sampler: TreeSampler, keep: int | None = None) -> list[int]:
+    """Descendants that outlived their parent (a debugger that died leaves its inferiors
+    running, reparented away from our process group): kill them by pid, checking the command
+    line first so a reused pid is never hit."""
+    killed = []
+    for rec in sampler.records():
+        if rec.pid in (keep, os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{rec.pid}/cmdline", "rb") as fh:
+                now = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if now == rec.cmdline:
+            try:
+                os.kill(rec.pid, signal.SIGKILL)
+                killed.append(rec.pid)
+            except OSError:
+                pass
+    return killed

@@ -1,0 +1,174 @@
+"""faultkit capture under a debugger, driven for real: GNU gdb on crashing C and multi-process
+Python programs (launch and attach modes), and fake debuggers that hang or die."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit.analyze.incident import build
+from faultkit.bundle import collect
+from faultkit.cli import main
+from faultkit.ingest.debugger import parse_debugger
+
+needs_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="GNU gdb not installed (apt-get install gdb)")
+
+THREAD_SEGV = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *worker(void *arg) { volatile int *p = (int *)arg; usleep(200000); *p = 42; return 0; }
+int main(void) {
+    pthread_t t; printf("fk-segv starting worker\n"); fflush(stdout);
+    pthread_create(&t, 0, worker, (void *)0x10); pthread_join(t, 0); return 0;
+}
+"""
+
+MP_SERVER = """
+import ctypes, multiprocessing as mp, os, sys, time
+def worker(rank):
+    print(f"fkdbg rank {rank} pid {os.getpid()}", flush=True)
+    time.sleep(1.5)
+    if rank == 1:
+        ctypes.string_at(0)
+    time.sleep(60)
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    procs = [mp.Process(target=worker, args=(r,)) for r in range(2)]
+    for p in procs: p.start()
+    while all(p.exitcode is None for p in procs): time.sleep(0.05)
+    for p in procs: p.kill()
+    sys.exit(1)
+"""
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["capture", *args])
+
+
+def manifest(out):
+    return json.loads((out / "manifest.json").read_text())
+
+
+def survivors(marker):
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+
+@pytest.fixture(scope="module")
+def segv_program(tmp_path_factory):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    d = tmp_path_factory.mktemp("c")
+    (d / "fk_segv.c").write_text(THREAD_SEGV)
+    subprocess.run(["gcc", "-g", "-O0", "-pthread", str(d / "fk_segv.c"), "-o", str(d / "fk_segv")], check=True)
+    return d / "fk_segv"
+
+
+@needs_gdb
+def test_launch_mode_stops_a_crashing_thread_and_harvests(tmp_path, segv_program):
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--timeout", "60s", "-o", str(out), "--", str(segv_program))
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    assert m["ended_by"] == "debugger-stop" and m["debuggers"][0]["state"] == "closed"
+    assert "unsupported" in m["debuggers"][0]["precise_memory"]       # GNU gdb: no AMD support, recorded
+    assert "show amdgpu precise-memory" in m["debuggers"][0]["unavailable_commands"]
+    assert "fk-segv starting worker" in (out / "server.log").read_text()   # the program's own pty, stamped
+    assert (out / "server.times.tsv").read_text().count("\t") >= 3
+    log = parse_debugger((out / "debugger.txt").read_bytes(), "debugger.txt")
+    st = [s for s in log.stops if s.signal == "SIGSEGV"][0]
+    assert st.kind == "catchpoint" and st.gpu is None and st.frame.function == "worker" and st.frame.line == 5
+    assert len(log.threads) == 2 and any(f.function == "worker" for f in log.backtrace)
+    assert any(b for b in log.disassembly)
+    inc = build(collect([str(out)]))
+    assert inc.verdict.level == "unknown" and "not a GPU fault" in inc.verdict.why
+    assert not survivors(str(segv_program))
+
+
+@needs_gdb
+def test_launch_mode_follows_spawned_workers(tmp_path):
+    script = tmp_path / "fkdbg_mp.py"
+    script.write_text(MP_SERVER)
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--timeout", "90s", "-o", str(out), "--", sys.executable, str(script))
+    assert res.exit_code == 0, res.output
+    assert manifest(out)["ended_by"] == "debugger-stop"
+    log = parse_debugger((out / "debugger.txt").read_bytes())
+    st = [s for s in log.stops if s.signal == "SIGSEGV"][0]
+    assert "." in st.thread and not st.thread.startswith("1.")   # stopped in a worker inferior, not the launcher
+    assert sum(e.kind == "exec" for e in log.events) >= 2
+    assert not survivors("fkdbg_mp.py")
+
+
+@needs_gdb
+def test_attach_mode_attaches_one_debugger_per_worker(tmp_path):
+    script = tmp_path / "fkdbg_mp2.py"
+    script.write_text(MP_SERVER)
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--attach-match", "spawn_main", "--timeout", "60s", "-o", str(out), "--",
+              sys.executable, str(script))
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    assert m["ended_by"] == "debugger-stop"
+    assert len(m["debuggers"]) == 2 and {d["state"] for d in m["debuggers"]} == {"closed"}
+    faulted = [d for d in m["debuggers"] if d["outcome"].startswith("fault stop")]
+    assert len(faulted) == 1
+    log = parse_debugger((out / f"debugger-{faulted[0]['pid']}.txt").read_bytes())
+    assert any(s.signal == "SIGSEGV" for s in log.stops)
+    assert "rank 1" in (out / "server.log").read_text()
+    inc = build(collect([str(out)]))
+    assert any(f.source == "debugger" and f.kind == "host-signal" for f in inc.faults)
+    assert not survivors("fkdbg_mp2.py")
+
+
+@needs_gdb
+def test_no_fault_within_timeout(tmp_path):
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--timeout", "3s", "-o", str(out), "--", sys.executable, "-c",
+              "import time; print('fk-idle', flush=True); time.sleep(60)")
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    assert m["ended_by"] == "timeout" and "no fault reproduced" in m["note"]
+    assert m["debuggers"][0]["state"] == "closed"
+    assert not survivors("fk-idle")
+
+
+FAKE = """#!{python}
+import sys, time, signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+mode = {mode!r}
+sys.stdout.write("(gdb) "); sys.stdout.flush()
+for line in sys.stdin:
+    if line.startswith("run") or line.startswith("continue"):
+        if mode == "hang":
+            time.sleep(3600)
+        sys.stdout.write("../../gdb/progspace.c:205: internal-error: remove_objfile: Assertion failed.\\n"
+                         "A problem internal to GDB has been detected,\\n")
+        sys.stdout.flush()
+        sys.exit(134)
+    sys.stdout.write("(gdb) "); sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize("mode, ended, state", [("hang", "timeout", "hung"), ("die", "debugger-died", "died")])
+def test_a_debugger_that_hangs_or_dies_is_recorded_and_killed(tmp_path, mode, ended, state):
+    fake = tmp_path / "fakegdb"
+    fake.write_text(textwrap.dedent(FAKE.format(python=sys.executable, mode=mode)))
+    fake.chmod(0o755)
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--debugger", str(fake), "--timeout", "3s", "--command-deadline", "2s",
+              "-o", str(out), "--", "sleep", "30")
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    assert m["ended_by"] == ended and m["state"] == "finished"
+    d = m["debuggers"][0]
+    assert d["state"] == state and d["problem"]
+    assert any("debugger " + state in w for w in m["warnings"])
+    assert not survivors(str(fake))
+    if mode == "die":
+        log = parse_debugger((out / "debugger.txt").read_bytes())
+        assert any(e.kind == "debugger-internal-error" for e in log.events)
