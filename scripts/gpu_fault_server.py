@@ -52,7 +52,11 @@ def worker(rank: int, fault_after: float) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--fault-after", type=float, default=40.0)
+    ap.add_argument("--inline", action="store_true", help="one process: run the faulting rank in the launcher")
     args = ap.parse_args()
+    if args.inline:
+        worker(1, args.fault_after)
+        sys.exit(0)
     ctx = mp.get_context("spawn")
     ps = [ctx.Process(target=worker, args=(r, args.fault_after)) for r in range(2)]
     for p in ps:

@@ -172,3 +172,27 @@ def test_a_debugger_that_hangs_or_dies_is_recorded_and_killed(tmp_path, mode, en
     if mode == "die":
         log = parse_debugger((out / "debugger.txt").read_bytes())
         assert any(e.kind == "debugger-internal-error" for e in log.events)
+
+
+HELPER_SERVER = MP_SERVER.replace(
+    '    time.sleep(1.5)\n',
+    '    time.sleep(1.5)\n'
+    '    import subprocess\n'
+    '    subprocess.Popen([sys.executable, "-c", "import time  # spawn_main helper\\ntime.sleep(20)"])\n'
+    '    time.sleep(1.0)\n')
+
+
+@needs_gdb
+def test_attach_mode_leaves_helpers_of_attached_workers_alone(tmp_path):
+    """A debugger's backend process runs under the worker it debugs (the CUDA one opens the GPU
+    too); attaching to it as if it were another worker stalled everything on the H200."""
+    script = tmp_path / "fkdbg_mp3.py"
+    script.write_text(HELPER_SERVER)
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--attach-match", "spawn_main", "--timeout", "60s", "-o", str(out), "--",
+              sys.executable, str(script))
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    assert m["ended_by"] == "debugger-stop" and len(m["debuggers"]) == 2
+    assert any("has a debugger attached" in s["why"] for s in m["not_attached"])
+    assert not survivors("fkdbg_mp3.py") and not survivors("spawn_main helper")

@@ -19,7 +19,8 @@ from .gdb_driver import GdbDriver
 from .launcher import Launch, LineTee
 from .proctree import TreeSampler
 
-AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}   # waves get known coordinates when a debugger attaches late
+AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}
+MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
 
 
 class PlainBackend:
@@ -140,6 +141,7 @@ class DebugAttachBackend:
         self.target = PlainBackend(command, out, {**extra, **env}, grace_s)
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
+        self.skipped: dict[int, str] = {}
 
     def start(self) -> None:
         self.target.start()
@@ -153,21 +155,44 @@ class DebugAttachBackend:
         return self.target.fault_line
 
     def step(self, sampler: TreeSampler) -> str | None:
-        for rec in sampler.records():
-            if rec.pid in self.sessions or rec.pid == self.root_pid and self.match is None:
+        records = {r.pid: r for r in sampler.records()}
+        for rec in records.values():
+            if rec.pid in self.sessions or rec.pid in self.skipped or (rec.pid == self.root_pid and self.match is None):
                 continue
             wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.cmdline)))
-            if wanted and os.path.exists(f"/proc/{rec.pid}"):
-                s = _AttachSession(self.binary, rec.pid, self.out / f"debugger-{rec.pid}.txt", self.command_deadline)
-                self.sessions[rec.pid] = s
-                s.start()
+            if not wanted or not os.path.exists(f"/proc/{rec.pid}"):
+                continue
+            why = self._not_a_worker(rec, records)
+            if why:
+                self.skipped[rec.pid] = why
+                continue
+            s = _AttachSession(self.binary, rec.pid, self.out / f"debugger-{rec.pid}.txt", self.command_deadline)
+            self.sessions[rec.pid] = s
+            s.start()
         if any(s.fault.is_set() for s in self.sessions.values()):
             return "debugger-stop"
         return self.target.step(sampler)
 
+    def _not_a_worker(self, rec, records) -> str | None:
+        # The CUDA debugger's backend runs as a child of the process it debugs and opens the GPU
+        # too (seen on the H200: attaching to it stalled the first attach, and each new debugger
+        # spawned another). A process under an attached one is a helper, not a worker.
+        exe = os.path.basename(rec.cmdline[0]) if rec.cmdline else ""
+        if exe.startswith(("cuda-gdb", "cudbg", "rocgdb", "gdb", "compute-sanitizer")):
+            return f"a debugging tool ({exe})"
+        pid, hops = rec.ppid, 0
+        while pid and pid in records and hops < 64:
+            if pid in self.sessions:
+                return f"runs under pid {pid}, which has a debugger attached"
+            pid, hops = records[pid].ppid, hops + 1
+        if len(self.sessions) >= MAX_ATTACHED:
+            return f"already {MAX_ATTACHED} debuggers attached"
+        return None
+
     def stop(self) -> dict:
         records = [s.close() for s in self.sessions.values()]
-        return {**self.target.stop(), "debuggers": records}
+        return {**self.target.stop(), "debuggers": records,
+                "not_attached": [{"pid": p, "why": w} for p, w in sorted(self.skipped.items())][:200]}
 
 
 class _AttachSession:
