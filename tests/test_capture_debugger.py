@@ -32,7 +32,7 @@ MP_SERVER = """
 import ctypes, multiprocessing as mp, os, sys, time
 def worker(rank):
     print(f"fkdbg rank {rank} pid {os.getpid()}", flush=True)
-    time.sleep(1.5)
+    time.sleep(4)
     if rank == 1:
         ctypes.string_at(0)
     time.sleep(60)
@@ -175,8 +175,8 @@ def test_a_debugger_that_hangs_or_dies_is_recorded_and_killed(tmp_path, mode, en
 
 
 HELPER_SERVER = MP_SERVER.replace(
-    '    time.sleep(1.5)\n',
-    '    time.sleep(1.5)\n'
+    '    time.sleep(4)\n',
+    '    time.sleep(4)\n'
     '    import subprocess\n'
     '    subprocess.Popen([sys.executable, "-c", "import time  # spawn_main helper\\ntime.sleep(20)"])\n'
     '    time.sleep(1.0)\n')

@@ -70,6 +70,7 @@ class DebugLaunchBackend:
         self._stream = None
         self._slave: int | None = None
         self.ended: str | None = None
+        self.follows_forks = self.driver.flavor != "cuda-gdb"
 
     def start(self) -> None:
         master, self._slave = os.openpty()
@@ -79,7 +80,10 @@ class DebugLaunchBackend:
         self._reader.start()
         if not self.driver.start(["--args", "/bin/sh", "-c", "exec " + self.command]):
             return
-        self.driver.setup(multi_process=True)
+        # cuda-gdb forks its own debug agent (NvDebugAgent) out of the program: following forks
+        # made it follow that agent and hang on the H200, so it follows only the first process;
+        # spawned workers need --attach-workers.
+        self.driver.setup(multi_process=self.follows_forks)
         self.driver.command(f"tty {tty}")
         self.driver.precise_memory()      # before run it reads 'on (currently disabled)'; inherited by inferiors
         self.driver.resume("run")
@@ -123,7 +127,8 @@ class DebugLaunchBackend:
             self._stream.close()
         exit_text = {"debugger-stop": "stopped in the debugger at the fault, then killed with it",
                      "target-exit": "exited under the debugger (its log has how)"}.get(self.ended)
-        return {"debuggers": [{**self.driver.status(), "closed": how}], "exit": exit_text}
+        return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks}],
+                "exit": exit_text}
 
 
 class DebugAttachBackend:
@@ -166,6 +171,8 @@ class DebugAttachBackend:
             if why:
                 self.skipped[rec.pid] = why
                 continue
+            if any(not s.attached.is_set() for s in self.sessions.values()):
+                break       # one attach at a time: two cuda-gdb attaching at once hung the second (H200)
             s = _AttachSession(self.binary, rec.pid, self.out / f"debugger-{rec.pid}.txt", self.command_deadline)
             self.sessions[rec.pid] = s
             s.start()
@@ -200,6 +207,7 @@ class _AttachSession:
         self.pid = pid
         self.driver = GdbDriver(binary, transcript, None, command_deadline)
         self.fault = threading.Event()
+        self.attached = threading.Event()     # set once attached, or once attaching has failed
         self.done = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -222,6 +230,7 @@ class _AttachSession:
             d.precise_memory()
             d.resume("continue")
             self.outcome = "running"
+            self.attached.set()
             while not self._stop.is_set():
                 seen = d.poll_stop(0.3)
                 if d.state != "running":
@@ -239,6 +248,7 @@ class _AttachSession:
                     return
                 d.resume("continue")
         finally:
+            self.attached.set()
             self.done.set()
 
     def close(self) -> dict:
