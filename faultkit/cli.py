@@ -168,6 +168,9 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
               help="debuggers: attach to the processes whose command line matches (instead of GPU users)")
+@click.option("--attach-delay", default=None,
+              help="debuggers: wait this long after a worker opens the GPU before attaching (default: 15s for "
+                   "cuda-gdb, 0 otherwise)")
 @click.option("--debugger", metavar="PATH", help="the debugger (or compute-sanitizer) binary to use")
 @click.option("--command-deadline", default="60s", show_default=True,
               help="debuggers: longest wait for one debugger command before it counts as hung")
@@ -179,7 +182,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def capture(backend, attach_workers, attach_match, debugger, command_deadline, env_pairs, port, allow_running,
+def capture(backend, attach_workers, attach_match, attach_delay, debugger, command_deadline, env_pairs, port, allow_running,
             timeout, no_redact, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
     import shlex
@@ -195,7 +198,8 @@ def capture(backend, attach_workers, attach_match, debugger, command_deadline, e
         opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
                               redact=not no_redact, attach_workers=attach_workers, attach_match=attach_match,
-                              debugger=debugger, command_deadline_s=parse_duration(command_deadline))
+                              debugger=debugger, command_deadline_s=parse_duration(command_deadline),
+                              attach_delay_s=parse_duration(attach_delay) if attach_delay else None)
         manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
     except CaptureError as exc:
         raise click.ClickException(str(exc))

@@ -139,8 +139,9 @@ class DebugAttachBackend:
     which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
 
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
-                 grace_s: float, match: str | None = None):
+                 grace_s: float, match: str | None = None, delay_s: float = 0.0):
         self.binary, self.out = binary, out
+        self.delay_s = delay_s
         self.match = re.compile(match) if match else None
         extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
         self.target = PlainBackend(command, out, {**extra, **env}, grace_s)
@@ -167,6 +168,9 @@ class DebugAttachBackend:
             wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.cmdline)))
             if not wanted or not os.path.exists(f"/proc/{rec.pid}"):
                 continue
+            since = rec.gpu_since if self.match is None else rec.first_seen
+            if since is not None and time.time() - since < self.delay_s:
+                continue    # still initialising: attaching cuda-gdb during CUDA start-up hung it (H200)
             why = self._not_a_worker(rec, records)
             if why:
                 self.skipped[rec.pid] = why

@@ -26,6 +26,7 @@ class ProcessRecord:
     gpu_devices: list[str] = field(default_factory=list)
     first_seen: float = 0.0
     env_readable: bool = True
+    gpu_since: float | None = None   # time.time() when it was first seen holding a GPU device
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -76,6 +77,7 @@ def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
         rec.env_readable = False
     rec.gpu_devices = gpu_devices(pid)
     rec.gpu = bool(rec.gpu_devices)
+    rec.gpu_since = rec.first_seen if rec.gpu else None
     return rec
 
 
@@ -112,7 +114,7 @@ class TreeSampler:
             elif not rec.gpu:
                 devs = gpu_devices(pid)
                 if devs:
-                    rec.gpu, rec.gpu_devices = True, devs
+                    rec.gpu, rec.gpu_devices, rec.gpu_since = True, devs, time.time()
 
     def records(self) -> list[ProcessRecord]:
         return sorted(self.seen.values(), key=lambda r: r.pid)

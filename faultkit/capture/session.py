@@ -48,6 +48,7 @@ class CaptureOptions:
     attach_match: str | None = None      # attach to processes whose command line matches (default: GPU users)
     debugger: str | None = None          # binary for the debugger backends
     command_deadline_s: float = 60.0
+    attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str]):
@@ -56,8 +57,10 @@ def make_backend(opts: CaptureOptions, env: dict[str, str]):
         if shutil.which(binary) is None:
             raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
         if opts.attach_workers or opts.attach_match:
+            delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
+                15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
-                                      opts.attach_match)
+                                      opts.attach_match, delay)
         return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
     if opts.backend == "sanitizer":
         tool = opts.debugger or SANITIZER[0]
