@@ -196,3 +196,19 @@ def test_attach_mode_leaves_helpers_of_attached_workers_alone(tmp_path):
     assert m["ended_by"] == "debugger-stop" and len(m["debuggers"]) == 2
     assert any("has a debugger attached" in s["why"] for s in m["not_attached"])
     assert not survivors("fkdbg_mp3.py") and not survivors("spawn_main helper")
+
+
+def test_live_h200_attach_bundle_names_the_kernel_and_instruction():
+    """A real bundle from `scripts/live_capture_nvidia.sh` on the H200 (docs/live-h200.md):
+    cuda-gdb attached to each spawned worker; rank 1's gather_kernel read out of bounds."""
+    from .conftest import ROOT
+    inc = build(collect([str(ROOT / "tests/data/live_h200_attach")]))
+    assert (inc.verdict.level, inc.verdict.kernel) == ("certain", "gather_kernel")
+    f = inc.stops[0]
+    assert f.file.endswith("debugger-493.txt") and f.pc == 0x7F92F77A3590
+    assert f.faulting.offset == 656 and f.faulting.instruction.startswith("@!P1 LDG.E")   # a load: the bad read
+    assert f.coordinates.startswith("block (341,0,0), thread (64,0,0)")
+    xids = sorted({x.kind for x in inc.faults if x.source == "kernel-log"})
+    assert xids == ["xid-13", "xid-31"]
+    m = json.loads((ROOT / "tests/data/live_h200_attach/manifest.json").read_text())
+    assert m["ended_by"] == "debugger-stop" and m["not_attached"][0]["why"].startswith("runs under pid 492")

@@ -98,21 +98,21 @@ def _cuda_kernel(log: DebuggerLog, stop: DebugStop) -> tuple[str | None, str | N
 def faulting_instruction(stop: DebugStop, blocks: list[list[DisasmLine]], precise: bool | None
                          ) -> tuple[DisasmLine | None, list[DisasmLine]]:
     """The disassembly block around the stop, and the instruction that faulted where it can be told."""
-    pc = stop.error_pc if stop.error_pc is not None else (stop.frame.pc if stop.frame else None)
+    # cuda-gdb knows the faulting instruction: it marks it '*>' (in `x/i $errorpc` too) and prints
+    # its address; any block that holds it wins over the block around $pc.
     for block in reversed(blocks):
-        if not any(line.marker for line in block):
+        hit = [line for line in block if "*" in line.marker
+               or (stop.error_pc is not None and line.pc == stop.error_pc)]
+        if hit:
+            return hit[0], block
+    pc = stop.frame.pc if stop.frame else None
+    for block in reversed(blocks):
+        if not any("=>" in line.marker for line in block):
             continue
-        starred = [line for line in block if "*" in line.marker]
-        if starred:
-            return starred[0], block
-        if stop.error_pc is not None:
-            hit = [line for line in block if line.pc == stop.error_pc]
-            if hit:
-                return hit[0], block
         current = next(i for i, line in enumerate(block) if "=>" in line.marker)
-        if pc is not None and block[current].pc not in (None, pc) and stop.error_pc is None:
+        if pc is not None and block[current].pc not in (None, pc):
             continue
-        if precise:
+        if precise and stop.kind != "cuda-exception":
             # The reported PC is the instruction after the faulting one: the last memory
             # instruction before it is the access that faulted.
             for line in reversed(block[:current]):
