@@ -31,6 +31,7 @@ class Inputs:
     files: list[InputFile] = field(default_factory=list)
     manifest: dict | None = None
     problems: list[Problem] = field(default_factory=list)
+    traces: list[str] = field(default_factory=list)   # rocprofv3 outputs of a capture bundle
 
 
 def collect(paths: list[str]) -> Inputs:
@@ -63,6 +64,9 @@ def _collect_dir(root: Path, out: Inputs) -> None:
             if p == manifest or p.suffix in SKIP_SUFFIXES or fn.startswith("."):
                 continue
             if captured and Path(dirpath) == root and (fn in CAPTURE_NOT_EVIDENCE or fn.endswith(".times.tsv")):
+                continue
+            if captured and (root / "rocprofv3") in (Path(dirpath), *Path(dirpath).parents):
+                out.traces.append(str(p))      # tracer output: tables, not log text
                 continue
             if captured and Path(dirpath) == root and fn == "kernel-after.log":
                 _new_kernel_lines(root, out)

@@ -163,7 +163,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--with", "backend", default="none", show_default=True,
               type=click.Choice(["none", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3", "sanitizer"]),
               help="how to watch the target: plain, AMD_LOG_LEVEL dispatch log, under a debugger, "
-                   "compute-sanitizer (rocprofv3: not implemented yet)")
+                   "compute-sanitizer, rocprofv3 tracing")
 @click.option("--attach-workers", is_flag=True,
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
@@ -171,7 +171,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--attach-delay", default=None,
               help="debuggers: wait this long after a worker opens the GPU before attaching (default: 15s for "
                    "cuda-gdb, 0 otherwise)")
-@click.option("--debugger", metavar="PATH", help="the debugger (or compute-sanitizer) binary to use")
+@click.option("--debugger", metavar="PATH", help="the debugger, compute-sanitizer or rocprofv3 binary to use")
 @click.option("--command-deadline", default="60s", show_default=True,
               help="debuggers: longest wait for one debugger command before it counts as hung")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")

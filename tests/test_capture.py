@@ -152,9 +152,10 @@ def test_same_command_already_running_is_refused(tmp_path):
         other.wait()
 
 
-def test_unbuilt_backends_and_missing_tools_say_so(tmp_path):
-    res = capture(tmp_path, "--with", "rocprofv3", "-o", str(tmp_path / "b"), "--", "true")
-    assert res.exit_code == 1 and "not implemented yet" in res.output
+def test_missing_tools_say_so(tmp_path):
+    res = capture(tmp_path, "--with", "rocprofv3", "--debugger", "/nonexistent/rocprofv3", "-o", str(tmp_path / "b"),
+                  "--", "true")
+    assert res.exit_code == 1 and "not found" in res.output
     res = capture(tmp_path, "--with", "rocgdb", "--debugger", "/nonexistent/rocgdb", "-o", str(tmp_path / "c"), "--",
                   "true")
     assert res.exit_code == 1 and "not found" in res.output and not (tmp_path / "c").exists()
@@ -167,3 +168,61 @@ def test_runtime_log_backend_sets_amd_log_level(tmp_path):
     assert res.exit_code == 0, res.output
     assert "LVL 4" in (out / "server.log").read_text()
     assert json.loads((out / "manifest.json").read_text())["env_check"]["wanted"]["AMD_LOG_LEVEL"] == "4"
+
+
+FAKE_ROCPROF = r'''#!{python}
+import os, signal, subprocess, sys, time
+if sys.argv[1:] == ["--version"]:
+    print("rocprofv3 version: 0.6.0 (ROCm 6.4.1)")
+    sys.exit(0)
+args = sys.argv[1:]
+d = args[args.index("-d") + 1]
+cmd = args[args.index("--") + 1:]
+os.makedirs(f"{d}/host/{os.getpid()}/.rocprofv3", exist_ok=True)
+with open(f"{d}/host/{os.getpid()}/{os.getpid()}_kernel_trace.csv", "w") as fh:
+    fh.write('"Kind","Agent_Id","Queue_Id","Kernel_Name","Start_Timestamp","End_Timestamp"\n'
+             '"KERNEL_DISPATCH",1,1,"k1",100,200\n"KERNEL_DISPATCH",1,1,"k2",30')
+with open(f"{d}/host/{os.getpid()}/.rocprofv3/1-2-kernel.dat", "wb") as fh:
+    fh.write(b"\x00\x01")
+with open(f"{d}/argv.txt", "w") as fh:
+    fh.write(" ".join(args))
+signal.signal(signal.SIGINT, lambda *a: time.sleep(3600))   # finalization that never ends
+subprocess.call(cmd)
+time.sleep(3600)
+'''
+
+
+def test_rocprofv3_backend_flags_watchdog_and_outputs(tmp_path, monkeypatch):
+    import faultkit.capture.rocprof as rocprof
+    monkeypatch.setattr(rocprof, "STOP_DEADLINES", (1.0, 3.0, 3.0))
+    fake = tmp_path / "rocprofv3"
+    fake.write_text(FAKE_ROCPROF.replace("{python}", sys.executable))
+    fake.chmod(0o755)
+    out = tmp_path / "b"
+    res = capture(tmp_path, "--with", "rocprofv3", "--debugger", str(fake), "--timeout", "60s", "-o", str(out), "--",
+                  sys.executable, "-c", "import time; print('Memory access fault by GPU node-2 (Agent handle: 0x1) "
+                  "on address 0x7f0000001000. Reason: Page not present or supervisor privilege.', flush=True); "
+                  "time.sleep(60)")
+    assert res.exit_code == 0, res.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "fault" and m["stopped_with"][:2] == ["SIGINT", "SIGTERM"]
+    argv = (out / "rocprofv3" / "argv.txt").read_text()
+    assert "--memory-allocation-trace" in argv and "--output-format csv" in argv and "%hostname%/%pid%" in argv
+    r = m["rocprofv3"]
+    assert r["rocm_version"] == "6.4" and not r["complete"]
+    states = {Path(o["file"]).suffix: o["state"] for o in r["outputs"]}
+    assert states[".csv"] == "cut mid-row" and states[".dat"].startswith("buffer residue")
+    assert no_survivors(str(fake))
+    from faultkit.analyze.incident import build
+    from faultkit.bundle import collect
+    inputs = collect([str(out)])
+    assert len(inputs.traces) == 3 and all("rocprofv3" in t for t in inputs.traces)
+    assert build(inputs).faults[0].address == 0x7F0000001000
+
+
+def test_rocprofv3_flags_by_version(tmp_path):
+    from faultkit.capture.rocprof import command_prefix
+    assert "--memory-allocation-trace" not in command_prefix("r", tmp_path, (6, 2))
+    assert "-o" not in command_prefix("r", tmp_path, (6, 2))
+    seven = command_prefix("r", tmp_path, (7, 1))
+    assert seven[seven.index("--output-format") + 1] == "rocpd" and seven[-1] == "--"

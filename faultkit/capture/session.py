@@ -19,12 +19,13 @@ from pathlib import Path
 from .._signals import exit_words
 from . import facts, kmsg
 from .backends import DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
+from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, verify_env
 
 BUNDLE_SCHEMA = "faultkit.bundle/1"
 DEBUGGERS = {"rocgdb": "rocgdb", "gdb": "gdb", "cuda-gdb": "cuda-gdb"}
-BACKENDS_READY = ("none", "runtime-log", "sanitizer", *DEBUGGERS)
+BACKENDS_READY = ("none", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
 RUNTIME_LOG_ENV = {"AMD_LOG_LEVEL": "4", "AMD_LOG_MASK": "0xFFFFFFFF"}
 SANITIZER = ["compute-sanitizer", "--target-processes", "all", "--tool", "memcheck", "--print-limit", "100"]
 
@@ -62,6 +63,11 @@ def make_backend(opts: CaptureOptions, env: dict[str, str]):
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
                                       opts.attach_match, delay)
         return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
+    if opts.backend == "rocprofv3":
+        tool = opts.debugger or "rocprofv3"
+        if shutil.which(tool) is None:
+            raise CaptureError(f"--with rocprofv3: {tool!r} not found (give one with --debugger PATH)")
+        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s)
     if opts.backend == "sanitizer":
         tool = opts.debugger or SANITIZER[0]
         if shutil.which(tool) is None:
