@@ -119,7 +119,26 @@ def _collect_tar(path: Path, out: Inputs) -> None:
         out.problems.append(Problem(str(path), f"archive cut or unreadable ({exc}); members before the damage kept"))
 
 
+TRACE_SUFFIXES = {".csv", ".db", ".dat"}
+
+
+def is_trace_file(path: Path) -> bool:
+    """Tracer outputs are tables, read by the trace ingest, never by the log parsers."""
+    if path.suffix in TRACE_SUFFIXES or path.name.endswith("_results.json"):
+        return True
+    if path.suffix == ".json":
+        try:
+            with open(path, "rb") as fh:
+                return b'"traceEvents"' in fh.read(4096)
+        except OSError:
+            return False
+    return False
+
+
 def _read(path: Path, name: str, out: Inputs) -> None:
+    if is_trace_file(path):
+        out.traces.append(name)
+        return
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:

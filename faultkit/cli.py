@@ -20,15 +20,24 @@ def main() -> None:
 @click.option("--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default="md",
               show_default=True, help="report format")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="write here instead of stdout")
-def triage(inputs: tuple[str, ...], fmt: str, output: str | None) -> None:
-    """Postmortem report from logs: server log, dmesg/journalctl, folders, bundles, .tar.gz.
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V",
+              help="variables the run had (e.g. AMD_SERIALIZE_KERNEL=3): checked against the trace's overlaps "
+                   "(a capture bundle's own environment record is used otherwise)")
+def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...]) -> None:
+    """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
+    capture bundles, .tar.gz.
 
     Each file's kind is detected from its content."""
     from .analyze.incident import build
     from .bundle import collect
+    from .capture.session import CaptureError, parse_env
     from .export.report import RENDERERS
 
-    incident = build(collect(list(inputs)))
+    try:
+        env = parse_env(env_pairs) if env_pairs else None
+    except CaptureError as exc:
+        raise click.ClickException(str(exc))
+    incident = build(collect(list(inputs)), env)
     text = RENDERERS[fmt](incident)
     if output:
         with open(output, "w", encoding="utf-8") as fh:

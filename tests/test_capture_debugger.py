@@ -33,7 +33,7 @@ import ctypes, multiprocessing as mp, os, sys, time
 def worker(rank):
     print(f"fkdbg rank {rank} pid {os.getpid()}", flush=True)
     time.sleep(4)
-    if rank == 1:
+    if rank == 0:       # the first spawned: attached first, since attaches go one at a time
         ctypes.string_at(0)
     time.sleep(60)
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from ..model import DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportP
 from .debug_stop import StopFinding, examine, resolve_with, sanitizer_fault, stop_fault
 from .faults import collect_faults
 from .next_steps import suggest
+from .trace_findings import TraceFindings, analyse_traces, trace_candidates
 from .verdict import decide
 
 KEY_EVENTS = ("ring-timeout", "gpu-reset", "reset-method", "reset-result", "ring-reset", "vram-lost", "mes", "kfd",
@@ -28,6 +29,7 @@ class Incident:
     kernel: KernelLog = field(default_factory=KernelLog)
     debugger: DebuggerLog = field(default_factory=DebuggerLog)
     stops: list[StopFinding] = field(default_factory=list)
+    traces: TraceFindings | None = None
     faults: list[Fault] = field(default_factory=list)
     verdict: Verdict | None = None
     report_points: list[ReportPoint] = field(default_factory=list)
@@ -36,7 +38,8 @@ class Incident:
     problems: list[Problem] = field(default_factory=list)
 
 
-def build(inputs: Inputs) -> Incident:
+def build(inputs: Inputs, env: dict[str, str] | None = None) -> Incident:
+    """`env`: variables the user says were set for the run (else the capture's record is used)."""
     inc = Incident(problems=list(inputs.problems))
     kinds_seen: set[str] = set()
     objects = []
@@ -70,10 +73,18 @@ def build(inputs: Inputs) -> Incident:
     inc.problems.extend(inc.debugger.problems)
     inc.faults = collect_faults(inc.runtime, inc.kernel)
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
-    inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer)
+    if inputs.traces:
+        inc.traces = analyse_traces(inputs.traces, inc.runtime, inc.kernel, inc.faults, inputs.manifest, env,
+                                    "--env given to triage" if env else "")
+        inc.problems.extend(inc.traces.trace.problems)
+        for t in inc.traces.trace.files:
+            inc.inputs.append({"name": t["path"], "kinds": [f"trace:{t.get('table')}"], "rows": t["rows"]})
+    inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
+                         trace_candidates(inc.traces) if inc.traces else (),
+                         inc.traces.plausible if inc.traces else 0)
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops)
-    if not inputs.files:
+    if not inputs.files and not inputs.traces:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc

@@ -19,8 +19,9 @@ FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILL
 
 
 def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = (),
-           sanitizer: list[SanitizerReport] = ()) -> Verdict:
-    from_logs = _from_logs(runtime, faults)
+           sanitizer: list[SanitizerReport] = (), traced: list[tuple[str, float, str]] = (),
+           plausible: int = 0) -> Verdict:
+    from_logs = _with_trace(_from_logs(runtime, faults), traced, plausible)
     exact: list[Candidate] = []
     for r in sanitizer:
         if r.kernel and all(c.kernel != r.kernel for c in exact):
@@ -61,6 +62,30 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
     if not exact:
         why += ". Not 'certain': without precise memory the stop PC can lie after the faulting instruction"
     return Verdict(level, top.kernel, why, named + (approx if exact else []) + others)
+
+
+def _with_trace(v: Verdict, traced: list[tuple[str, float, str]], plausible: int) -> Verdict:
+    """Trace suspects join the log candidates. A trace makes a kernel `likely` only when exactly
+    one plausible suspect remains, it is named, and the logs name no other kernel."""
+    if not traced:
+        return v
+    cands = {c.kernel: c for c in v.candidates}
+    for name, score, why in traced:
+        if name in cands:
+            cands[name].score = max(cands[name].score, score) + 0.05
+            cands[name].why += f"; also {why}"
+        else:
+            cands[name] = Candidate(name, score, why)
+    ranked = sorted(cands.values(), key=lambda c: -c.score)
+    top = ranked[0]
+    named = not top.kernel.startswith(("kernel launched by", "dispatch ", "memory copy"))
+    if v.level in ("certain", "likely"):
+        return Verdict(v.level, v.kernel, v.why, ranked)
+    if plausible == 1 and named and len([c for c in v.candidates if c.kernel != top.kernel]) == 0:
+        return Verdict("likely", top.kernel, f"the trace leaves one plausible in-flight kernel: {top.why}", ranked)
+    why = (f"{len(ranked)} candidate(s) from logs and trace, {plausible} plausible in the trace; the first is ranked "
+           f"highest because: {top.why.split(';')[0]}")
+    return Verdict("candidates", None, why, ranked)
 
 
 def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:

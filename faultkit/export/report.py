@@ -44,6 +44,7 @@ def to_json(inc: Incident) -> dict:
                         "faulting_pc_marked": hex_or_none(w.marked_pc), "origin": str(w.origin)}
                        for w in inc.runtime.waves],
         "debugger_stops": [_stop_json(f) for f in inc.stops],
+        "trace": inc.traces.to_json() if inc.traces else None,
         "debugger": {"debugger": inc.debugger.debugger, "precise_memory": inc.debugger.precise_memory,
                      "dispatches": [{"id": d.id, "agent": d.agent, "queue": d.queue, "dispatch": d.dispatch,
                                      "kernel": d.kernel, "grid": d.grid, "workgroup": d.workgroup}
@@ -152,6 +153,8 @@ def sections(inc: Incident) -> list[Section]:
 
     for f in inc.stops[:4]:
         out.append(_stop_section(f))
+    if inc.traces:
+        out.extend(_trace_sections(inc.traces))
 
     s = Section("Report points (where the host noticed, not where the GPU faulted)")
     if inc.report_points:
@@ -178,6 +181,46 @@ def sections(inc: Incident) -> list[Section]:
         s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
     out.append(s)
     return out
+
+
+def _trace_sections(t) -> list[Section]:
+    s = Section("Trace: what ran before the fault")
+    ft = t.time
+    when = ft.on(t.trace.clock)
+    s.paragraphs.append(f"Fault time: {when if when is not None else 'unknown'} ({t.trace.clock}), from "
+                        f"{ft.source}" + (f"; could be off by up to {ft.uncertainty_ns / 1e6:g} ms"
+                                          if ft.uncertainty_ns else "") + (f". {ft.note}" if ft.note else "") + ".")
+    rows = {k: len(getattr(t.trace, k)) for k in ("dispatches", "copies", "allocations", "api")}
+    s.paragraphs.append("Read: " + ", ".join(f"{v} {k}" for k, v in rows.items())
+                        + f" (window {t.window_ns / 1e9:g} s before the fault for large traces).")
+    if t.suspects:
+        s.paragraphs.append(f"In flight at the fault ({t.plausible} plausible): rocprofv3 records a kernel only when "
+                            f"it completes, so the faulting one is inferred from what has no record.")
+        s.table = (["#", "suspect", "kind", "score", "why", "evidence"],
+                   [[str(i + 1), _label(x), x.kind, f"{x.score:.2f}", x.why, x.evidence]
+                    for i, x in enumerate(t.suspects[:20])])
+    else:
+        s.paragraphs.append("Nothing was found in flight at the fault time.")
+    out = [s]
+    o = t.overlaps
+    if o is not None:
+        s = Section("Trace: overlaps before the fault")
+        s.paragraphs.append(f"{o.kernel_kernel} kernel-kernel overlap(s) across queues/streams and {o.copy_kernel} "
+                            f"copy-kernel overlap(s) in the window.")
+        if o.serialization:
+            s.paragraphs.append(f"Serialization check ({o.serialization['from']}): {o.serialization['verdict']}.")
+        if o.pairs:
+            s.table = (["kind", "first", "second", "overlap (µs)"],
+                       [[p["kind"], p["a"], p["b"], f"{p['overlap_ns'] / 1e3:.1f}"] for p in o.pairs[:20]])
+        out.append(s)
+    if t.address is not None:
+        out.append(Section("Trace: the fault address", paragraphs=[t.address.text + "."]))
+    return out
+
+
+def _label(s) -> str:
+    from ..analyze.trace_verdict import label
+    return label(s)
 
 
 def _stop_section(f) -> Section:

@@ -1,0 +1,668 @@
+"""Read rocprofv3 outputs (CSV 6.2–7.x, JSON, rocpd SQLite) into tables with fixed schemas.
+
+Every table is a pandas DataFrame with exactly the columns in SCHEMAS, whatever version or
+format it came from: traces have millions of rows, so the records are columns, not objects.
+Headers are matched by name, case-insensitively (the rocpd-converted CSV spells `Lds_Block_Size`,
+adds `Guid`); rows are sorted by start time (rocprofv3 writes them in buffer-flush order). Files
+from a crashed run may be missing, empty, cut mid-row or locked: every complete row is kept, the
+damage is a Problem, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..model import Problem
+
+I64 = "int64"
+SCHEMAS: dict[str, dict[str, str]] = {
+    "dispatches": {"pid": I64, "agent": "object", "agent_node": I64, "queue": I64, "stream": I64, "thread": I64,
+                   "dispatch_id": I64, "kernel_id": I64, "kernel": "object", "correlation_id": I64, "start": I64,
+                   "end": I64, "grid_x": I64, "grid_y": I64, "grid_z": I64, "wg_x": I64, "wg_y": I64, "wg_z": I64,
+                   "lds": I64, "scratch": I64, "vgpr": I64, "sgpr": I64},
+    "copies": {"pid": I64, "direction": "object", "src_agent": "object", "dst_agent": "object", "dst_node": I64,
+               "stream": I64, "correlation_id": I64, "start": I64, "end": I64, "bytes": I64},
+    "allocations": {"pid": I64, "operation": "object", "agent": "object", "address": I64, "size": I64,
+                    "correlation_id": I64, "start": I64, "end": I64},
+    "api": {"pid": I64, "thread": I64, "domain": "object", "function": "object", "correlation_id": I64,
+            "start": I64, "end": I64},
+    "agents": {"pid": I64, "node_id": I64, "logical_id": I64, "type": "object", "name": "object", "gfx": "object"},
+}
+MISSING = -1
+
+# CSV column (lower-cased) -> schema column, per table
+CSV_COLUMNS = {
+    "dispatches": {"agent_id": "agent", "queue_id": "queue", "stream_id": "stream", "thread_id": "thread",
+                   "dispatch_id": "dispatch_id", "kernel_id": "kernel_id", "kernel_name": "kernel",
+                   "correlation_id": "correlation_id", "start_timestamp": "start", "end_timestamp": "end",
+                   "grid_size_x": "grid_x", "grid_size_y": "grid_y", "grid_size_z": "grid_z",
+                   "workgroup_size_x": "wg_x", "workgroup_size_y": "wg_y", "workgroup_size_z": "wg_z",
+                   "lds_block_size": "lds", "group_segment_size": "lds", "scratch_size": "scratch",
+                   "private_segment_size": "scratch", "vgpr_count": "vgpr", "sgpr_count": "sgpr"},
+    "copies": {"direction": "direction", "source_agent_id": "src_agent", "destination_agent_id": "dst_agent",
+               "stream_id": "stream", "correlation_id": "correlation_id", "start_timestamp": "start",
+               "end_timestamp": "end"},
+    "allocations": {"operation": "operation", "agent_id": "agent", "allocation_size": "size", "address": "address",
+                    "starting_address": "address", "correlation_id": "correlation_id", "start_timestamp": "start",
+                    "end_timestamp": "end"},
+    "api": {"domain": "domain", "function": "function", "process_id": "pid", "thread_id": "thread",
+            "correlation_id": "correlation_id", "start_timestamp": "start", "end_timestamp": "end"},
+    "agents": {"node_id": "node_id", "logical_node_id": "logical_id", "agent_type": "type", "name": "name",
+               "gfx_target_version": "gfx", "product_name": "name"},
+}
+TEXT_COLUMNS = {"agent", "kernel", "direction", "src_agent", "dst_agent", "operation", "domain", "function", "type",
+                "name", "gfx", "address"}
+FILE_KIND = re.compile(r"(?:^|[/_])(kernel_trace|memory_copy_trace|memory_allocation_trace|hip_api_trace|"
+                       r"hip_runtime_trace|hsa_api_trace|marker_api_trace|rccl_api_trace|agent_info)\.csv$")
+TABLE_OF = {"kernel_trace": "dispatches", "memory_copy_trace": "copies", "memory_allocation_trace": "allocations",
+            "hip_api_trace": "api", "hip_runtime_trace": "api", "hsa_api_trace": "api", "marker_api_trace": "api",
+            "rccl_api_trace": "api", "agent_info": "agents"}
+HEADER_KIND = [
+    ("dispatches", re.compile(r'"kind","agent_id","queue_id"')),
+    ("copies", re.compile(r'"kind","direction"')),
+    ("allocations", re.compile(r'"kind","operation","agent_id","(?:allocation_size|address)"')),
+    ("api", re.compile(r'"domain","function","process_id"')),
+    ("agents", re.compile(r'"node_id","logical_node_id","agent_type"')),
+]
+AGENT_LABEL = re.compile(r"^(?:(Agent|GPU|CPU|UNK) )?(\d+)$")
+
+
+def empty(table: str) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMAS[table].items()})
+
+
+@dataclass
+class Trace:
+    """Everything read from one or more rocprofv3 (or PyTorch profiler) outputs."""
+    dispatches: pd.DataFrame = field(default_factory=lambda: empty("dispatches"))
+    copies: pd.DataFrame = field(default_factory=lambda: empty("copies"))
+    allocations: pd.DataFrame = field(default_factory=lambda: empty("allocations"))
+    api: pd.DataFrame = field(default_factory=lambda: empty("api"))
+    agents: pd.DataFrame = field(default_factory=lambda: empty("agents"))
+    files: list[dict] = field(default_factory=list)      # path, table, rows, format, version hint, state
+    problems: list[Problem] = field(default_factory=list)
+    clock: str = "boottime-ns"
+
+    def add(self, table: str, df: pd.DataFrame) -> None:
+        if len(df):
+            setattr(self, table, pd.concat([getattr(self, table), df], ignore_index=True)
+                    if len(getattr(self, table)) else df)
+
+    def finish(self) -> "Trace":
+        for table in ("dispatches", "copies", "allocations", "api"):
+            df = getattr(self, table)
+            if len(df):
+                setattr(self, table, df.sort_values("start", kind="stable").reset_index(drop=True))
+        _resolve_agents(self)
+        return self
+
+    @property
+    def empty(self) -> bool:
+        return not any(len(getattr(self, t)) for t in ("dispatches", "copies", "allocations", "api"))
+
+
+def _conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """Exactly the schema's columns and dtypes; absent ones filled with MISSING / None."""
+    out = {}
+    n = len(df)
+    for col, dtype in SCHEMAS[table].items():
+        if col not in df:
+            out[col] = np.full(n, MISSING, dtype=np.int64) if dtype == I64 else np.full(n, None, dtype=object)
+            continue
+        s = df[col]
+        if dtype == I64:
+            if s.dtype == object:
+                s = pd.to_numeric(s.astype(str).str.replace('"', "", regex=False).str.strip(), errors="coerce")
+            out[col] = s.fillna(MISSING).astype(np.int64).to_numpy()
+        else:
+            out[col] = s.to_numpy(dtype=object)
+    return pd.DataFrame(out)
+
+
+def _hex_or_int(s: pd.Series) -> pd.Series:
+    text = s.astype(str).str.strip().str.strip('"')
+    hexes = text.str.startswith(("0x", "0X"))
+    vals = pd.Series(np.full(len(text), MISSING, dtype=np.int64), index=s.index)
+    if hexes.any():
+        vals[hexes] = [int(x, 16) for x in text[hexes]]
+    rest = ~hexes
+    if rest.any():
+        vals[rest] = pd.to_numeric(text[rest], errors="coerce").fillna(MISSING).astype(np.int64)
+    return vals
+
+
+# ---------------- CSV ----------------
+
+def sniff_table(path: Path, header: str) -> str | None:
+    m = FILE_KIND.search(path.name)
+    if m:
+        return TABLE_OF[m.group(1)]
+    low = header.lower()
+    if low.startswith('"guid",'):
+        low = low[len('"guid",'):]
+    for table, rx in HEADER_KIND:
+        if rx.match(low):
+            return table
+    return None
+
+
+def _complete_bytes(path: Path) -> tuple[int, bool]:
+    """Length of the file up to its last newline, and whether anything follows it (a cut row)."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0, False
+    with open(path, "rb") as fh:
+        pos = size
+        while pos > 0:
+            step = min(1 << 16, pos)
+            fh.seek(pos - step)
+            block = fh.read(step)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                end = pos - step + nl + 1
+                return end, end < size
+            pos -= step
+    return 0, True
+
+
+class _Bounded(io.RawIOBase):
+    """A read-only view of the first `limit` bytes of a file (to leave a cut last row out)."""
+
+    def __init__(self, path: Path, limit: int, start: int = 0):
+        self.fh = open(path, "rb")
+        self.fh.seek(start)
+        self.left = limit - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.left <= 0:
+            return 0
+        n = self.fh.readinto(memoryview(b)[:min(len(b), self.left)])
+        self.left -= n
+        return n
+
+    def close(self) -> None:
+        self.fh.close()
+        super().close()
+
+
+WINDOWED = {"dispatches", "api", "copies"}
+WINDOW_MIN_BYTES = 32 << 20
+SLACK_NS = 5_000_000_000       # rows are in buffer-flush order: read this much earlier than asked
+
+
+def read_csv(path: Path, trace: Trace, pid: int | None = None, start_byte: int = 0,
+             header: str | None = None, since_ns: int | None = None) -> int:
+    """Read one rocprofv3 CSV into `trace`. Returns the rows kept.
+
+    With `since_ns`, a large trace is read only from about that time on: a binary search over
+    byte offsets finds where Start_Timestamp passes it (rows are nearly time-ordered), so a
+    triage of a multi-GB trace reads the window before the fault, not the whole file."""
+    name = str(path)
+    try:
+        limit, cut = _complete_bytes(path)
+        first, data_at = _header(path)
+        if cut and _whole_row(path, limit, first):
+            limit, cut = path.stat().st_size, False
+    except OSError as exc:
+        trace.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))
+        return 0
+    header = header or first
+    start_byte = start_byte or data_at
+    if not header:
+        trace.problems.append(Problem(name, "empty file (the run ended before rocprofv3 wrote it)"))
+        trace.files.append({"path": name, "table": None, "rows": 0, "state": "empty"})
+        return 0
+    table = sniff_table(path, header)
+    if table is None:
+        trace.problems.append(Problem(name, f"not a rocprofv3 trace this reader knows (header {header[:80]!r})"))
+        return 0
+    cols = [c.strip().strip('"') for c in header.split(",")]
+    windowed_from = None
+    if since_ns is not None and table in WINDOWED and limit > WINDOW_MIN_BYTES:
+        at = _offset_of_time(path, cols, start_byte, limit, since_ns - SLACK_NS)
+        if at > start_byte:
+            start_byte, windowed_from = at, since_ns - SLACK_NS
+    mapping = CSV_COLUMNS[table]
+    wanted = {c: mapping[c.lower()] for c in cols if c.lower() in mapping}
+    if table == "agents" and "Name" in wanted and "Product_Name" in wanted:
+        del wanted["Name"]        # the marketing name is in Product_Name; Name is the gfx target
+    try:
+        df = _parse(path, limit, cols, wanted, start_byte)
+    except (ValueError, pd.errors.ParserError) as exc:
+        trace.problems.append(Problem(name, f"unreadable as CSV ({exc}); skipped"))
+        return 0
+    df = df.rename(columns=wanted)
+    if windowed_from is not None:
+        df = df[df["start"] >= windowed_from]
+    if "start" in df and "end" in df:
+        bad = df["start"].isna() | df["end"].isna()
+        if bad.any():
+            trace.problems.append(Problem(name, f"{int(bad.sum())} row(s) without timestamps (elisions or damage) "
+                                                f"left out"))
+            df = df[~bad]
+    if cut:
+        trace.problems.append(Problem(name, "cut mid-row (the run ended while it was written): the last, "
+                                            "incomplete row was left out, every complete row kept"))
+    df = _values(df, table, path)
+    if pid is not None or "pid" not in df or (df["pid"] == MISSING).all():
+        df["pid"] = pid if pid is not None else _pid_from_name(path)
+    conformed = _conform(df, table)
+    trace.add(table, conformed)
+    trace.files.append({"path": name, "table": table, "rows": len(conformed), "format": "csv",
+                        "read_from_byte": start_byte if windowed_from is not None else 0,
+                        "header": "rocpd-converted" if header.lower().startswith('"guid"') else "direct",
+                        "state": "cut" if cut else "complete"})
+    return len(conformed)
+
+
+def _offset_of_time(path: Path, cols: list[str], lo: int, hi: int, since_ns: int) -> int:
+    """The byte offset of the first line whose Start_Timestamp is at or after `since_ns`."""
+    try:
+        col = [c.lower() for c in cols].index("start_timestamp")
+    except ValueError:
+        return lo
+    with open(path, "rb") as fh:
+        def start_at(off: int) -> tuple[int, int] | None:
+            fh.seek(off)
+            if off > lo:
+                fh.readline()
+            line_at = fh.tell()
+            line = fh.readline()
+            if not line or line_at >= hi:
+                return None
+            fields = line.decode("utf-8", "replace").split(",")
+            # names may hold commas: count the start column from the end when the row is long
+            k = col if len(fields) == len(cols) else len(fields) - (len(cols) - col)
+            try:
+                return int(fields[k].strip().strip('"')), line_at
+            except (ValueError, IndexError):
+                return None
+        a, b = lo, hi
+        while b - a > 1 << 16:
+            mid = (a + b) // 2
+            got = start_at(mid)
+            if got is None or got[0] >= since_ns:
+                b = mid
+            else:
+                a = mid
+        fh.seek(a)
+        if a > lo:
+            fh.readline()
+        return fh.tell()
+
+
+def last_end_ns(path: Path) -> int | None:
+    """The largest End_Timestamp among a trace's last rows (its end, cheaply)."""
+    try:
+        header, _ = _header(path)
+        cols = [c.strip().strip('"').lower() for c in header.split(",")]
+        col = cols.index("end_timestamp")
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - (1 << 16)))
+            lines = fh.read().decode("utf-8", "replace").splitlines()[1:]
+    except (OSError, ValueError):
+        return None
+    best = None
+    for line in lines:
+        fields = line.split(",")
+        k = col if len(fields) == len(cols) else len(fields) - (len(cols) - col)
+        try:
+            v = int(fields[k].strip().strip('"'))
+            best = v if best is None or v > best else best
+        except (ValueError, IndexError):
+            continue
+    return best
+
+
+def _header(path: Path) -> tuple[str, int]:
+    """The header line and where the data starts: corpus excerpts carry `# ` comment lines and
+    copy-pasted headers can be wrapped (an odd number of quotes until the line is whole)."""
+    with open(path, "rb") as fh:
+        pos, header = 0, ""
+        for raw in fh:
+            pos += len(raw)
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if not header and line.startswith("# "):
+                continue
+            header += line
+            if header.count('"') % 2 == 0:
+                return header.strip(), pos
+            if len(header) > 65536:
+                break
+    return header.strip(), pos
+
+
+def _whole_row(path: Path, limit: int, header: str) -> bool:
+    """A last line with every field and a final value is a row without its newline, not a cut one."""
+    with open(path, "rb") as fh:
+        fh.seek(limit)
+        tail = fh.read(1 << 16).decode("utf-8", "replace")
+    return tail.count(",") == header.count(",") and bool(re.search(r'(?:\d|")$', tail))
+
+
+STRAY_QUOTE = re.compile(rb'[^,\n\r]"[^,\n\r]')
+
+
+def _stray_quotes(path: Path, start: int, limit: int) -> bool:
+    """rocprofv3 writes names with unescaped quotes (`"op<"x">(int)"`); the C parser then shifts
+    fields silently, so such files take the lenient path. A C-speed scan finds them."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left, tail = limit - start, b""
+        while left > 0:
+            block = fh.read(min(8 << 20, left))
+            if not block:
+                break
+            left -= len(block)
+            if STRAY_QUOTE.search(tail + block):
+                return True
+            tail = block[-2:]
+    return False
+
+
+def _parse(path: Path, limit: int, cols: list[str], wanted: dict[str, str], start_byte: int) -> pd.DataFrame:
+    usecols = list(wanted)
+    if not _stray_quotes(path, start_byte, limit):
+        dtypes = {c: (str if wanted[c] in TEXT_COLUMNS else "float64") for c in usecols}
+        src = _Bounded(path, limit, start_byte)
+        try:
+            return pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, usecols=usecols,
+                               dtype=dtypes, engine="c", index_col=False, keep_default_na=False, na_values=[""],
+                               skiprows=0)
+        except (pd.errors.ParserError, ValueError):
+            pass
+        finally:
+            src.close()
+    return _parse_lenient(path, limit, cols, usecols, start_byte)
+
+
+def _parse_lenient(path: Path, limit: int, cols: list[str], usecols: list[str], start_byte: int) -> pd.DataFrame:
+    """Split on commas and give the surplus back to the free-text column (kernel name, API
+    function or marker message), the only field that can hold commas and quotes."""
+    text_at = next((i for i, c in enumerate(cols) if c.lower() in ("kernel_name", "function")), None)
+    n = len(cols)
+    rows = []
+    with open(path, "rb") as fh:
+        fh.seek(start_byte)
+        data = fh.read(limit - start_byte).decode("utf-8", "replace")
+    for line in data.splitlines():
+        if not line:
+            continue
+        f = line.split(",")
+        if len(f) > n and text_at is not None:
+            extra = len(f) - n
+            f = f[:text_at] + [",".join(f[text_at:text_at + extra + 1])] + f[text_at + extra + 1:]
+        if len(f) != n:
+            f = (f + [""] * n)[:n]
+        rows.append([x[1:-1] if len(x) >= 2 and x[0] == '"' and x[-1] == '"' else x for x in f])
+    df = pd.DataFrame(rows, columns=cols)[usecols]
+    for c in usecols:
+        if c.lower() not in ("kernel_name", "function", "domain", "kind", "direction", "operation", "agent_id",
+                             "source_agent_id", "destination_agent_id", "address", "agent_type", "name",
+                             "product_name"):
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def _values(df: pd.DataFrame, table: str, path: Path) -> pd.DataFrame:
+    for col in ("kernel", "function", "direction", "operation", "domain", "type", "name", "gfx"):
+        if col in df and df[col].dtype == object:
+            df[col] = df[col].astype("category") if len(df) > 10000 else df[col]
+    if "address" in df:
+        df["address"] = _hex_or_int(df["address"])
+    for col in ("agent", "src_agent", "dst_agent"):
+        if col in df:
+            df[col] = df[col].astype(str).str.strip('"')
+    if table == "copies" and "direction" in df:
+        df["direction"] = df["direction"].astype(str).str.replace("MEMORY_COPY_", "", regex=False)
+    if table == "allocations" and "operation" in df:
+        df["operation"] = df["operation"].astype(str).str.replace("MEMORY_ALLOCATION_", "", regex=False)
+    return df
+
+
+def _pid_from_name(path: Path) -> int:
+    m = re.match(r"(\d+)_", path.name)
+    return int(m.group(1)) if m else MISSING
+
+
+# ---------------- JSON ----------------
+
+def read_json(path: Path, trace: Trace) -> None:
+    name = str(path)
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        trace.problems.append(Problem(name, f"not readable JSON ({exc}): rocprofv3 writes it in one go at the end, "
+                                            f"so a cut file holds nothing usable"))
+        return
+    procs = doc.get("rocprofiler-sdk-tool") if isinstance(doc, dict) else None
+    if not isinstance(procs, list):
+        trace.problems.append(Problem(name, "JSON without a 'rocprofiler-sdk-tool' list"))
+        return
+    for proc in procs:
+        pid = int(proc.get("metadata", {}).get("pid", MISSING))
+        agents = {a["id"]["handle"]: a for a in proc.get("agents", []) if isinstance(a.get("id"), dict)}
+        node = {h: a.get("node_id", MISSING) for h, a in agents.items()}
+        symbols = {}
+        for k in proc.get("kernel_symbols", []) or []:
+            if isinstance(k, dict):
+                symbols[k.get("kernel_id")] = k.get("formatted_kernel_name") or k.get("kernel_name")
+        recs = proc.get("buffer_records", {}) or {}
+        rows = []
+        for r in recs.get("kernel_dispatch", []) or []:
+            info = r.get("dispatch_info", {})
+            wg, grid = info.get("workgroup_size", {}), info.get("grid_size", {})
+            h = info.get("agent_id", {}).get("handle")
+            rows.append({"pid": pid, "agent": str(node.get(h, h)), "agent_node": node.get(h, MISSING),
+                         "queue": info.get("queue_id", {}).get("handle", MISSING),
+                         "stream": r.get("stream_id", {}).get("handle", MISSING), "thread": r.get("thread_id", MISSING),
+                         "dispatch_id": info.get("dispatch_id", MISSING), "kernel_id": info.get("kernel_id", MISSING),
+                         "kernel": symbols.get(info.get("kernel_id")), "correlation_id":
+                             r.get("correlation_id", {}).get("internal", MISSING),
+                         "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING),
+                         "grid_x": grid.get("x", MISSING), "grid_y": grid.get("y", MISSING), "grid_z": grid.get("z", MISSING),
+                         "wg_x": wg.get("x", MISSING), "wg_y": wg.get("y", MISSING), "wg_z": wg.get("z", MISSING),
+                         "lds": info.get("group_segment_size", MISSING), "scratch": info.get("private_segment_size", MISSING)})
+        trace.add("dispatches", _conform(pd.DataFrame(rows), "dispatches"))
+        copies = [{"pid": pid, "src_agent": str(node.get(r.get("src_agent_id", {}).get("handle"))),
+                   "dst_agent": str(node.get(r.get("dst_agent_id", {}).get("handle"))),
+                   "dst_node": node.get(r.get("dst_agent_id", {}).get("handle"), MISSING),
+                   "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+                   "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING),
+                   "bytes": r.get("bytes", MISSING), "stream": r.get("stream_id", {}).get("handle", MISSING),
+                   "direction": str(r.get("operation"))} for r in recs.get("memory_copy", []) or []]
+        trace.add("copies", _conform(pd.DataFrame(copies), "copies"))
+        allocs = [{"pid": pid, "operation": _alloc_op(r.get("operation")), "agent": str(node.get(
+                   r.get("agent_id", {}).get("handle"), "")), "address": _int(r.get("address")),
+                   "size": r.get("allocation_size", MISSING),
+                   "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+                   "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
+                  for r in recs.get("memory_allocation", []) or []]
+        trace.add("allocations", _conform(pd.DataFrame(allocs), "allocations"))
+        ops = _operation_names(proc)
+        api = [{"pid": pid, "thread": r.get("thread_id", MISSING), "domain": dom,
+                "function": ops.get((dom, r.get("operation")), str(r.get("operation"))),
+                "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+                "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
+               for dom in ("hip_api", "hsa_api", "marker_api") for r in recs.get(dom, []) or []]
+        trace.add("api", _conform(pd.DataFrame(api), "api"))
+        ag = [{"pid": pid, "node_id": a.get("node_id", MISSING), "logical_id": a.get("logical_node_id", MISSING),
+               "type": {1: "CPU", 2: "GPU"}.get(a.get("type"), str(a.get("type"))), "name": a.get("product_name")
+               or a.get("name"), "gfx": a.get("name")} for a in agents.values()]
+        trace.add("agents", _conform(pd.DataFrame(ag), "agents"))
+    trace.files.append({"path": name, "table": "all", "rows": len(trace.dispatches), "format": "json",
+                        "state": "complete"})
+
+
+def _int(v) -> int:
+    if isinstance(v, str):
+        return int(v, 16) if v.lower().startswith("0x") else int(v)
+    return int(v) if v is not None else MISSING
+
+
+def _alloc_op(op) -> str:
+    return {1: "ALLOCATE", 2: "FREE", 3: "VMEM_ALLOCATE", 4: "VMEM_FREE"}.get(op, str(op)) if not isinstance(op, str) \
+        else op.replace("MEMORY_ALLOCATION_", "")
+
+
+def _operation_names(proc: dict) -> dict:
+    out = {}
+    for entry in (proc.get("strings", {}) or {}).get("buffer_records", []) or []:
+        kind = str(entry.get("kind", "")).lower()
+        for i, op in enumerate(entry.get("operations", []) or []):
+            out[(kind, i)] = op
+    return out
+
+
+# ---------------- rocpd SQLite ----------------
+
+def read_rocpd(path: Path, trace: Trace) -> None:
+    """The rocpd database through its plain-named views (tables carry per-process suffixes)."""
+    name = str(path)
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        trace.problems.append(Problem(name, f"database unreadable ({exc}): a run that died while writing it, "
+                                            f"or a lock held by a live process"))
+        return
+    got = []
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('view','table')")}
+
+        def q(sql: str) -> pd.DataFrame | None:
+            try:
+                return pd.read_sql_query(sql, con)
+            except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+                trace.problems.append(Problem(name, f"query failed ({exc}); that table is left out"))
+                return None
+        if "rocpd_kernel_dispatch" in names:
+            df = q("SELECT k.pid, k.tid AS thread, k.agent_id AS agent_row, k.queue_id AS queue, k.stream_id AS stream, "
+                   "k.dispatch_id, k.kernel_id, s.display_name AS kernel, e.stack_id AS correlation_id, k.start, k.end, "
+                   "k.grid_size_x AS grid_x, k.grid_size_y AS grid_y, k.grid_size_z AS grid_z, "
+                   "k.workgroup_size_x AS wg_x, k.workgroup_size_y AS wg_y, k.workgroup_size_z AS wg_z, "
+                   "k.group_segment_size AS lds, k.private_segment_size AS scratch, a.absolute_index AS agent_node "
+                   "FROM rocpd_kernel_dispatch k LEFT JOIN rocpd_info_kernel_symbol s ON s.id = k.kernel_id "
+                   "LEFT JOIN rocpd_event e ON e.id = k.event_id LEFT JOIN rocpd_info_agent a ON a.id = k.agent_id")
+            if df is not None:
+                df["agent"] = df["agent_node"].astype(str)
+                trace.add("dispatches", _conform(df, "dispatches"))
+                got.append(f"{len(df)} dispatches")
+        if "rocpd_memory_copy" in names:
+            df = q("SELECT c.pid, s.string AS direction, c.src_agent_id AS src_agent, c.dst_agent_id AS dst_agent, "
+                   "a.absolute_index AS dst_node, c.stream_id AS stream, e.stack_id AS correlation_id, c.start, c.end, "
+                   "c.size AS bytes FROM rocpd_memory_copy c LEFT JOIN rocpd_string s ON s.id = c.name_id "
+                   "LEFT JOIN rocpd_event e ON e.id = c.event_id LEFT JOIN rocpd_info_agent a ON a.id = c.dst_agent_id")
+            if df is not None:
+                trace.add("copies", _conform(_values(df, "copies", path), "copies"))
+        if "rocpd_memory_allocate" in names:
+            df = q("SELECT m.pid, m.type AS operation, a.absolute_index AS agent, m.address, m.size, "
+                   "e.stack_id AS correlation_id, m.start, m.end FROM rocpd_memory_allocate m "
+                   "LEFT JOIN rocpd_event e ON e.id = m.event_id LEFT JOIN rocpd_info_agent a ON a.id = m.agent_id "
+                   "WHERE m.level IS NULL OR m.level != 'SCRATCH'")
+            if df is not None:
+                df["operation"] = df["operation"].map({"ALLOC": "ALLOCATE", "FREE": "FREE"}).fillna(df["operation"])
+                df["agent"] = df["agent"].astype(str)
+                trace.add("allocations", _conform(df, "allocations"))
+        if "rocpd_region" in names:
+            df = q("SELECT r.pid, r.tid AS thread, c.string AS domain, s.string AS function, e.stack_id AS correlation_id, "
+                   "r.start, r.end FROM rocpd_region r LEFT JOIN rocpd_string s ON s.id = r.name_id "
+                   "LEFT JOIN rocpd_event e ON e.id = r.event_id LEFT JOIN rocpd_string c ON c.id = e.category_id")
+            if df is not None:
+                trace.add("api", _conform(df, "api"))
+        if "rocpd_info_agent" in names:
+            df = q("SELECT pid, absolute_index AS node_id, logical_index AS logical_id, type, "
+                   "COALESCE(product_name, name) AS name, name AS gfx FROM rocpd_info_agent")
+            if df is not None:
+                trace.add("agents", _conform(df, "agents"))
+    finally:
+        con.close()
+    trace.files.append({"path": name, "table": "all", "rows": sum(int(g.split()[0]) for g in got) if got else 0,
+                        "format": "rocpd", "state": "complete" if got else "no kernel table"})
+
+
+# ---------------- folders ----------------
+
+def trace_files(paths: list[str | os.PathLike]) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        out += sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
+    return out
+
+
+def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None) -> Trace:
+    """Read every rocprofv3 output under the given files and folders. The pid of each output
+    comes from its name (`<pid>_kernel_trace.csv`, `<host>/<pid>_results.db`)."""
+    trace = Trace()
+    for f in trace_files(paths):
+        read_trace_file(f, trace, since_ns)
+    return trace.finish()
+
+
+def trace_end_ns(paths: list[str | os.PathLike]) -> int | None:
+    ends = [last_end_ns(f) for f in trace_files(paths) if f.name.endswith(("kernel_trace.csv", "api_trace.csv"))]
+    ends = [e for e in ends if e is not None]
+    return max(ends) if ends else None
+
+
+def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None) -> None:
+    if f.suffix == ".csv":
+        if not f.name.endswith("_stats.csv") and "counter_collection" not in f.name:
+            read_csv(f, trace, since_ns=since_ns)
+    elif f.name.endswith("_results.db") or f.suffix == ".db":
+        read_rocpd(f, trace)
+    elif f.name.endswith("_results.json"):
+        read_json(f, trace)
+    elif f.suffix == ".json":
+        from .torch_trace import looks_like_torch_trace, read_torch_trace
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(4096)
+        except OSError as exc:
+            trace.problems.append(Problem(str(f), f"unreadable ({exc.strerror or exc})"))
+            return
+        if looks_like_torch_trace(head):
+            read_torch_trace(f, trace)
+    elif f.suffix == ".dat":
+        trace.problems.append(Problem(str(f), "rocprofv3 buffer residue: finalization never ran, so this "
+                                              "run's trace was not written (undocumented binary format, not read)"))
+
+
+def _resolve_agents(trace: Trace) -> None:
+    """`Memory access fault by GPU node-N` names the KFD node (agent_info Node_Id). 6.x CSVs print
+    that node id; 7.x prints `Agent N` with N the logical index unless run with `-A absolute`."""
+    d = trace.dispatches
+    if not len(d):
+        return
+    logical_to_node = {}
+    if len(trace.agents):
+        logical_to_node = dict(zip(trace.agents["logical_id"], trace.agents["node_id"]))
+    labels = d["agent"].astype(str)
+    parsed = labels.str.extract(AGENT_LABEL)
+    nums = pd.to_numeric(parsed[1], errors="coerce")
+    is_logical = parsed[0].notna()
+    node = d["agent_node"].to_numpy().copy()
+    unknown = node == MISSING
+    plain = unknown & ~is_logical.to_numpy() & nums.notna().to_numpy()
+    node[plain] = nums[plain].astype(np.int64)
+    logical = unknown & is_logical.to_numpy() & nums.notna().to_numpy()
+    if logical.any():
+        mapped = nums[logical].map(lambda n: logical_to_node.get(int(n), MISSING))
+        node[logical] = mapped.astype(np.int64)
+        if not logical_to_node:
+            trace.problems.append(Problem("<trace>", "7.x 'Agent N' ids are logical indexes and no agent_info was "
+                                                     "found to map them to KFD node ids; GPU node-N matching is off"))
+    trace.dispatches = d.assign(agent_node=node)
