@@ -23,7 +23,9 @@ def main() -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="variables the run had (e.g. AMD_SERIALIZE_KERNEL=3): checked against the trace's overlaps "
                    "(a capture bundle's own environment record is used otherwise)")
-def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...]) -> None:
+@click.option("--window", default="2s", show_default=True,
+              help="how far before the fault traces are read and searched for in-flight and overlapping work")
+def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -37,7 +39,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
         env = parse_env(env_pairs) if env_pairs else None
     except CaptureError as exc:
         raise click.ClickException(str(exc))
-    incident = build(collect(list(inputs)), env)
+    incident = build(collect(list(inputs)), env, int(parse_duration(window) * 1e9))
     text = RENDERERS[fmt](incident)
     if output:
         with open(output, "w", encoding="utf-8") as fh:

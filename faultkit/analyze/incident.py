@@ -15,7 +15,7 @@ from ..model import DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportP
 from .debug_stop import StopFinding, examine, resolve_with, sanitizer_fault, stop_fault
 from .faults import collect_faults
 from .next_steps import suggest
-from .trace_findings import TraceFindings, analyse_traces, trace_candidates
+from .trace_findings import WINDOW_NS, TraceFindings, analyse_traces, trace_candidates
 from .verdict import decide
 
 KEY_EVENTS = ("ring-timeout", "gpu-reset", "reset-method", "reset-result", "ring-reset", "vram-lost", "mes", "kfd",
@@ -38,7 +38,7 @@ class Incident:
     problems: list[Problem] = field(default_factory=list)
 
 
-def build(inputs: Inputs, env: dict[str, str] | None = None) -> Incident:
+def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | None = None) -> Incident:
     """`env`: variables the user says were set for the run (else the capture's record is used)."""
     inc = Incident(problems=list(inputs.problems))
     kinds_seen: set[str] = set()
@@ -75,7 +75,7 @@ def build(inputs: Inputs, env: dict[str, str] | None = None) -> Incident:
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         inc.traces = analyse_traces(inputs.traces, inc.runtime, inc.kernel, inc.faults, inputs.manifest, env,
-                                    "--env given to triage" if env else "")
+                                    "--env given to triage" if env else "", window_ns or WINDOW_NS)
         inc.problems.extend(inc.traces.trace.problems)
         for t in inc.traces.trace.files:
             inc.inputs.append({"name": t["path"], "kinds": [f"trace:{t.get('table')}"], "rows": t["rows"]})

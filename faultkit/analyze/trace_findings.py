@@ -18,7 +18,7 @@ from .in_flight import Suspect, find_in_flight
 from .overlaps import Overlaps, find_overlaps, serialization_check
 from .trace_verdict import label, rank
 
-WINDOW_NS = 30_000_000_000
+WINDOW_NS = 2_000_000_000      # in-flight work and overlaps: the last 2 s before the fault
 
 
 @dataclass
