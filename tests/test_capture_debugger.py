@@ -113,7 +113,8 @@ def test_attach_mode_attaches_one_debugger_per_worker(tmp_path):
               sys.executable, str(script))
     assert res.exit_code == 0, res.output
     m = manifest(out)
-    assert m["ended_by"] == "debugger-stop"
+    assert m["ended_by"] == "debugger-stop", json.dumps([(d["pid"], d["outcome"], d["commands"][-3:])
+                                                         for d in m["debuggers"]]) + (out / "server.log").read_text()
     assert len(m["debuggers"]) == 2 and {d["state"] for d in m["debuggers"]} == {"closed"}
     faulted = [d for d in m["debuggers"] if d["outcome"].startswith("fault stop")]
     assert len(faulted) == 1

@@ -306,3 +306,40 @@ def test_large_trace_is_read_from_the_window(tmp_path):
     f = next(x for x in doc["trace"]["files"] if x["table"] == "dispatches")
     assert f["read_from_byte"] > 0 and 2_000 <= f["rows"] <= 2_600      # the 2 s window + 0.5 s slack
     assert doc["trace"]["rows"]["dispatches"] == f["rows"]
+
+
+def test_locked_database_is_a_problem_not_a_hang(tmp_path):
+    db = tmp_path / "7_results.db"
+    _rocpd(db)
+    holder = sqlite3.connect(db)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        t = read_trace_paths([db])
+    finally:
+        holder.rollback()
+        holder.close()
+    assert len(t.dispatches) == 0 and any("database unreadable" in p.message for p in t.problems)
+
+
+def test_kernel_log_time_mapped_with_capture_anchors(tmp_path):
+    """dmesg stamps are CLOCK_MONOTONIC; the capture's anchors give BOOTTIME - MONOTONIC exactly."""
+    b = tmp_path / "b"
+    (b / "rocprofv3").mkdir(parents=True)
+    offset = 7_000_000_000       # 7 s of suspend: BOOTTIME ran ahead of MONOTONIC
+    (b / "manifest.json").write_text(json.dumps({"schema": "faultkit.bundle/1", "command": "x", "start": {
+        "wall": 1.0, "monotonic_ns": 100_000_000_000, "boottime_ns": 100_000_000_000 + offset}}))
+    (b / "kernel.log").write_text(
+        "[  183.500000] amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 "
+        "pasid:32801, for process python3 pid 48213 thread python3 pid 48291)\n"
+        "[  183.500010] amdgpu 0000:c1:00.0: amdgpu:   in page starting at address 0x00007f3a2c400000 from IH "
+        "client 0x1b (UTCL2)\n"
+        "[  183.500020] amdgpu 0000:c1:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00901031\n")
+    fault_boot = 183_500_000_000 + offset
+    (b / "rocprofv3" / "1_kernel_trace.csv").write_text(
+        K70 + "\n" + k70(1, 1, 1, 9, 1, "spans_fault", 1, fault_boot - 2 * MS, fault_boot + 1 * MS) + "\n")
+    doc = to_json(build(collect([str(b)])))
+    ft = doc["trace"]["fault_time"]
+    assert ft["boottime_ns"] == fault_boot and "clock anchors" in ft["source"]
+    assert doc["trace"]["in_flight"][0]["kernel"] == "spans_fault"
+    assert doc["trace"]["address"]["verdict"] == "no-allocation-trace"      # said, not guessed

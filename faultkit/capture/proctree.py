@@ -61,11 +61,17 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
+def _cmdline(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            cmdline = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
     except OSError:
+        return None
+
+
+def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
+    cmdline = _cmdline(pid)
+    if cmdline is None:
         return None
     rec = ProcessRecord(pid=pid, ppid=_ppid(pid) or 0, cmdline=cmdline, first_seen=time.time())
     try:
@@ -111,7 +117,17 @@ class TreeSampler:
                 rec = read_process(pid, self.redact)
                 if rec is not None:
                     self.seen[pid] = rec
-            elif not rec.gpu:
+            else:
+                now = _cmdline(pid)
+                if now and now != rec.cmdline:      # empty: a zombie, whose record stays as it was
+                    # Seen between fork and exec, a child showed its parent's command line and
+                    # environment: read it again now that it has exec'd.
+                    fresh = read_process(pid, self.redact)
+                    if fresh is not None and fresh.env_readable:
+                        fresh.first_seen = rec.first_seen
+                        self.seen[pid] = rec = fresh
+                if rec.gpu:
+                    continue
                 devs = gpu_devices(pid)
                 if devs:
                     rec.gpu, rec.gpu_devices, rec.gpu_since = True, devs, time.time()
