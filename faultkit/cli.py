@@ -50,6 +50,46 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
         sys.stdout.write(text)
 
 
+@main.command()
+@click.argument("inputs", nargs=-1)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="trace file to write")
+@click.option("--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
+              help="native Perfetto protobuf, or Chrome trace-event JSON")
+@click.option("--window", default="30s", show_default=True, help="how much before the fault to show, or 'all'")
+@click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
+              help="check a .pftrace file instead of writing one")
+def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
+    """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one."""
+    from .export.pftrace_check import check_trace
+
+    if check_file:
+        with open(check_file, "rb") as fh:
+            res = check_trace(fh.read(), keep_names=False)
+        click.echo(f"{check_file}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
+                   f"{res.instants} instants, {res.counters} counter values, {res.flows} flows")
+        for e in res.errors:
+            click.echo(f"  error: {e}")
+        if not res.ok:
+            raise SystemExit(1)
+        return
+    if not inputs or not output:
+        raise click.UsageError("give the inputs and -o FILE (or --check FILE)")
+    from .analyze.incident import build
+    from .bundle import collect
+    from .export.timeline import build_timeline, write_json, write_pftrace
+
+    win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
+    inc = build(collect(list(inputs)), window_ns=win if win is not None else 1 << 62)
+    tl = build_timeline(inc, win)
+    if fmt == "json":
+        n = write_json(tl, output)
+        click.echo(f"wrote {output}: {n} events (Chrome trace JSON)", err=True)
+    else:
+        size = write_pftrace(tl, output)
+        click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
+                   err=True)
+
+
 def parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     t = text.strip().lower()

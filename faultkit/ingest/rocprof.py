@@ -57,8 +57,8 @@ CSV_COLUMNS = {
                     "end_timestamp": "end"},
     "api": {"domain": "domain", "function": "function", "process_id": "pid", "thread_id": "thread",
             "correlation_id": "correlation_id", "start_timestamp": "start", "end_timestamp": "end"},
-    "agents": {"node_id": "node_id", "logical_node_id": "logical_id", "agent_type": "type", "name": "name",
-               "gfx_target_version": "gfx", "product_name": "name"},
+    "agents": {"node_id": "node_id", "logical_node_id": "logical_id", "agent_type": "type", "name": "gfx",
+               "product_name": "name"},
 }
 TEXT_COLUMNS = {"agent", "kernel", "direction", "src_agent", "dst_agent", "operation", "domain", "function", "type",
                 "name", "gfx", "address"}
@@ -241,8 +241,6 @@ def read_csv(path: Path, trace: Trace, pid: int | None = None, start_byte: int =
             start_byte, windowed_from = at, since_ns - SLACK_NS
     mapping = CSV_COLUMNS[table]
     wanted = {c: mapping[c.lower()] for c in cols if c.lower() in mapping}
-    if table == "agents" and "Name" in wanted and "Product_Name" in wanted:
-        del wanted["Name"]        # the marketing name is in Product_Name; Name is the gfx target
     try:
         df = _parse(path, limit, cols, wanted, start_byte)
     except (ValueError, pd.errors.ParserError) as exc:

@@ -1,0 +1,279 @@
+"""A streaming writer of native Perfetto traces (Trace / TracePacket / TrackEvent protobuf).
+
+Field numbers are those of perfetto_trace.proto (the `perfetto` package's protos decode what this
+writes; `faultkit timeline --check` does exactly that). Rare packets (track descriptors, interned
+data, instants) are encoded one by one; slices, millions of them, are encoded in bulk with numpy:
+every packet is laid out as fixed columns (tags and varints), a mask keeps the bytes that exist,
+and one boolean selection writes them all. Each track gets its own packet sequence, whose
+defaults name the track and whose clock is incremental, so a slice costs two short packets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# TracePacket
+P_TIMESTAMP, P_CLOCK_SNAPSHOT, P_CHROME_EVENTS, P_SEQ_ID, P_TRACK_EVENT = 8, 6, 5, 10, 11
+P_INTERNED, P_SEQ_FLAGS, P_DEFAULTS, P_TRACK_DESCRIPTOR, P_TIMESTAMP_CLOCK = 12, 13, 59, 60, 58
+SEQ_CLEARED, SEQ_NEEDS = 1, 2
+# TrackEvent
+E_CATEGORY_IIDS, E_ANNOTATIONS, E_TYPE, E_NAME_IID, E_TRACK_UUID, E_NAME = 3, 4, 9, 10, 11, 23
+E_COUNTER_VALUE, E_FLOW_IDS, E_TERMINATING_FLOW_IDS = 30, 47, 48
+BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
+BOOTTIME, REALTIME, SEQ_CLOCK = 6, 1, 64       # builtin clock ids; 64+ are sequence-scoped
+MAX_CHUNK = 1 << 19
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def key(field: int, wire: int) -> bytes:
+    return varint((field << 3) | wire)
+
+
+def f_int(field: int, v: int) -> bytes:
+    return key(field, 0) + varint(v)
+
+
+def f_bytes(field: int, b: bytes | str) -> bytes:
+    if isinstance(b, str):
+        b = b.encode("utf-8", "replace")
+    return key(field, 2) + varint(len(b)) + b
+
+
+def f_fixed64(field: int, v: int) -> bytes:
+    return key(field, 1) + int(v & ((1 << 64) - 1)).to_bytes(8, "little")
+
+
+def annotation(name_iid: int, value) -> bytes:
+    if isinstance(value, str):
+        body = f_int(1, name_iid) + f_bytes(6, value)
+    else:
+        body = f_int(1, name_iid) + f_int(4, int(value))
+    return f_bytes(E_ANNOTATIONS, body)
+
+
+# ---------------- bulk varints ----------------
+
+def _varint_cols(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes [n, w] and validity mask of the varints of non-negative `v`; w is at most `width`,
+    and only as wide as the largest value needs (the work is proportional to it)."""
+    v = np.asarray(v)
+    top = int(v.max()) if len(v) else 0
+    w = max(1, min(width, (top.bit_length() + 6) // 7))
+    dt = np.uint32 if w <= 4 else np.uint64
+    v = v.astype(dt)
+    shifts = (np.arange(w) * 7).astype(dt)
+    length = np.ones(len(v), dtype=np.int8)
+    for k in range(1, w):
+        length += v >= dt(1 << (7 * k))
+    col = np.arange(w, dtype=np.int8)[None, :]
+    mask = col < length[:, None]
+    out = ((v[:, None] >> shifts[None, :]) & dt(0x7F)).astype(np.uint8)
+    out |= ((col < (length[:, None] - 1)).astype(np.uint8) << 7)
+    return out, mask
+
+
+class PftraceWriter:
+    """Writes packets to a binary file as they come; memory stays bounded by one chunk."""
+
+    def __init__(self, path: str):
+        self.fh = open(path, "wb")
+        self.next_uuid = 1000
+        self.next_seq = 1
+        self.bytes = 0
+        self.tracks: dict[int, str] = {}
+        self._meta_seq = self._sequence()
+        self._meta_names: dict[str, int] = {}
+        self._meta_cats: dict[str, int] = {}
+        self._meta_ann: dict[str, int] = {}
+        self._meta_started = False
+        self._meta_last_ts = 0
+
+    def _sequence(self) -> int:
+        s = self.next_seq
+        self.next_seq += 1
+        return s
+
+    def packet(self, body: bytes) -> None:
+        data = f_bytes(1, body)
+        self.fh.write(data)
+        self.bytes += len(data)
+
+    def close(self) -> None:
+        self.fh.close()
+
+    # ---- tracks ----
+    def track(self, name: str, parent: int | None = None, pid: int | None = None, tid: int | None = None,
+              process_name: str | None = None, counter: bool = False) -> int:
+        uuid = self.next_uuid
+        self.next_uuid += 1
+        body = f_int(1, uuid) + f_bytes(2, name)
+        if parent is not None:
+            body += f_int(5, parent)
+        if pid is not None and tid is None:
+            body += f_bytes(3, f_int(1, pid) + f_bytes(6, process_name or name))
+        if tid is not None:
+            body += f_bytes(4, f_int(1, pid or 0) + f_int(2, tid) + f_bytes(5, name))
+        if counter:
+            body += f_bytes(8, b"")
+        self.packet(f_bytes(P_TRACK_DESCRIPTOR, body) + f_int(P_SEQ_ID, self._meta_seq))
+        self.tracks[uuid] = name
+        return uuid
+
+    def metadata(self, pairs: dict[str, str]) -> None:
+        """Named values the UI lists in its metadata table (ChromeEventBundle.metadata)."""
+        bundle = b"".join(f_bytes(2, f_bytes(1, k) + f_bytes(2, v)) for k, v in pairs.items())
+        self.packet(f_bytes(P_CHROME_EVENTS, bundle) + f_int(P_SEQ_ID, self._meta_seq))
+
+    # ---- single events on the shared sequence (absolute timestamps) ----
+    def _iid(self, table: dict[str, int], name: str) -> tuple[int, bytes]:
+        iid = table.get(name)
+        if iid is not None:
+            return iid, b""
+        iid = len(table) + 1
+        table[name] = iid
+        field = {id(self._meta_names): 2, id(self._meta_cats): 1, id(self._meta_ann): 3}[id(table)]
+        return iid, f_bytes(field, f_int(1, iid) + f_bytes(2, name))
+
+    def event(self, track: int, ts: int, kind: int, name: str | None = None, categories: tuple[str, ...] = (),
+              args: dict | None = None, flow_ids: tuple[int, ...] = (), terminating_flow_ids: tuple[int, ...] = (),
+              counter: int | None = None) -> None:
+        interned = b""
+        te = f_int(E_TYPE, kind) + f_int(E_TRACK_UUID, track)
+        if name is not None:
+            iid, new = self._iid(self._meta_names, name)
+            interned += new
+            te += f_int(E_NAME_IID, iid)
+        for c in categories:
+            iid, new = self._iid(self._meta_cats, c)
+            interned += new
+            te += f_int(E_CATEGORY_IIDS, iid)
+        for k, v in (args or {}).items():
+            if v is None:
+                continue
+            iid, new = self._iid(self._meta_ann, k)
+            interned += new
+            te += annotation(iid, v)
+        for fid in flow_ids:
+            te += f_fixed64(E_FLOW_IDS, fid)
+        for fid in terminating_flow_ids:
+            te += f_fixed64(E_TERMINATING_FLOW_IDS, fid)
+        if counter is not None:
+            te += f_int(E_COUNTER_VALUE, counter)
+        flags = SEQ_NEEDS
+        if not self._meta_started:
+            flags |= SEQ_CLEARED
+            self._meta_started = True
+        if ts < self._meta_last_ts:
+            raise ValueError("events on the shared sequence must come in time order")
+        self._meta_last_ts = ts
+        body = f_int(P_TIMESTAMP, ts) + f_int(P_SEQ_ID, self._meta_seq) + f_int(P_SEQ_FLAGS, flags)
+        if interned:
+            body += f_bytes(P_INTERNED, interned)
+        self.packet(body + f_bytes(P_TRACK_EVENT, te))
+
+    # ---- bulk slices on a track's own sequence (incremental timestamps) ----
+    def slices(self, track: int, starts: np.ndarray, ends: np.ndarray, names: list[str], name_idx: np.ndarray,
+               int_args: dict[str, np.ndarray] | None = None, flow_in: np.ndarray | None = None,
+               categories: np.ndarray | None = None, category_names: list[str] = (), clock: int = BOOTTIME,
+               flow_out: np.ndarray | None = None) -> None:
+        """Non-overlapping slices of one track, sorted by start. `names[name_idx[i]]` names slice i;
+        `int_args` become debug annotations (values < 0 are left out); `flow_in[i]` > 0 ends a flow
+        on slice i and `flow_out[i]` > 0 starts one; `categories[i]` indexes `category_names` (-1: none)."""
+        n = len(starts)
+        if n == 0:
+            return
+        seq = self._sequence()
+        int_args = int_args or {}
+        ann_names = list(int_args)
+        interned = b"".join(f_bytes(2, f_int(1, i + 1) + f_bytes(2, nm)) for i, nm in enumerate(names))
+        interned += b"".join(f_bytes(1, f_int(1, i + 1) + f_bytes(2, nm)) for i, nm in enumerate(category_names))
+        interned += b"".join(f_bytes(3, f_int(1, i + 1) + f_bytes(2, nm)) for i, nm in enumerate(ann_names))
+        t0 = int(starts[0])
+        clock_body = (f_bytes(1, f_int(1, SEQ_CLOCK) + f_int(2, t0) + f_int(3, 1)) +
+                      f_bytes(1, f_int(1, clock) + f_int(2, t0)))
+        defaults = f_int(P_TIMESTAMP_CLOCK, SEQ_CLOCK) + f_bytes(11, f_int(E_TRACK_UUID, track))
+        self.packet(f_int(P_TIMESTAMP, t0) + f_int(P_TIMESTAMP_CLOCK, clock) + f_int(P_SEQ_ID, seq) +
+                    f_int(P_SEQ_FLAGS, SEQ_CLEARED) + f_bytes(P_DEFAULTS, defaults) +
+                    f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned))
+        prev = t0
+        for lo in range(0, n, MAX_CHUNK):
+            hi = min(n, lo + MAX_CHUNK)
+            chunk_args = {k: v[lo:hi] for k, v in int_args.items()}
+            data, prev = _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
+                                        [chunk_args[k] for k in ann_names],
+                                        None if flow_in is None else flow_in[lo:hi],
+                                        None if categories is None else categories[lo:hi] + 1,
+                                        None if flow_out is None else flow_out[lo:hi])
+            self.fh.write(data)
+            self.bytes += len(data)
+
+
+def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
+                   args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
+                   flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
+    n = len(starts)
+    m = 2 * n
+    times = np.empty(m, dtype=np.int64)
+    times[0::2] = starts
+    times[1::2] = ends
+    deltas = np.diff(times, prepend=np.int64(prev))
+    if (deltas < 0).any():
+        raise ValueError("slices of one track must not overlap and must be sorted")
+    is_begin = np.zeros(m, dtype=bool)
+    is_begin[0::2] = True
+    cols: list[tuple[np.ndarray, np.ndarray]] = []        # (bytes [m, w], mask [m, w])
+
+    def const(*bs, where=None):
+        arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (m, len(bs)))
+        mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (m, len(bs))) if where is None
+                else np.broadcast_to(where[:, None], (m, len(bs))))
+        return arr, mask
+
+    def var(values, width, where=None):
+        b, mk = _varint_cols(values, width)
+        return b, (mk if where is None else mk & where[:, None])
+
+    # TrackEvent body: type, name_iid (begin), category (begin), annotations (begin), terminating flow (begin)
+    te: list[tuple[np.ndarray, np.ndarray]] = [const(E_TYPE << 3), var(np.where(is_begin, BEGIN, END), 1)]
+    iid_full = np.zeros(m, dtype=np.int64)
+    iid_full[0::2] = iids
+    te += [const(E_NAME_IID << 3, where=is_begin), var(iid_full, 3, is_begin)]
+    if cats is not None:
+        cat_full = np.zeros(m, dtype=np.int64)
+        cat_full[0::2] = cats
+        has = is_begin & (cat_full > 0)
+        te += [const(E_CATEGORY_IIDS << 3, where=has), var(np.maximum(cat_full, 0), 2, has)]
+    for i, a in enumerate(args):
+        full = np.full(m, -1, dtype=np.int64)
+        full[0::2] = a
+        has = is_begin & (full >= 0)
+        vb, vm = var(np.maximum(full, 0), 10, has)
+        inner_len = 2 + 1 + vm.sum(axis=1, dtype=np.int32)  # name_iid field (2 bytes) + int tag + varint
+        te += [const((E_ANNOTATIONS << 3) | 2, where=has), var(inner_len, 1, has),
+               const(0x08, i + 1, where=has), const(4 << 3, where=has), (vb, vm)]
+    for field_no, flows in ((E_TERMINATING_FLOW_IDS, flow_in), (E_FLOW_IDS, flow_out)):
+        if flows is None:
+            continue
+        ffull = np.zeros(m, dtype=np.int64)
+        ffull[0::2] = flows
+        has = is_begin & (ffull > 0)
+        fb = ffull.astype("<u8").view(np.uint8).reshape(m, 8)
+        te += [const(*key(field_no, 1), where=has), (fb, np.repeat(has[:, None], 8, axis=1))]
+    te_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in te)
+    # TracePacket body: timestamp delta, sequence id, flags, track_event
+    body = [const(P_TIMESTAMP << 3), var(deltas, 10), const(P_SEQ_ID << 3), var(np.full(m, seq), 3),
+            const(P_SEQ_FLAGS << 3, SEQ_NEEDS), const((P_TRACK_EVENT << 3) | 2), var(te_len, 2)] + te
+    body_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in body)
+    cols = [const(0x0A), var(body_len, 3)] + body
+    data = np.concatenate([b for b, _ in cols], axis=1)
+    mask = np.concatenate([mk for _, mk in cols], axis=1)
+    return data[mask].tobytes(), int(times[-1])

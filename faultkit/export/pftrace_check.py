@@ -1,0 +1,153 @@
+"""Check a Perfetto trace the way the UI will read it, with the perfetto package's own protos.
+
+Every TrackEvent must name a declared track (its own track_uuid or its sequence's default),
+parents must be declared, begin/end must balance per track, timestamps must not go backwards on
+a sequence, and every interned id must resolve on its sequence since the last state clear.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+MAX_ERRORS = 50
+
+
+@dataclass
+class CheckResult:
+    packets: int = 0
+    tracks: int = 0
+    slices: int = 0
+    instants: int = 0
+    counters: int = 0
+    flows: int = 0
+    errors: list[str] = field(default_factory=list)
+    names: dict[int, list[str]] = field(default_factory=dict)     # track uuid -> slice/instant names
+    track_names: dict[int, str] = field(default_factory=dict)
+    parents: dict[int, int] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    flow_ids: set = field(default_factory=set)
+    terminating: set = field(default_factory=set)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def error(self, text: str) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(text)
+
+
+@dataclass
+class _Seq:
+    names: dict[int, str] = field(default_factory=dict)
+    cats: dict[int, str] = field(default_factory=dict)
+    anns: dict[int, str] = field(default_factory=dict)
+    default_track: int | None = None
+    clock: int | None = None
+    incremental: dict[int, int] = field(default_factory=dict)     # clock id -> last value
+    last_ts: int | None = None
+    cleared: bool = False
+
+
+def check_trace(data: bytes, keep_names: bool = True) -> CheckResult:
+    res = CheckResult()
+    try:
+        trace = pb.Trace.FromString(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and others
+        res.error(f"not a decodable Perfetto trace: {exc}")
+        return res
+    seqs: dict[int, _Seq] = {}
+    open_slices: dict[int, list[str]] = {}
+    for n, p in enumerate(trace.packet):
+        res.packets += 1
+        sid = p.trusted_packet_sequence_id
+        seq = seqs.setdefault(sid, _Seq())
+        if p.sequence_flags & 1:
+            seq.names, seq.cats, seq.anns, seq.incremental = {}, {}, {}, {}
+            seq.cleared = True
+        if p.HasField("trace_packet_defaults"):
+            d = p.trace_packet_defaults
+            seq.clock = d.timestamp_clock_id if d.HasField("timestamp_clock_id") else None
+            seq.default_track = d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
+        if p.HasField("clock_snapshot"):
+            for c in p.clock_snapshot.clocks:
+                if c.is_incremental:
+                    seq.incremental[c.clock_id] = c.timestamp
+        if p.HasField("interned_data"):
+            if p.sequence_flags & 2 and not seq.cleared:
+                res.error(f"packet {n}: interned data on sequence {sid} before any state clear")
+            for e in p.interned_data.event_names:
+                seq.names[e.iid] = e.name
+            for e in p.interned_data.event_categories:
+                seq.cats[e.iid] = e.name
+            for e in p.interned_data.debug_annotation_names:
+                seq.anns[e.iid] = e.name
+        if p.HasField("track_descriptor"):
+            t = p.track_descriptor
+            if t.uuid in res.track_names:
+                res.error(f"packet {n}: track {t.uuid} declared twice")
+            if t.HasField("parent_uuid"):
+                if t.parent_uuid not in res.track_names:
+                    res.error(f"packet {n}: track {t.uuid} ({t.name}) has undeclared parent {t.parent_uuid}")
+                res.parents[t.uuid] = t.parent_uuid
+            res.track_names[t.uuid] = t.name
+            res.tracks += 1
+        if p.HasField("chrome_events"):
+            for m in p.chrome_events.metadata:
+                res.metadata[m.name] = m.string_value
+        if not p.HasField("track_event"):
+            continue
+        ev = p.track_event
+        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.clock
+        ts = p.timestamp
+        if clock in seq.incremental:
+            ts = seq.incremental[clock] + p.timestamp
+            seq.incremental[clock] = ts
+        elif clock is not None and clock >= 64:
+            res.error(f"packet {n}: sequence clock {clock} used without a clock snapshot")
+        if seq.last_ts is not None and ts < seq.last_ts:
+            res.error(f"packet {n}: timestamp {ts} goes back on sequence {sid} (after {seq.last_ts})")
+        seq.last_ts = ts
+        track = ev.track_uuid if ev.HasField("track_uuid") else seq.default_track
+        if track is None or track not in res.track_names:
+            res.error(f"packet {n}: event on undeclared track {track}")
+            continue
+        name = ev.name if ev.HasField("name") else None
+        if ev.HasField("name_iid"):
+            name = seq.names.get(ev.name_iid)
+            if name is None:
+                res.error(f"packet {n}: name iid {ev.name_iid} not interned on sequence {sid}")
+        for c in ev.category_iids:
+            if c not in seq.cats:
+                res.error(f"packet {n}: category iid {c} not interned on sequence {sid}")
+        for a in ev.debug_annotations:
+            if a.HasField("name_iid") and a.name_iid not in seq.anns:
+                res.error(f"packet {n}: annotation name iid {a.name_iid} not interned on sequence {sid}")
+        res.flow_ids.update(ev.flow_ids)
+        res.terminating.update(ev.terminating_flow_ids)
+        if ev.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            open_slices.setdefault(track, []).append(name or "")
+            res.slices += 1
+            if keep_names:
+                res.names.setdefault(track, []).append(name or "")
+        elif ev.type == pb.TrackEvent.TYPE_SLICE_END:
+            if not open_slices.get(track):
+                res.error(f"packet {n}: slice end without a begin on track {res.track_names[track]}")
+            else:
+                open_slices[track].pop()
+        elif ev.type == pb.TrackEvent.TYPE_INSTANT:
+            res.instants += 1
+            if keep_names:
+                res.names.setdefault(track, []).append(name or "")
+        elif ev.type == pb.TrackEvent.TYPE_COUNTER:
+            res.counters += 1
+    for track, stack in open_slices.items():
+        if stack:
+            res.error(f"track {res.track_names.get(track)}: {len(stack)} slice(s) never ended ({stack[-1]})")
+    res.flows = len(res.flow_ids & res.terminating)
+    dangling = res.terminating - res.flow_ids
+    if dangling:
+        res.error(f"{len(dangling)} flow(s) end without a start")
+    return res

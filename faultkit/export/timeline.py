@@ -1,0 +1,306 @@
+"""The incident as a timeline: tracks, slices, flows and the fault, then Perfetto or Chrome JSON.
+
+`build_timeline` lays out what an Incident holds: a process track per pid; under it one track per
+GPU agent and, under each agent, one per stream (7.x) or queue, split into lanes where records
+overlap; memory copies on their own tracks; API calls on their threads' tracks with a flow from
+each launch to its dispatch; allocations as instants with a bytes-live counter; and an "incident"
+track with the fault evidence. Suspects and overlapping work carry a category and a flow to the
+fault. `write_pftrace` and `write_json` render the same model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..analyze.incident import Incident
+from ..analyze.in_flight import LAUNCH
+from ..ingest.rocprof import MISSING
+from .pftrace import BOOTTIME, COUNTER, INSTANT, REALTIME, PftraceWriter
+
+CATEGORIES = ["suspect", "overlap"]
+
+
+@dataclass
+class Track:
+    key: str
+    name: str
+    parent: str | None = None
+    pid: int | None = None
+    tid: int | None = None
+    counter: bool = False
+    starts: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    names: list[str] = field(default_factory=list)
+    name_idx: np.ndarray | None = None
+    args: dict[str, np.ndarray] = field(default_factory=dict)
+    flow_in: np.ndarray | None = None
+    flow_out: np.ndarray | None = None
+    cats: np.ndarray | None = None
+
+
+@dataclass
+class Point:
+    track: str
+    ts: int
+    kind: int                  # INSTANT or COUNTER
+    name: str | None = None
+    args: dict = field(default_factory=dict)
+    categories: tuple[str, ...] = ()
+    flows_in: tuple[int, ...] = ()
+    value: int | None = None
+
+
+@dataclass
+class Timeline:
+    tracks: dict[str, Track] = field(default_factory=dict)
+    points: list[Point] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+    clock: int = BOOTTIME
+    to_fault: list[int] = field(default_factory=list)     # flows from suspects to the fault instant
+
+    def add(self, t: Track) -> Track:
+        self.tracks.setdefault(t.key, t)
+        return self.tracks[t.key]
+
+
+def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Greedy interval partitioning: a lane per set of records that never overlap (a track may
+    only hold properly nested slices)."""
+    lane = np.zeros(len(starts), dtype=np.int64)
+    if len(starts) < 2 or (starts[1:] >= ends[:-1]).all():
+        return lane
+    free: list[int] = []          # last end per lane
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        for k, last in enumerate(free):
+            if last <= s:
+                free[k] = e
+                lane[i] = k
+                break
+        else:
+            free.append(e)
+            lane[i] = len(free) - 1
+    return lane
+
+
+def _slices_into(tl: Timeline, df: pd.DataFrame, key: str, name: str, parent: str, names_col: pd.Series,
+                 args: dict[str, str], flow_in=None, flow_out=None, cats=None, pid=None, tid=None) -> None:
+    df = df.assign(_n=names_col.values)
+    order = np.argsort(df["start"].to_numpy(), kind="stable")
+    df = df.iloc[order]
+    starts, ends = df["start"].to_numpy(), np.maximum(df["end"].to_numpy(), df["start"].to_numpy())
+    lanes = _lanes(starts, ends)
+    for lane in np.unique(lanes):
+        sel = lanes == lane
+        cat = pd.Categorical(df["_n"].to_numpy()[sel].astype(str))
+        t = tl.add(Track(f"{key}#{lane}", name if lane == 0 else f"{name} (lane {lane + 1})", parent, pid, tid))
+        t.starts, t.ends = starts[sel], ends[sel]
+        t.names, t.name_idx = list(cat.categories), cat.codes.astype(np.int64)
+        t.args = {a: df[c].to_numpy()[sel].astype(np.int64) for a, c in args.items() if c in df}
+        t.flow_in = None if flow_in is None else np.asarray(flow_in)[order][sel]
+        t.flow_out = None if flow_out is None else np.asarray(flow_out)[order][sel]
+        t.cats = None if cats is None else np.asarray(cats)[order][sel]
+
+
+def _flow_id(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+    return np.where(corr > 0, (pid.astype(np.int64) & 0x3FFFFFFF) << 32 | (corr.astype(np.int64) & 0xFFFFFFFF) | 1 << 62, 0)
+
+
+def build_timeline(inc: Incident, window_ns: int | None) -> Timeline:
+    tl = Timeline()
+    v = inc.verdict
+    tl.metadata = {"faultkit.verdict": v.level if v else "unknown", "faultkit.kernel": (v.kernel or "") if v else ""}
+    tl.add(Track("incident", "incident"))
+    tf = inc.traces
+    fault_at = tf.time.on(tf.trace.clock) if tf else None
+    if tf is not None:
+        tl.clock = REALTIME if tf.trace.clock.startswith("wall") else BOOTTIME
+        _trace_tracks(tl, inc, fault_at, window_ns)
+        tl.metadata["faultkit.fault_time"] = f"{fault_at} ({tf.time.source})"
+    _incident_points(tl, inc, fault_at)
+    return tl
+
+
+def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: int | None) -> None:
+    tf = inc.traces
+    tr = tf.trace
+    lo = fault_at - window_ns if fault_at is not None and window_ns is not None else None
+
+    def clip(df):
+        if lo is not None:
+            df = df[df["end"] >= lo]
+        return df
+    d, c, a, al = clip(tr.dispatches), clip(tr.copies), clip(tr.api), tr.allocations
+    gfx = {int(r.node_id): ", ".join(str(x) for x in (r.gfx, r.name) if x not in (None, "", "0"))
+           for r in tr.agents.itertuples()} if len(tr.agents) else {}
+    suspect_keys = {(s.pid, s.correlation_id) for s in tf.suspects if s.correlation_id is not None}
+    overlap_spans = {(p["a_start"], p["a_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])} | \
+                    {(p["b_start"], p["b_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])}
+    to_fault = []                     # flow ids from suspects to the fault instant
+    for pid in sorted(set(d["pid"]) | set(c["pid"]) | set(a["pid"]) | set(al["pid"])):
+        ptrack = tl.add(Track(f"p{pid}", f"process {pid}" if pid != MISSING else "process (pid not recorded)",
+                              pid=int(pid) if pid != MISSING else 0))
+        dp = d[d["pid"] == pid]
+        launch_flows = set()
+        ap = a[a["pid"] == pid]
+        if len(ap):
+            is_launch = ap["function"].astype(str).str.match(LAUNCH).to_numpy()
+            corr = ap["correlation_id"].to_numpy()
+            matched = np.isin(corr, dp["correlation_id"].to_numpy()) & is_launch
+            fo = np.where(matched, _flow_id(np.full(len(ap), pid), corr), 0)
+            launch_flows = set(fo[fo > 0].tolist())
+            susp = np.array([(pid, x) in suspect_keys for x in corr.tolist()])
+            fo = np.where(susp & (fo == 0), _flow_id(np.full(len(ap), pid), corr) ^ (1 << 61), fo)
+            to_fault += [x for x in fo[susp].tolist() if x]
+            for tid in sorted(set(ap["thread"])):
+                sel = (ap["thread"] == tid).to_numpy()
+                _slices_into(tl, ap[sel], f"p{pid}t{tid}", f"thread {tid}", ptrack.key, ap[sel]["function"].astype(str),
+                             {"correlation_id": "correlation_id"}, flow_out=fo[sel],
+                             cats=np.where(susp[sel], 0, -1), pid=int(pid) if pid != MISSING else 0, tid=int(tid))
+        for node in sorted(set(dp["agent_node"]) | set(c[c["pid"] == pid]["dst_node"])):
+            label = f"GPU node {node}" + (f" ({gfx[node]})" if gfx.get(node) else "") if node != MISSING else "GPU"
+            atrack = tl.add(Track(f"p{pid}a{node}", label, ptrack.key))
+            dn = dp[dp["agent_node"] == node]
+            by_stream = (dn["stream"] >= 0).all() and len(dn)
+            lane_col = "stream" if by_stream else "queue"
+            for q in sorted(set(dn[lane_col])):
+                dq = dn[dn[lane_col] == q]
+                corr = dq["correlation_id"].to_numpy()
+                fid = _flow_id(np.full(len(dq), pid), corr)
+                fin = np.where(np.isin(fid, list(launch_flows)), fid, 0)
+                spans = list(zip(dq["start"].tolist(), dq["end"].tolist()))
+                cats = np.array([0 if (pid, k) in suspect_keys else 1 if sp in overlap_spans else -1
+                                 for k, sp in zip(corr.tolist(), spans)], dtype=np.int64)
+                fout = np.where(cats == 0, fid ^ (1 << 60), 0)
+                to_fault += [x for x in fout.tolist() if x]
+                _slices_into(tl, dq, f"{atrack.key}{lane_col}{q}", f"{lane_col} {q}", atrack.key,
+                             dq["kernel"].astype(str),
+                             {"dispatch_id": "dispatch_id", "correlation_id": "correlation_id", "grid_x": "grid_x",
+                              "grid_y": "grid_y", "grid_z": "grid_z", "workgroup_x": "wg_x", "workgroup_y": "wg_y",
+                              "workgroup_z": "wg_z", "vgpr": "vgpr", "sgpr": "sgpr", "lds_bytes": "lds",
+                              "scratch_bytes": "scratch"}, flow_in=fin, flow_out=fout, cats=cats)
+            cn = c[(c["pid"] == pid) & (c["dst_node"] == node)]
+            if len(cn):
+                spans = list(zip(cn["start"].tolist(), cn["end"].tolist()))
+                _slices_into(tl, cn, f"{atrack.key}copies", "memory copies", atrack.key,
+                             "copy " + cn["direction"].astype(str), {"correlation_id": "correlation_id",
+                                                                    "bytes": "bytes"},
+                             cats=np.array([1 if sp in overlap_spans else -1 for sp in spans], dtype=np.int64))
+        ap_ = al[al["pid"] == pid].sort_values("start")
+        if len(ap_):
+            mt = tl.add(Track(f"p{pid}mem", "allocations", ptrack.key))
+            ct = tl.add(Track(f"p{pid}live", "bytes live", ptrack.key, counter=True))
+            live, sizes = 0, {}
+            for r in ap_.itertuples(index=False):
+                free = "FREE" in str(r.operation).upper()
+                if free:
+                    live -= sizes.pop(int(r.address), 0)
+                else:
+                    sizes[int(r.address)] = int(r.size)
+                    live += int(r.size)
+                if lo is not None and r.start < lo:
+                    continue
+                tl.points.append(Point(mt.key, int(r.start), INSTANT, f"{'free' if free else 'alloc'} 0x{int(r.address):x}",
+                                       {"bytes": int(r.size) if not free else None}))
+                tl.points.append(Point(ct.key, int(r.start), COUNTER, value=live))
+    tl.to_fault = to_fault
+
+
+def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
+    to_fault = tuple(tl.to_fault)
+    at = fault_at if fault_at is not None else 0
+    note = "" if fault_at is not None else " (no common clock: placed in input order)"
+    step = 0
+    for f in inc.faults:
+        ts = at + step if fault_at is None else at
+        step += 1000
+        args = {"source": f.source, "address": f"0x{f.address:x}" if f.address is not None else None,
+                "gpu": f.gpu, "evidence": str(f.origin) if f.origin else None, "meaning": f.meaning,
+                "time_as_printed": f.time}
+        tl.points.append(Point("incident", ts, INSTANT, f"{f.source}: {f.kind}{note}", args, ("fault",),
+                               flows_in=to_fault if f is inc.faults[0] else ()))
+    for r in inc.report_points[:20]:
+        tl.points.append(Point("incident", at + step if fault_at is None else at, INSTANT,
+                               f"report point: {r.frame}"[:200], {"evidence": str(r.origin)}, ("report-point",)))
+        step += 1000
+    if not inc.faults and to_fault:
+        tl.points.append(Point("incident", at, INSTANT, "fault time", {}, ("fault",), flows_in=to_fault))
+    v = inc.verdict
+    if v:
+        tl.points.append(Point("incident", at + step if fault_at is None else at, INSTANT,
+                               f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""), {"why": v.why[:500]},
+                               ("verdict",)))
+
+
+# ---------------- renderers ----------------
+
+def write_pftrace(tl: Timeline, path: str) -> int:
+    w = PftraceWriter(path)
+    uuids: dict[str, int] = {}
+    for t in tl.tracks.values():
+        parent = uuids.get(t.parent) if t.parent else None
+        uuids[t.key] = w.track(t.name, parent, pid=t.pid, tid=t.tid, counter=t.counter)
+    w.metadata(tl.metadata)
+    for t in tl.tracks.values():
+        if t.starts is None or not len(t.starts):
+            continue
+        w.slices(uuids[t.key], t.starts, t.ends, t.names, t.name_idx, t.args, t.flow_in, t.cats, CATEGORIES,
+                 tl.clock, t.flow_out)
+    for p in sorted(tl.points, key=lambda x: x.ts):
+        w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, terminating_flow_ids=p.flows_in,
+                counter=p.value)
+    w.close()
+    return w.bytes
+
+
+def write_json(tl: Timeline, path: str) -> int:
+    """Chrome trace-event JSON (microseconds), streamed event by event."""
+    tids = {k: i + 1 for i, k in enumerate(tl.tracks)}
+    root = {}
+    for t in tl.tracks.values():
+        p = t
+        while p.parent:
+            p = tl.tracks[p.parent]
+        root[t.key] = p.pid or 0
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write('{"displayTimeUnit": "ns", "metadata": ' + json.dumps(tl.metadata) + ', "traceEvents": [\n')
+
+        def emit(ev):
+            nonlocal n
+            fh.write(("," if n else "") + json.dumps(ev, separators=(",", ":")) + "\n")
+            n += 1
+        for t in tl.tracks.values():
+            emit({"ph": "M", "name": "thread_name", "pid": root[t.key], "tid": tids[t.key], "args": {"name": t.name}})
+        for t in tl.tracks.values():
+            if t.starts is None:
+                continue
+            for i in range(len(t.starts)):
+                ev = {"ph": "X", "name": t.names[t.name_idx[i]], "pid": root[t.key], "tid": tids[t.key],
+                      "ts": t.starts[i] / 1e3, "dur": (t.ends[i] - t.starts[i]) / 1e3,
+                      "args": {k: int(v[i]) for k, v in t.args.items() if v[i] >= 0}}
+                if t.cats is not None and t.cats[i] >= 0:
+                    ev["cat"] = CATEGORIES[t.cats[i]]
+                emit(ev)
+                if t.flow_out is not None and t.flow_out[i] > 0:
+                    emit({"ph": "s", "id": int(t.flow_out[i]), "name": "flow", "pid": root[t.key], "tid": tids[t.key],
+                          "ts": t.starts[i] / 1e3})
+                if t.flow_in is not None and t.flow_in[i] > 0:
+                    emit({"ph": "f", "bp": "e", "id": int(t.flow_in[i]), "name": "flow", "pid": root[t.key],
+                          "tid": tids[t.key], "ts": t.starts[i] / 1e3})
+        for p in sorted(tl.points, key=lambda x: x.ts):
+            if p.kind == COUNTER:
+                emit({"ph": "C", "name": tl.tracks[p.track].name, "pid": root[p.track], "ts": p.ts / 1e3,
+                      "args": {"value": p.value}})
+                continue
+            emit({"ph": "i", "s": "t", "name": p.name, "cat": ",".join(p.categories), "pid": root[p.track],
+                  "tid": tids[p.track], "ts": p.ts / 1e3, "args": {k: v for k, v in p.args.items() if v is not None}})
+            for fid in p.flows_in:
+                emit({"ph": "f", "bp": "e", "id": fid, "name": "flow", "pid": root[p.track], "tid": tids[p.track],
+                      "ts": p.ts / 1e3})
+        fh.write("]}\n")
+    return n
+

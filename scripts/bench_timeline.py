@@ -1,0 +1,101 @@
+"""Benchmark: Perfetto export of N slices, the perfetto package's TraceProtoBuilder against faultkit.
+
+Both write the same N kernel slices (begin and end TrackEvents with an interned name) on one track;
+the speed is slices per second and the size bytes per slice. Optionally (--bundle DIR) it also
+times `faultkit timeline` on a bundle, e.g. the 5M-dispatch one `bench_ingest.py --keep` leaves.
+Targets (issue 4): at least 1M slices/s, at most 20 bytes/slice; a 5M-dispatch bundle within 10 s.
+
+    python scripts/bench_timeline.py [-n 1000000] [--bundle /tmp/fk-bench/bundle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from faultkit.export.pftrace import PftraceWriter  # noqa: E402
+from faultkit.export.pftrace_check import check_trace  # noqa: E402
+
+NAMES = ["gemm", "rmsnorm", "paged_attention", "silu_and_mul", "rotary_embedding"]
+
+
+def with_perfetto_builder(n: int, path: str) -> float:
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent, TracePacket
+    t = time.perf_counter()
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.track_descriptor.uuid = 1
+    p.track_descriptor.name = "queue 1"
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 1
+    p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    for i, name in enumerate(NAMES):
+        e = p.interned_data.event_names.add()
+        e.iid, e.name = i + 1, name
+    for i in range(n):
+        start = 1_000_000_000 + i * 20_000
+        p = b.add_packet()
+        p.timestamp = start
+        p.trusted_packet_sequence_id = 1
+        p.sequence_flags = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        p.track_event.type = TrackEvent.TYPE_SLICE_BEGIN
+        p.track_event.track_uuid = 1
+        p.track_event.name_iid = i % len(NAMES) + 1
+        p = b.add_packet()
+        p.timestamp = start + 15_000
+        p.trusted_packet_sequence_id = 1
+        p.sequence_flags = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        p.track_event.type = TrackEvent.TYPE_SLICE_END
+        p.track_event.track_uuid = 1
+    with open(path, "wb") as fh:
+        fh.write(b.serialize())
+    return time.perf_counter() - t
+
+
+def with_faultkit(n: int, path: str) -> float:
+    t = time.perf_counter()
+    starts = 1_000_000_000 + np.arange(n, dtype=np.int64) * 20_000
+    w = PftraceWriter(path)
+    track = w.track("queue 1")
+    w.slices(track, starts, starts + 15_000, NAMES, np.arange(n) % len(NAMES))
+    w.close()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=1_000_000)
+    ap.add_argument("--bundle", help="also time `faultkit timeline` on this bundle")
+    args = ap.parse_args()
+    n = args.n
+    with tempfile.TemporaryDirectory() as d:
+        for label, fn in (("perfetto TraceProtoBuilder", with_perfetto_builder), ("faultkit", with_faultkit)):
+            path = os.path.join(d, f"{label.split()[0]}.pftrace")
+            secs = fn(n, path)
+            size = os.path.getsize(path)
+            res = check_trace(Path(path).read_bytes(), keep_names=False)
+            print(f"{label:28s} {n / secs / 1e6:6.2f} M slices/s  {size / n:6.1f} bytes/slice  "
+                  f"({secs:.2f} s, checker: {'ok' if res.ok and res.slices == n else res.errors[:2]})")
+        if args.bundle:
+            out = os.path.join(d, "bundle.pftrace")
+            for window in ("30s", "all"):
+                t = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", args.bundle, "-o", out,
+                                "--window", window], check=True, capture_output=True,
+                               cwd=str(Path(__file__).resolve().parent.parent))
+                print(f"faultkit timeline --window {window:4s} {time.perf_counter() - t:6.2f} s  "
+                      f"{os.path.getsize(out) / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

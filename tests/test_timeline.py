@@ -1,0 +1,154 @@
+"""faultkit timeline: Perfetto traces the checker accepts, with the expected tracks, slices, flows
+and incident events; the Chrome JSON variant; the checker itself."""
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from faultkit.cli import main
+from faultkit.export.pftrace import BEGIN, END, PftraceWriter
+from faultkit.export.pftrace_check import check_trace
+
+from .conftest import TRACES
+from .test_traces import FAULT_NS, K70, MS, alloc, bundle, k70
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["timeline", *args])
+
+
+def two_rank_bundle(tmp_path):
+    ks = [k70(1, 1, 1, 9, 1, "producer", 1, FAULT_NS - 50 * MS, FAULT_NS - 20 * MS),
+          k70(1, 2, 2, 9, 2, "consumer", 2, FAULT_NS - 30 * MS, FAULT_NS - 10 * MS),
+          k70(1, 1, 1, 9, 4, "paged_attention", 4, FAULT_NS - 3 * MS, FAULT_NS + 2 * MS),
+          k70(1, 1, 1, 9, 5, "long_ago", 5, FAULT_NS - 60_000 * MS, FAULT_NS - 59_999 * MS)]
+    api = [f'"HIP_RUNTIME_API_EXT","hipLaunchKernel",4242,9,1,{FAULT_NS - 51 * MS},{FAULT_NS - 50 * MS}',
+           f'"HIP_RUNTIME_API_EXT","hipLaunchKernel",4242,9,2,{FAULT_NS - 31 * MS},{FAULT_NS - 30 * MS}',
+           f'"HIP_RUNTIME_API_EXT","hipModuleLaunchKernel",4242,9,12,{FAULT_NS - 2 * MS},{FAULT_NS - 2 * MS + 5000}']
+    allocs = [alloc("ALLOCATE", 0x7F0000000000, 1 << 20, FAULT_NS - 900 * MS),
+              alloc("FREE", 0x7F0000000000, 0, FAULT_NS - 3 * MS, 2)]
+    b = bundle(tmp_path, kernels=ks, api=api, allocs=allocs)
+    (b / "rocprofv3" / "host" / "4343_kernel_trace.csv").write_text(
+        K70 + "\n" + k70(2, 1, 1, 7, 1, "rank1_gemm", 1, FAULT_NS - 8 * MS, FAULT_NS - 6 * MS) + "\n")
+    return b
+
+
+def test_two_rank_incident(tmp_path):
+    b = two_rank_bundle(tmp_path)
+    out = tmp_path / "t.pftrace"
+    res = run(str(b), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    r = check_trace(out.read_bytes())
+    assert r.ok, r.errors
+    names = set(r.track_names.values())
+    assert {"process 4242", "process 4343", "GPU node 2 (gfx942, MI300X)", "GPU node 3 (gfx942, MI300X)", "stream 1", "stream 2",
+            "thread 9", "incident", "allocations", "bytes live"} <= names
+    by_name = {r.track_names[t]: v for t, v in r.names.items()}
+    assert by_name["stream 2"] == ["consumer"] and "rank1_gemm" in sum(r.names.values(), [])
+    assert "long_ago" not in sum(r.names.values(), [])            # outside the 30 s window
+    # parents: the stream tracks hang under their GPU, the GPU under its process
+    s1 = next(u for u, n in r.track_names.items() if n == "stream 2")
+    assert r.track_names[r.parents[s1]] == "GPU node 2 (gfx942, MI300X)"
+    assert r.track_names[r.parents[r.parents[s1]]] == "process 4242"
+    incident = by_name["incident"]
+    assert any(n.startswith("runtime: memory-access-fault") for n in incident)
+    assert any(n.startswith("verdict: candidates") for n in incident)   # a launch, a Dispatch_Id hole, a running kernel
+    assert r.flows >= 3          # two launches to their dispatches, suspects to the fault
+    assert r.metadata["faultkit.verdict"] == "candidates" and "stamped by capture" in r.metadata["faultkit.fault_time"]
+    assert any(n.startswith("free 0x7f0000000000") for n in by_name["allocations"])
+    full = tmp_path / "all.pftrace"
+    assert run(str(b), "-o", str(full), "--window", "all").exit_code == 0
+    assert "long_ago" in sum(check_trace(full.read_bytes()).names.values(), [])
+
+
+def test_json_format(tmp_path):
+    b = two_rank_bundle(tmp_path)
+    out = tmp_path / "t.json"
+    assert run(str(b), "-o", str(out), "--format", "json").exit_code == 0
+    doc = json.loads(out.read_text())
+    evs = doc["traceEvents"]
+    assert {e["name"] for e in evs if e["ph"] == "X"} >= {"producer", "consumer", "paged_attention", "hipLaunchKernel"}
+    starts = {e["id"] for e in evs if e["ph"] == "s"}
+    ends = {e["id"] for e in evs if e["ph"] == "f"}
+    assert ends and ends <= starts
+    assert doc["metadata"]["faultkit.verdict"] == "candidates"
+    assert {e.get("cat") for e in evs if e["name"] == "paged_attention"} == {"suspect"}
+
+
+def test_logs_only_bundle(tmp_path):
+    out = tmp_path / "t.pftrace"
+    res = run(str(TRACES / "sglang-tp2-mi300x"), "-o", str(out))
+    assert res.exit_code == 0, res.output
+    r = check_trace(out.read_bytes())
+    assert r.ok and r.slices == 0
+    incident = [n for t, ns in r.names.items() for n in ns if r.track_names[t] == "incident"]
+    assert any("kernel-log" in n for n in incident) and any(n.startswith("verdict: candidates") for n in incident)
+
+
+def test_truncated_trace(tmp_path):
+    b = bundle(tmp_path, kernels=[k70(1, 1, 1, 9, 1, "whole", 1, FAULT_NS - 5 * MS, FAULT_NS - 4 * MS)])
+    f = b / "rocprofv3" / "host" / "4242_kernel_trace.csv"
+    f.write_text(f.read_text() + '"KERNEL_DISPATCH","Agent 1",1,1,9,2,7,"half')
+    out = tmp_path / "t.pftrace"
+    assert run(str(b), "-o", str(out)).exit_code == 0
+    r = check_trace(out.read_bytes())
+    assert r.ok and sum(r.names.values(), []).count("whole") == 1
+
+
+def test_overlapping_records_on_one_queue_get_lanes(tmp_path):
+    ks = [k70(1, 1, 1, 9, i, f"k{i}", i, FAULT_NS - (10 - i) * MS, FAULT_NS - (10 - i) * MS + 3 * MS)
+          for i in range(1, 6)]
+    out = tmp_path / "t.pftrace"
+    assert run(str(bundle(tmp_path, kernels=ks)), "-o", str(out)).exit_code == 0
+    r = check_trace(out.read_bytes())
+    assert r.ok and any("(lane 2)" in n for n in r.track_names.values())
+
+
+def test_checker_rejects_broken_traces(tmp_path):
+    w = PftraceWriter(str(tmp_path / "bad.pftrace"))
+    t = w.track("q")
+    w.event(t, 10, END)                      # an end without a begin
+    w.event(t, 20, BEGIN, "never_ended")
+    w.event(999999, 30, BEGIN, "nowhere")    # an undeclared track
+    w.close()
+    r = check_trace((tmp_path / "bad.pftrace").read_bytes())
+    text = " | ".join(r.errors)
+    assert "without a begin" in text and "never ended" in text and "undeclared track" in text
+    res = run("--check", str(tmp_path / "bad.pftrace"))
+    assert res.exit_code == 1 and "error:" in res.output
+    assert not check_trace(b"\x0a\xff\xff garbage").ok
+
+
+def test_bulk_slices_roundtrip(tmp_path):
+    """The numpy encoder against the protos: timestamps (incremental clock), names, annotations
+    including 64-bit values and left-out ones, and terminating flows."""
+    n = 5000
+    rng = np.random.default_rng(1)
+    starts = np.cumsum(rng.integers(1, 1 << 30, n))
+    ends = starts + rng.integers(0, 1 << 20, n)
+    ends = np.minimum(ends, np.append(starts[1:], starts[-1] + (1 << 20)))
+    p = tmp_path / "x.pftrace"
+    w = PftraceWriter(str(p))
+    t = w.track("q")
+    w.slices(t, starts, ends, ["a", "b"], np.arange(n) % 2,
+             {"big": np.full(n, 1 << 40), "gap": np.where(np.arange(n) % 2 == 0, -1, 7)},
+             flow_in=np.where(np.arange(n) == 3, 99, 0))
+    w.close()
+    import perfetto.protos.perfetto.trace.perfetto_trace_pb2 as pb
+    packets = list(pb.Trace.FromString(p.read_bytes()).packet)
+    evs = [x for x in packets if x.HasField("track_event")]
+    assert len(evs) == 2 * n
+    ts = starts[0] + np.cumsum([x.timestamp for x in evs])
+    assert (ts[0::2] == starts).all() and (ts[1::2] == ends).all()
+    names = {e.iid: e.name for x in packets if x.HasField("interned_data") for e in x.interned_data.event_names}
+    assert [names[e.track_event.name_iid] for e in evs[0:4:2]] == ["a", "b"]
+    assert [a.int_value for a in evs[0].track_event.debug_annotations] == [1 << 40]
+    assert [a.int_value for a in evs[2].track_event.debug_annotations] == [1 << 40, 7]
+    assert list(evs[6].track_event.terminating_flow_ids) == [99]
+    assert check_trace(p.read_bytes()).errors == ["1 flow(s) end without a start"]
+
+
+def test_timeline_cli_usage():
+    res = run()
+    assert res.exit_code == 2 and "-o FILE" in res.output
