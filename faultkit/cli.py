@@ -79,7 +79,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .export.timeline import build_timeline, write_json, write_pftrace
 
     win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
-    inc = build(collect(list(inputs)), window_ns=win if win is not None else 1 << 62)
+    inc = build(collect(list(inputs)), read_ns=win if win is not None else 1 << 62)
     tl = build_timeline(inc, win)
     if fmt == "json":
         n = write_json(tl, output)

@@ -38,7 +38,8 @@ class Incident:
     problems: list[Problem] = field(default_factory=list)
 
 
-def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | None = None) -> Incident:
+def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | None = None,
+          read_ns: int | None = None) -> Incident:
     """`env`: variables the user says were set for the run (else the capture's record is used)."""
     inc = Incident(problems=list(inputs.problems))
     kinds_seen: set[str] = set()
@@ -75,7 +76,7 @@ def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | No
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         inc.traces = analyse_traces(inputs.traces, inc.runtime, inc.kernel, inc.faults, inputs.manifest, env,
-                                    "--env given to triage" if env else "", window_ns or WINDOW_NS)
+                                    "--env given to triage" if env else "", window_ns or WINDOW_NS, read_ns)
         inc.problems.extend(inc.traces.trace.problems)
         for t in inc.traces.trace.files:
             inc.inputs.append({"name": t["path"], "kinds": [f"trace:{t.get('table')}"], "rows": t["rows"]})

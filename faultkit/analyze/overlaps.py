@@ -54,9 +54,18 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
     names = list(d["kernel"].astype(str)) + [f"copy {x}" for x in c["direction"].astype(str)]
     out = Overlaps(lo, hi)
     order = np.argsort(start, kind="stable")
+    # Only clusters of intervals that chain into each other can hold pairs: find them with a
+    # running maximum of ends and sweep those alone (most of a busy trace is back-to-back work).
+    s_sorted, e_sorted = start[order], end[order]
+    reach = np.maximum.accumulate(e_sorted) if len(order) else e_sorted
+    new_cluster = np.ones(len(order), dtype=bool)
+    new_cluster[1:] = s_sorted[1:] >= reach[:-1]
+    cluster_id = np.cumsum(new_cluster)
+    sizes = np.bincount(cluster_id)
+    busy = order[sizes[cluster_id] > 1]
     active: list[tuple[int, int]] = []          # (end, index)
     keep_suspect, keep_other = [], []
-    for i in order.tolist():
+    for i in busy.tolist():
         s = start[i]
         while active and active[0][0] <= s:
             heapq.heappop(active)

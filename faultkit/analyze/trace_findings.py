@@ -42,10 +42,13 @@ class TraceFindings:
 
 def analyse_traces(paths: list[str], runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault],
                    manifest: dict | None, env: dict[str, str] | None = None, env_source: str = "",
-                   window_ns: int = WINDOW_NS) -> TraceFindings:
+                   window_ns: int = WINDOW_NS, read_ns: int | None = None) -> TraceFindings:
+    """`window_ns`: how far back the analyses look; `read_ns`: how much of the trace to load
+    (a timeline shows more than the analyses need)."""
     end = trace_end_ns(paths)
     ft = fault_time(runtime, kernel, manifest, end)
-    since = (ft.boottime_ns - window_ns) if ft.boottime_ns is not None else None
+    span = max(window_ns, read_ns or 0)
+    since = (ft.boottime_ns - span) if ft.boottime_ns is not None else None
     trace = read_trace_paths(paths, since_ns=since)
     if trace.clock.startswith("wall") and ft.wall_ns is None and ft.source != "none":
         trace.problems.append(Problem("<trace>", "this trace is on the wall clock and the fault time is not: "

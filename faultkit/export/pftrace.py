@@ -11,6 +11,7 @@ defaults name the track and whose clock is incremental, so a slice costs two sho
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 # TracePacket
 P_TIMESTAMP, P_CLOCK_SNAPSHOT, P_CHROME_EVENTS, P_SEQ_ID, P_TRACK_EVENT = 8, 6, 5, 10, 11
@@ -217,63 +218,138 @@ class PftraceWriter:
             self.bytes += len(data)
 
 
+class _Rows:
+    """Column-wise packet fields for n rows: fixed-width byte matrices with validity masks."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.cols: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def const(self, *bs, where=None) -> None:
+        arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (self.n, len(bs)))
+        mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (self.n, len(bs))) if where is None
+                else np.broadcast_to(where[:, None], (self.n, len(bs))))
+        self.cols.append((arr, mask))
+
+    def var(self, values, width: int, where=None) -> None:
+        b, mk = _varint_cols(values, width)
+        self.cols.append((b, mk if where is None else mk & where[:, None]))
+
+    def raw(self, arr: np.ndarray, where) -> None:
+        self.cols.append((arr, np.broadcast_to(where[:, None], arr.shape)))
+
+    def lengths(self) -> np.ndarray:
+        return sum(mk.sum(axis=1, dtype=np.int64) for _, mk in self.cols)
+
+    def flat(self) -> np.ndarray:
+        data = np.concatenate([b for b, _ in self.cols], axis=1)
+        mask = np.concatenate([mk for _, mk in self.cols], axis=1)
+        return data[mask]
+
+
+def _gather(table: bytes, offsets: np.ndarray, lens: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Concatenate the byte strings table[offsets[k]:offsets[k]+lens[k]] for k in pick."""
+    ln = lens[pick]
+    total = int(ln.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8)
+    src = np.repeat(offsets[pick] - (np.cumsum(ln) - ln), ln) + np.arange(total)
+    return np.frombuffer(table, dtype=np.uint8)[src]
+
+
+def _interleave(parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
+    """Row i of the output is part 0's row i, then part 1's row i, ...; each part is (flat bytes,
+    per-row lengths)."""
+    lens = np.stack([ln for _, ln in parts], axis=1)
+    n, j = lens.shape
+    starts = (np.cumsum(lens.ravel()) - lens.ravel()).reshape(n, j)
+    out = np.empty(int(lens.sum()), dtype=np.uint8)
+    for k, (flat, ln) in enumerate(parts):
+        if len(flat):
+            out[np.repeat(starts[:, k] - (np.cumsum(ln) - ln), ln) + np.arange(len(flat))] = flat
+    return out.tobytes()
+
+
+def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """Annotations whose values repeat (grid, workgroup, registers per kernel) encoded once per
+    distinct combination: (table, offsets, lengths, row -> combination)."""
+    # Hash-based (pandas.factorize), not sort-based: np.unique(axis=0) sorted 1.5M rows for seconds.
+    key = np.zeros(len(args[which[0]]), dtype=np.int64)
+    for k in which:
+        codes, uniques = pd.factorize(args[k])
+        key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
+    inverse, _ = pd.factorize(key)
+    first = np.zeros(inverse.max() + 1 if len(inverse) else 0, dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+    rows = np.stack([args[k][first] for k in which], axis=1)
+    blobs = [b"".join(annotation(which[c] + 1, int(v)) for c, v in enumerate(row) if v >= 0) for row in rows.tolist()]
+    lens = np.array([len(b) for b in blobs], dtype=np.int64)
+    offsets = np.cumsum(lens) - lens
+    return b"".join(blobs), offsets, lens, inverse.astype(np.int64)
+
+
 def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
                    args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
                    flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
     n = len(starts)
-    m = 2 * n
-    times = np.empty(m, dtype=np.int64)
+    times = np.empty(2 * n, dtype=np.int64)
     times[0::2] = starts
     times[1::2] = ends
     deltas = np.diff(times, prepend=np.int64(prev))
     if (deltas < 0).any():
         raise ValueError("slices of one track must not overlap and must be sorted")
-    is_begin = np.zeros(m, dtype=bool)
-    is_begin[0::2] = True
-    cols: list[tuple[np.ndarray, np.ndarray]] = []        # (bytes [m, w], mask [m, w])
-
-    def const(*bs, where=None):
-        arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (m, len(bs)))
-        mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (m, len(bs))) if where is None
-                else np.broadcast_to(where[:, None], (m, len(bs))))
-        return arr, mask
-
-    def var(values, width, where=None):
-        b, mk = _varint_cols(values, width)
-        return b, (mk if where is None else mk & where[:, None])
-
-    # TrackEvent body: type, name_iid (begin), category (begin), annotations (begin), terminating flow (begin)
-    te: list[tuple[np.ndarray, np.ndarray]] = [const(E_TYPE << 3), var(np.where(is_begin, BEGIN, END), 1)]
-    iid_full = np.zeros(m, dtype=np.int64)
-    iid_full[0::2] = iids
-    te += [const(E_NAME_IID << 3, where=is_begin), var(iid_full, 3, is_begin)]
+    everyone = np.ones(n, dtype=bool)
+    # Begin packets: track-event fields first (their length goes in the header)
+    te = _Rows(n)
+    te.const(E_TYPE << 3, BEGIN, E_NAME_IID << 3)
+    te.var(iids, 3)
     if cats is not None:
-        cat_full = np.zeros(m, dtype=np.int64)
-        cat_full[0::2] = cats
-        has = is_begin & (cat_full > 0)
-        te += [const(E_CATEGORY_IIDS << 3, where=has), var(np.maximum(cat_full, 0), 2, has)]
-    for i, a in enumerate(args):
-        full = np.full(m, -1, dtype=np.int64)
-        full[0::2] = a
-        has = is_begin & (full >= 0)
-        vb, vm = var(np.maximum(full, 0), 10, has)
-        inner_len = 2 + 1 + vm.sum(axis=1, dtype=np.int32)  # name_iid field (2 bytes) + int tag + varint
-        te += [const((E_ANNOTATIONS << 3) | 2, where=has), var(inner_len, 1, has),
-               const(0x08, i + 1, where=has), const(4 << 3, where=has), (vb, vm)]
+        has = cats > 0
+        te.const(E_CATEGORY_IIDS << 3, where=has)
+        te.var(np.maximum(cats, 0), 2, has)
     for field_no, flows in ((E_TERMINATING_FLOW_IDS, flow_in), (E_FLOW_IDS, flow_out)):
-        if flows is None:
+        if flows is not None:
+            has = flows > 0
+            te.const(*key(field_no, 1), where=has)
+            te.raw(np.asarray(flows, dtype="<u8").view(np.uint8).reshape(n, 8), has)
+    repetitive = [k for k, a in enumerate(args) if n > 64 and len(pd.unique(a)) * 8 < n]
+    for k, a in enumerate(args):
+        if k in repetitive:
             continue
-        ffull = np.zeros(m, dtype=np.int64)
-        ffull[0::2] = flows
-        has = is_begin & (ffull > 0)
-        fb = ffull.astype("<u8").view(np.uint8).reshape(m, 8)
-        te += [const(*key(field_no, 1), where=has), (fb, np.repeat(has[:, None], 8, axis=1))]
-    te_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in te)
-    # TracePacket body: timestamp delta, sequence id, flags, track_event
-    body = [const(P_TIMESTAMP << 3), var(deltas, 10), const(P_SEQ_ID << 3), var(np.full(m, seq), 3),
-            const(P_SEQ_FLAGS << 3, SEQ_NEEDS), const((P_TRACK_EVENT << 3) | 2), var(te_len, 2)] + te
-    body_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in body)
-    cols = [const(0x0A), var(body_len, 3)] + body
-    data = np.concatenate([b for b, _ in cols], axis=1)
-    mask = np.concatenate([mk for _, mk in cols], axis=1)
-    return data[mask].tobytes(), int(times[-1])
+        has = a >= 0
+        vb, vm = _varint_cols(np.maximum(a, 0), 10)
+        te.const((E_ANNOTATIONS << 3) | 2, where=has)
+        te.var(3 + vm.sum(axis=1), 1, has)           # name_iid field (2 bytes) + int tag + varint
+        te.const(0x08, k + 1, 4 << 3, where=has)
+        te.cols.append((vb, vm & has[:, None]))
+    if repetitive:
+        table, offs, blens, inverse = _annotation_blobs(args, repetitive)
+        blob_flat, blob_len = _gather(table, offs, blens, inverse), blens[inverse]
+    else:
+        blob_flat, blob_len = np.zeros(0, dtype=np.uint8), np.zeros(n, dtype=np.int64)
+    te_len = te.lengths() + blob_len
+    head = _Rows(n)
+    head.const(P_TIMESTAMP << 3)
+    head.var(deltas[0::2], 10)
+    head.const(P_SEQ_ID << 3)
+    head.var(np.full(n, seq), 3)
+    head.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2)
+    head.var(te_len, 3)
+    body_len = head.lengths() + te_len
+    frame = _Rows(n)
+    frame.const(0x0A)
+    frame.var(body_len, 3)
+    # End packets: a fixed, short layout
+    end = _Rows(n)
+    end.const(0x0A)
+    end_body = 1 + _varint_cols(deltas[1::2], 10)[1].sum(axis=1) + 1 + _varint_cols(np.full(1, seq), 3)[1].sum() \
+        + 2 + 2 + 2
+    end.var(end_body, 1, everyone)
+    end.const(P_TIMESTAMP << 3)
+    end.var(deltas[1::2], 10)
+    end.const(P_SEQ_ID << 3)
+    end.var(np.full(n, seq), 3)
+    end.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2, 2, E_TYPE << 3, END)
+    data = _interleave([(frame.flat(), frame.lengths()), (head.flat(), head.lengths()), (te.flat(), te.lengths()),
+                        (blob_flat, blob_len), (end.flat(), end.lengths())])
+    return data, int(times[-1])

@@ -88,21 +88,33 @@ def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _slices_into(tl: Timeline, df: pd.DataFrame, key: str, name: str, parent: str, names_col: pd.Series,
                  args: dict[str, str], flow_in=None, flow_out=None, cats=None, pid=None, tid=None) -> None:
-    df = df.assign(_n=names_col.values)
-    order = np.argsort(df["start"].to_numpy(), kind="stable")
+    names_cat = names_col.astype("category").cat.remove_unused_categories()
+    codes_all = names_cat.cat.codes.to_numpy()
+    starts_all = df["start"].to_numpy()
+    order = np.arange(len(df)) if (np.diff(starts_all) >= 0).all() else np.argsort(starts_all, kind="stable")
     df = df.iloc[order]
+    codes_all = codes_all[order]
     starts, ends = df["start"].to_numpy(), np.maximum(df["end"].to_numpy(), df["start"].to_numpy())
     lanes = _lanes(starts, ends)
     for lane in np.unique(lanes):
         sel = lanes == lane
-        cat = pd.Categorical(df["_n"].to_numpy()[sel].astype(str))
         t = tl.add(Track(f"{key}#{lane}", name if lane == 0 else f"{name} (lane {lane + 1})", parent, pid, tid))
         t.starts, t.ends = starts[sel], ends[sel]
-        t.names, t.name_idx = list(cat.categories), cat.codes.astype(np.int64)
+        t.names, t.name_idx = [str(x) for x in names_cat.cat.categories], codes_all[sel].astype(np.int64)
         t.args = {a: df[c].to_numpy()[sel].astype(np.int64) for a, c in args.items() if c in df}
         t.flow_in = None if flow_in is None else np.asarray(flow_in)[order][sel]
         t.flow_out = None if flow_out is None else np.asarray(flow_out)[order][sel]
         t.cats = None if cats is None else np.asarray(cats)[order][sel]
+
+
+def _in_spans(df: pd.DataFrame, spans: set[tuple[int, int]]) -> np.ndarray:
+    if not spans:
+        return np.zeros(len(df), dtype=bool)
+    s, e = df["start"].to_numpy(), df["end"].to_numpy()
+    hit = np.isin(s, [a for a, _ in spans]) & np.isin(e, [b for _, b in spans])
+    for i in np.flatnonzero(hit):        # few: confirm the exact pair
+        hit[i] = (int(s[i]), int(e[i])) in spans
+    return hit
 
 
 def _flow_id(pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
@@ -134,6 +146,9 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
             df = df[df["end"] >= lo]
         return df
     d, c, a, al = clip(tr.dispatches), clip(tr.copies), clip(tr.api), tr.allocations
+    # One grouping pass instead of a boolean filter over every row per process, GPU and queue.
+    d_groups = d.groupby(["pid", "agent_node", d["stream"].where(d["stream"] >= 0, -1),
+                          d["queue"]], sort=True, observed=True).indices if len(d) else {}
     gfx = {int(r.node_id): ", ".join(str(x) for x in (r.gfx, r.name) if x not in (None, "", "0"))
            for r in tr.agents.itertuples()} if len(tr.agents) else {}
     suspect_keys = {(s.pid, s.correlation_id) for s in tf.suspects if s.correlation_id is not None}
@@ -143,16 +158,18 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
     for pid in sorted(set(d["pid"]) | set(c["pid"]) | set(a["pid"]) | set(al["pid"])):
         ptrack = tl.add(Track(f"p{pid}", f"process {pid}" if pid != MISSING else "process (pid not recorded)",
                               pid=int(pid) if pid != MISSING else 0))
-        dp = d[d["pid"] == pid]
         launch_flows = set()
         ap = a[a["pid"] == pid]
         if len(ap):
-            is_launch = ap["function"].astype(str).str.match(LAUNCH).to_numpy()
+            fn = ap["function"].astype("category")
+            launch_cats = [c for c in fn.cat.categories if LAUNCH.match(str(c))]
+            is_launch = fn.isin(launch_cats).to_numpy()
             corr = ap["correlation_id"].to_numpy()
-            matched = np.isin(corr, dp["correlation_id"].to_numpy()) & is_launch
+            dp_corr = d["correlation_id"].to_numpy()[d["pid"].to_numpy() == pid]
+            matched = np.isin(corr, dp_corr) & is_launch
             fo = np.where(matched, _flow_id(np.full(len(ap), pid), corr), 0)
             launch_flows = set(fo[fo > 0].tolist())
-            susp = np.array([(pid, x) in suspect_keys for x in corr.tolist()])
+            susp = np.isin(corr, [k for p_, k in suspect_keys if p_ == pid])
             fo = np.where(susp & (fo == 0), _flow_id(np.full(len(ap), pid), corr) ^ (1 << 61), fo)
             to_fault += [x for x in fo[susp].tolist() if x]
             for tid in sorted(set(ap["thread"])):
@@ -160,20 +177,21 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                 _slices_into(tl, ap[sel], f"p{pid}t{tid}", f"thread {tid}", ptrack.key, ap[sel]["function"].astype(str),
                              {"correlation_id": "correlation_id"}, flow_out=fo[sel],
                              cats=np.where(susp[sel], 0, -1), pid=int(pid) if pid != MISSING else 0, tid=int(tid))
-        for node in sorted(set(dp["agent_node"]) | set(c[c["pid"] == pid]["dst_node"])):
+        mine = {k: v for k, v in d_groups.items() if k[0] == pid}
+        for node in sorted({k[1] for k in mine} | set(c[c["pid"] == pid]["dst_node"])):
             label = f"GPU node {node}" + (f" ({gfx[node]})" if gfx.get(node) else "") if node != MISSING else "GPU"
             atrack = tl.add(Track(f"p{pid}a{node}", label, ptrack.key))
-            dn = dp[dp["agent_node"] == node]
-            by_stream = (dn["stream"] >= 0).all() and len(dn)
-            lane_col = "stream" if by_stream else "queue"
-            for q in sorted(set(dn[lane_col])):
-                dq = dn[dn[lane_col] == q]
+            lanes: dict[tuple[str, int], list[np.ndarray]] = {}
+            for (_, n_, stream, queue), idx in mine.items():
+                if n_ == node:
+                    lanes.setdefault(("stream", stream) if stream >= 0 else ("queue", queue), []).append(idx)
+            for (lane_col, q), idxs in sorted(lanes.items()):
+                dq = d.iloc[np.sort(np.concatenate(idxs))]
                 corr = dq["correlation_id"].to_numpy()
                 fid = _flow_id(np.full(len(dq), pid), corr)
                 fin = np.where(np.isin(fid, list(launch_flows)), fid, 0)
-                spans = list(zip(dq["start"].tolist(), dq["end"].tolist()))
-                cats = np.array([0 if (pid, k) in suspect_keys else 1 if sp in overlap_spans else -1
-                                 for k, sp in zip(corr.tolist(), spans)], dtype=np.int64)
+                cats = np.where(np.isin(corr, [k for p_, k in suspect_keys if p_ == pid]), 0,
+                                np.where(_in_spans(dq, overlap_spans), 1, -1)).astype(np.int64)
                 fout = np.where(cats == 0, fid ^ (1 << 60), 0)
                 to_fault += [x for x in fout.tolist() if x]
                 _slices_into(tl, dq, f"{atrack.key}{lane_col}{q}", f"{lane_col} {q}", atrack.key,
@@ -184,11 +202,10 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                               "scratch_bytes": "scratch"}, flow_in=fin, flow_out=fout, cats=cats)
             cn = c[(c["pid"] == pid) & (c["dst_node"] == node)]
             if len(cn):
-                spans = list(zip(cn["start"].tolist(), cn["end"].tolist()))
                 _slices_into(tl, cn, f"{atrack.key}copies", "memory copies", atrack.key,
                              "copy " + cn["direction"].astype(str), {"correlation_id": "correlation_id",
                                                                     "bytes": "bytes"},
-                             cats=np.array([1 if sp in overlap_spans else -1 for sp in spans], dtype=np.int64))
+                             cats=np.where(_in_spans(cn, overlap_spans), 1, -1).astype(np.int64))
         ap_ = al[al["pid"] == pid].sort_values("start")
         if len(ap_):
             mt = tl.add(Track(f"p{pid}mem", "allocations", ptrack.key))
