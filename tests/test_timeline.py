@@ -147,6 +147,16 @@ def test_bulk_slices_roundtrip(tmp_path):
     assert [a.int_value for a in evs[2].track_event.debug_annotations] == [1 << 40, 7]
     assert list(evs[6].track_event.terminating_flow_ids) == [99]
     assert check_trace(p.read_bytes()).errors == ["1 flow(s) end without a start"]
+    # the path for slices without annotations (the bulk of bare tracks)
+    q = tmp_path / "bare.pftrace"
+    w = PftraceWriter(str(q))
+    t = w.track("bare")
+    w.slices(t, starts, ends, ["x"], np.zeros(n, dtype=np.int64), flow_out=np.where(np.arange(n) == 5, 7, 0))
+    w.close()
+    evs = [x for x in pb.Trace.FromString(q.read_bytes()).packet if x.HasField("track_event")]
+    ts = starts[0] + np.cumsum([x.timestamp for x in evs])
+    assert (ts[0::2] == starts).all() and (ts[1::2] == ends).all()
+    assert list(evs[10].track_event.flow_ids) == [7] and not evs[10].track_event.debug_annotations
 
 
 def test_timeline_cli_usage():

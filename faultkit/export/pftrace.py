@@ -291,6 +291,11 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
 def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
                    args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
                    flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
+    """Slices with annotations: begin packets (variable, with annotations encoded once per
+    distinct combination where values repeat) and end packets (fixed) built apart, then
+    interleaved."""
+    if not args:
+        return _encode_bare(seq, starts, ends, iids, prev, flow_in, cats, flow_out)
     n = len(starts)
     times = np.empty(2 * n, dtype=np.int64)
     times[0::2] = starts
@@ -353,3 +358,56 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
     data = _interleave([(frame.flat(), frame.lengths()), (head.flat(), head.lengths()), (te.flat(), te.lengths()),
                         (blob_flat, blob_len), (end.flat(), end.lengths())])
     return data, int(times[-1])
+
+
+def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
+                 flow_in: np.ndarray | None, cats: np.ndarray | None,
+                 flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
+    """Slices without annotations: begin and end rows in one matrix (fastest for this case)."""
+    n = len(starts)
+    m = 2 * n
+    times = np.empty(m, dtype=np.int64)
+    times[0::2] = starts
+    times[1::2] = ends
+    deltas = np.diff(times, prepend=np.int64(prev))
+    if (deltas < 0).any():
+        raise ValueError("slices of one track must not overlap and must be sorted")
+    is_begin = np.zeros(m, dtype=bool)
+    is_begin[0::2] = True
+    def const(*bs, where=None):
+        arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (m, len(bs)))
+        mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (m, len(bs))) if where is None
+                else np.broadcast_to(where[:, None], (m, len(bs))))
+        return arr, mask
+
+    def var(values, width, where=None):
+        b, mk = _varint_cols(values, width)
+        return b, (mk if where is None else mk & where[:, None])
+
+    # TrackEvent body: type, name_iid (begin), category (begin), flows (begin)
+    te: list[tuple[np.ndarray, np.ndarray]] = [const(E_TYPE << 3), var(np.where(is_begin, BEGIN, END), 1)]
+    iid_full = np.zeros(m, dtype=np.int64)
+    iid_full[0::2] = iids
+    te += [const(E_NAME_IID << 3, where=is_begin), var(iid_full, 3, is_begin)]
+    if cats is not None:
+        cat_full = np.zeros(m, dtype=np.int64)
+        cat_full[0::2] = cats
+        has = is_begin & (cat_full > 0)
+        te += [const(E_CATEGORY_IIDS << 3, where=has), var(np.maximum(cat_full, 0), 2, has)]
+    for field_no, flows in ((E_TERMINATING_FLOW_IDS, flow_in), (E_FLOW_IDS, flow_out)):
+        if flows is None:
+            continue
+        ffull = np.zeros(m, dtype=np.int64)
+        ffull[0::2] = flows
+        has = is_begin & (ffull > 0)
+        fb = ffull.astype("<u8").view(np.uint8).reshape(m, 8)
+        te += [const(*key(field_no, 1), where=has), (fb, np.repeat(has[:, None], 8, axis=1))]
+    te_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in te)
+    # TracePacket body: timestamp delta, sequence id, flags, track_event
+    body = [const(P_TIMESTAMP << 3), var(deltas, 10), const(P_SEQ_ID << 3), var(np.full(m, seq), 3),
+            const(P_SEQ_FLAGS << 3, SEQ_NEEDS), const((P_TRACK_EVENT << 3) | 2), var(te_len, 2)] + te
+    body_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in body)
+    cols = [const(0x0A), var(body_len, 3)] + body
+    data = np.concatenate([b for b, _ in cols], axis=1)
+    mask = np.concatenate([mk for _, mk in cols], axis=1)
+    return data[mask].tobytes(), int(times[-1])
