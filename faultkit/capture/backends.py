@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .gdb_driver import GdbDriver
 from .launcher import Launch, LineTee
-from .proctree import TreeSampler
+from .proctree import TreeSampler, cmdline_of
 
 AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}
 MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
@@ -287,12 +287,7 @@ def kill_leftovers(sampler: TreeSampler, keep: int | None = None) -> list[int]:
     for rec in sampler.records():
         if rec.pid in (keep, os.getpid()):
             continue
-        try:
-            with open(f"/proc/{rec.pid}/cmdline", "rb") as fh:
-                now = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if now == rec.cmdline:
+        if cmdline_of(rec.pid) == rec.cmdline:
             try:
                 os.kill(rec.pid, signal.SIGKILL)
                 killed.append(rec.pid)

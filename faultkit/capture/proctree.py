@@ -61,7 +61,7 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def _cmdline(pid: int) -> list[str] | None:
+def cmdline_of(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
@@ -70,7 +70,7 @@ def _cmdline(pid: int) -> list[str] | None:
 
 
 def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
-    cmdline = _cmdline(pid)
+    cmdline = cmdline_of(pid)
     if cmdline is None:
         return None
     rec = ProcessRecord(pid=pid, ppid=_ppid(pid) or 0, cmdline=cmdline, first_seen=time.time())
@@ -118,7 +118,7 @@ class TreeSampler:
                 if rec is not None:
                     self.seen[pid] = rec
             else:
-                now = _cmdline(pid)
+                now = cmdline_of(pid)
                 if now and now != rec.cmdline:      # empty: a zombie, whose record stays as it was
                     # Seen between fork and exec, a child showed its parent's command line and
                     # environment: read it again now that it has exec'd.

@@ -21,7 +21,7 @@ from . import facts, kmsg
 from .backends import DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
-from .proctree import TreeSampler, verify_env
+from .proctree import TreeSampler, cmdline_of, verify_env
 
 BUNDLE_SCHEMA = "faultkit.bundle/1"
 DEBUGGERS = {"rocgdb": "rocgdb", "gdb": "gdb", "cuda-gdb": "cuda-gdb"}
@@ -89,11 +89,7 @@ def stale_guard(opts: CaptureOptions) -> None:
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                args = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
-        except OSError:
-            continue
+        args = cmdline_of(int(name))
         if args and args == wanted:
             raise CaptureError(f"pid {name} already runs the same command ({' '.join(args)[:120]}); stop it or pass "
                                f"--allow-running.")

@@ -288,6 +288,17 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
     return b"".join(blobs), offsets, lens, inverse.astype(np.int64)
 
 
+def _deltas(starts: np.ndarray, ends: np.ndarray, prev: int) -> tuple[np.ndarray, np.ndarray]:
+    """Begin and end times interleaved, and their increments on the sequence's clock."""
+    times = np.empty(2 * len(starts), dtype=np.int64)
+    times[0::2] = starts
+    times[1::2] = ends
+    deltas = np.diff(times, prepend=np.int64(prev))
+    if (deltas < 0).any():
+        raise ValueError("slices of one track must not overlap and must be sorted")
+    return times, deltas
+
+
 def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
                    args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
                    flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
@@ -297,12 +308,7 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
     if not args:
         return _encode_bare(seq, starts, ends, iids, prev, flow_in, cats, flow_out)
     n = len(starts)
-    times = np.empty(2 * n, dtype=np.int64)
-    times[0::2] = starts
-    times[1::2] = ends
-    deltas = np.diff(times, prepend=np.int64(prev))
-    if (deltas < 0).any():
-        raise ValueError("slices of one track must not overlap and must be sorted")
+    times, deltas = _deltas(starts, ends, prev)
     everyone = np.ones(n, dtype=bool)
     # Begin packets: track-event fields first (their length goes in the header)
     te = _Rows(n)
@@ -364,14 +370,8 @@ def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarra
                  flow_in: np.ndarray | None, cats: np.ndarray | None,
                  flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
     """Slices without annotations: begin and end rows in one matrix (fastest for this case)."""
-    n = len(starts)
-    m = 2 * n
-    times = np.empty(m, dtype=np.int64)
-    times[0::2] = starts
-    times[1::2] = ends
-    deltas = np.diff(times, prepend=np.int64(prev))
-    if (deltas < 0).any():
-        raise ValueError("slices of one track must not overlap and must be sorted")
+    m = 2 * len(starts)
+    times, deltas = _deltas(starts, ends, prev)
     is_begin = np.zeros(m, dtype=bool)
     is_begin[0::2] = True
     def const(*bs, where=None):
