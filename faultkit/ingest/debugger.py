@@ -301,7 +301,7 @@ class _Parser:
             self.want_frame = True
             return True
         m = CATCH_HIT.search(s)
-        if m and (m["tid"] or "Catchpoint" in s[:m.start() + 12]):
+        if m:
             self.new_stop(DebugStop(o, "catchpoint", s.strip(), m["sig"], None, m["tid"], m["tname"]))
             self.frame_on_line(m["rest"])
             return True
