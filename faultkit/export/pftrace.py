@@ -10,6 +10,11 @@ defaults name the track and whose clock is incremental, so a slice costs two sho
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
 import numpy as np
 import pandas as pd
 
@@ -22,7 +27,7 @@ E_CATEGORY_IIDS, E_ANNOTATIONS, E_TYPE, E_NAME_IID, E_TRACK_UUID, E_NAME = 3, 4,
 E_COUNTER_VALUE, E_FLOW_IDS, E_TERMINATING_FLOW_IDS = 30, 47, 48
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 BOOTTIME, REALTIME, SEQ_CLOCK = 6, 1, 64       # builtin clock ids; 64+ are sequence-scoped
-MAX_CHUNK = 1 << 19
+MAX_CHUNK = 1 << 17
 
 
 def varint(n: int) -> bytes:
@@ -205,15 +210,15 @@ class PftraceWriter:
         self.packet(f_int(P_TIMESTAMP, t0) + f_int(P_TIMESTAMP_CLOCK, clock) + f_int(P_SEQ_ID, seq) +
                     f_int(P_SEQ_FLAGS, SEQ_CLEARED) + f_bytes(P_DEFAULTS, defaults) +
                     f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned))
-        prev = t0
-        for lo in range(0, n, MAX_CHUNK):
+        def chunk(lo: int) -> bytes:
             hi = min(n, lo + MAX_CHUNK)
-            chunk_args = {k: v[lo:hi] for k, v in int_args.items()}
-            data, prev = _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
-                                        [chunk_args[k] for k in ann_names],
-                                        None if flow_in is None else flow_in[lo:hi],
-                                        None if categories is None else categories[lo:hi] + 1,
-                                        None if flow_out is None else flow_out[lo:hi])
+            prev = t0 if lo == 0 else int(ends[lo - 1])     # chunks are independent: encode them in parallel
+            return _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
+                                  [int_args[k][lo:hi] for k in ann_names],
+                                  None if flow_in is None else flow_in[lo:hi],
+                                  None if categories is None else categories[lo:hi] + 1,
+                                  None if flow_out is None else flow_out[lo:hi])[0]
+        for data in _in_order(chunk, range(0, n, MAX_CHUNK)):
             self.fh.write(data)
             self.bytes += len(data)
 
@@ -286,6 +291,29 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
     lens = np.array([len(b) for b in blobs], dtype=np.int64)
     offsets = np.cumsum(lens) - lens
     return b"".join(blobs), offsets, lens, inverse.astype(np.int64)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _in_order(fn, items) -> "Iterator[bytes]":
+    """fn over items on a small thread pool (numpy releases the GIL in the heavy parts), results
+    in order, at most two per worker in flight so memory stays bounded."""
+    global _POOL
+    workers = max(1, min(4, os.cpu_count() or 1))
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(workers)
+    items = list(items)
+    if len(items) == 1:
+        yield fn(items[0])
+        return
+    pending = deque()
+    for it in items:
+        pending.append(_POOL.submit(fn, it))
+        if len(pending) >= 2 * workers:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _deltas(starts: np.ndarray, ends: np.ndarray, prev: int) -> tuple[np.ndarray, np.ndarray]:
