@@ -140,13 +140,14 @@ class PftraceWriter:
         self.packet(f_bytes(P_CHROME_EVENTS, bundle) + f_int(P_SEQ_ID, self._meta_seq))
 
     # ---- single events on the shared sequence (absolute timestamps) ----
-    def _iid(self, table: dict[str, int], name: str) -> tuple[int, bytes]:
+    @staticmethod
+    def _iid(table: dict[str, int], field: int, name: str) -> tuple[int, bytes]:
+        """The interned id of `name`, and the InternedData entry (field `field`) when it is new."""
         iid = table.get(name)
         if iid is not None:
             return iid, b""
         iid = len(table) + 1
         table[name] = iid
-        field = {id(self._meta_names): 2, id(self._meta_cats): 1, id(self._meta_ann): 3}[id(table)]
         return iid, f_bytes(field, f_int(1, iid) + f_bytes(2, name))
 
     def event(self, track: int, ts: int, kind: int, name: str | None = None, categories: tuple[str, ...] = (),
@@ -155,17 +156,17 @@ class PftraceWriter:
         interned = b""
         te = f_int(E_TYPE, kind) + f_int(E_TRACK_UUID, track)
         if name is not None:
-            iid, new = self._iid(self._meta_names, name)
+            iid, new = self._iid(self._meta_names, 2, name)
             interned += new
             te += f_int(E_NAME_IID, iid)
         for c in categories:
-            iid, new = self._iid(self._meta_cats, c)
+            iid, new = self._iid(self._meta_cats, 1, c)
             interned += new
             te += f_int(E_CATEGORY_IIDS, iid)
         for k, v in (args or {}).items():
             if v is None:
                 continue
-            iid, new = self._iid(self._meta_ann, k)
+            iid, new = self._iid(self._meta_ann, 3, k)
             interned += new
             te += annotation(iid, v)
         for fid in flow_ids:
@@ -402,40 +403,41 @@ def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarra
     times, deltas = _deltas(starts, ends, prev)
     is_begin = np.zeros(m, dtype=bool)
     is_begin[0::2] = True
-    def const(*bs, where=None):
-        arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (m, len(bs)))
-        mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (m, len(bs))) if where is None
-                else np.broadcast_to(where[:, None], (m, len(bs))))
-        return arr, mask
 
-    def var(values, width, where=None):
-        b, mk = _varint_cols(values, width)
-        return b, (mk if where is None else mk & where[:, None])
+    def on_begins(values: np.ndarray) -> np.ndarray:
+        full = np.zeros(m, dtype=np.int64)
+        full[0::2] = values
+        return full
 
     # TrackEvent body: type, name_iid (begin), category (begin), flows (begin)
-    te: list[tuple[np.ndarray, np.ndarray]] = [const(E_TYPE << 3), var(np.where(is_begin, BEGIN, END), 1)]
-    iid_full = np.zeros(m, dtype=np.int64)
-    iid_full[0::2] = iids
-    te += [const(E_NAME_IID << 3, where=is_begin), var(iid_full, 3, is_begin)]
+    te = _Rows(m)
+    te.const(E_TYPE << 3)
+    te.var(np.where(is_begin, BEGIN, END), 1)
+    te.const(E_NAME_IID << 3, where=is_begin)
+    te.var(on_begins(iids), 3, is_begin)
     if cats is not None:
-        cat_full = np.zeros(m, dtype=np.int64)
-        cat_full[0::2] = cats
-        has = is_begin & (cat_full > 0)
-        te += [const(E_CATEGORY_IIDS << 3, where=has), var(np.maximum(cat_full, 0), 2, has)]
+        cat_full = on_begins(cats)
+        has = cat_full > 0
+        te.const(E_CATEGORY_IIDS << 3, where=has)
+        te.var(np.maximum(cat_full, 0), 2, has)
     for field_no, flows in ((E_TERMINATING_FLOW_IDS, flow_in), (E_FLOW_IDS, flow_out)):
-        if flows is None:
-            continue
-        ffull = np.zeros(m, dtype=np.int64)
-        ffull[0::2] = flows
-        has = is_begin & (ffull > 0)
-        fb = ffull.astype("<u8").view(np.uint8).reshape(m, 8)
-        te += [const(*key(field_no, 1), where=has), (fb, np.repeat(has[:, None], 8, axis=1))]
-    te_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in te)
-    # TracePacket body: timestamp delta, sequence id, flags, track_event
-    body = [const(P_TIMESTAMP << 3), var(deltas, 10), const(P_SEQ_ID << 3), var(np.full(m, seq), 3),
-            const(P_SEQ_FLAGS << 3, SEQ_NEEDS), const((P_TRACK_EVENT << 3) | 2), var(te_len, 2)] + te
-    body_len = sum(mk.sum(axis=1, dtype=np.int32) for _, mk in body)
-    cols = [const(0x0A), var(body_len, 3)] + body
-    data = np.concatenate([b for b, _ in cols], axis=1)
-    mask = np.concatenate([mk for _, mk in cols], axis=1)
-    return data[mask].tobytes(), int(times[-1])
+        if flows is not None:
+            ffull = on_begins(flows)
+            has = ffull > 0
+            te.const(*key(field_no, 1), where=has)
+            te.raw(ffull.astype("<u8").view(np.uint8).reshape(m, 8), has)
+    # TracePacket: frame, timestamp delta, sequence id, flags, track_event
+    packet = _Rows(m)
+    packet.const(P_TIMESTAMP << 3)
+    packet.var(deltas, 10)
+    packet.const(P_SEQ_ID << 3)
+    packet.var(np.full(m, seq), 3)
+    packet.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2)
+    te_len = te.lengths()
+    packet.var(te_len, 2)
+    packet.cols += te.cols
+    frame = _Rows(m)
+    frame.const(0x0A)
+    frame.var(packet.lengths(), 3)
+    frame.cols += packet.cols
+    return frame.flat().tobytes(), int(times[-1])
