@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..ingest.rocprof import Trace, read_trace_paths, trace_end_ns
+from ..ingest.rocprof import Trace, read_trace_paths, trace_end_ns, trace_files
 from ..model import Fault, KernelLog, Problem, RuntimeLog
 from .address import AddressFinding, locate
 from .fault_time import FaultTime, fault_time
@@ -45,11 +45,11 @@ def analyse_traces(paths: list[str], runtime: RuntimeLog, kernel: KernelLog, fau
                    window_ns: int = WINDOW_NS, read_ns: int | None = None) -> TraceFindings:
     """`window_ns`: how far back the analyses look; `read_ns`: how much of the trace to load
     (a timeline shows more than the analyses need)."""
-    end = trace_end_ns(paths)
-    ft = fault_time(runtime, kernel, manifest, end)
+    files = trace_files(paths)           # walked once: the end of the trace, then the window
+    ft = fault_time(runtime, kernel, manifest, trace_end_ns(files))
     span = max(window_ns, read_ns or 0)
     since = (ft.boottime_ns - span) if ft.boottime_ns is not None else None
-    trace = read_trace_paths(paths, since_ns=since)
+    trace = read_trace_paths(files, since_ns=since)
     if trace.clock.startswith("wall") and ft.wall_ns is None and ft.source != "none":
         trace.problems.append(Problem("<trace>", "this trace is on the wall clock and the fault time is not: "
                                                  "the fault time falls back to the trace's end"))
@@ -105,12 +105,13 @@ def _bundle_env(manifest: dict | None, paths: list[str]) -> dict[str, str]:
     return {}
 
 
-def trace_candidates(findings: TraceFindings) -> list[tuple[str, float, str]]:
+def trace_candidates(findings: TraceFindings) -> list[tuple[str, float, str, bool]]:
+    """(label, score, why, whether the label is a kernel's name rather than a description)."""
     out, seen = [], set()
     for s in findings.suspects:
         name = label(s)
         if name in seen:
             continue
         seen.add(name)
-        out.append((name, s.score, f"trace: {s.why}; {s.evidence}"))
+        out.append((name, s.score, f"trace: {s.why}; {s.evidence}", s.kernel is not None))
     return out[:10]

@@ -19,7 +19,7 @@ FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILL
 
 
 def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = (),
-           sanitizer: list[SanitizerReport] = (), traced: list[tuple[str, float, str]] = (),
+           sanitizer: list[SanitizerReport] = (), traced: list[tuple[str, float, str, bool]] = (),
            plausible: int = 0) -> Verdict:
     from_logs = _with_trace(_from_logs(runtime, faults), traced, plausible)
     exact: list[Candidate] = []
@@ -64,13 +64,13 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
     return Verdict(level, top.kernel, why, named + (approx if exact else []) + others)
 
 
-def _with_trace(v: Verdict, traced: list[tuple[str, float, str]], plausible: int) -> Verdict:
+def _with_trace(v: Verdict, traced: list[tuple[str, float, str, bool]], plausible: int) -> Verdict:
     """Trace suspects join the log candidates. A trace makes a kernel `likely` only when exactly
     one plausible suspect remains, it is named, and the logs name no other kernel."""
     if not traced:
         return v
     cands = {c.kernel: c for c in v.candidates}
-    for name, score, why in traced:
+    for name, score, why, _ in traced:
         if name in cands:
             cands[name].score = max(cands[name].score, score) + 0.05
             cands[name].why += f"; also {why}"
@@ -78,7 +78,7 @@ def _with_trace(v: Verdict, traced: list[tuple[str, float, str]], plausible: int
             cands[name] = Candidate(name, score, why)
     ranked = sorted(cands.values(), key=lambda c: -c.score)
     top = ranked[0]
-    named = not top.kernel.startswith(("kernel launched by", "dispatch ", "memory copy"))
+    named = top.kernel not in {name for name, _, _, is_kernel in traced if not is_kernel}
     if v.level in ("certain", "likely"):
         return Verdict(v.level, v.kernel, v.why, ranked)
     if plausible == 1 and named and len([c for c in v.candidates if c.kernel != top.kernel]) == 0:

@@ -24,7 +24,7 @@ from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_f
 from .proctree import TreeSampler, cmdline_of, verify_env
 
 BUNDLE_SCHEMA = "faultkit.bundle/1"
-DEBUGGERS = {"rocgdb": "rocgdb", "gdb": "gdb", "cuda-gdb": "cuda-gdb"}
+DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
 RUNTIME_LOG_ENV = {"AMD_LOG_LEVEL": "4", "AMD_LOG_MASK": "0xFFFFFFFF"}
 SANITIZER = ["compute-sanitizer", "--target-processes", "all", "--tool", "memcheck", "--print-limit", "100"]
@@ -54,7 +54,7 @@ class CaptureOptions:
 
 def make_backend(opts: CaptureOptions, env: dict[str, str]):
     if opts.backend in DEBUGGERS:
-        binary = opts.debugger or DEBUGGERS[opts.backend]
+        binary = opts.debugger or opts.backend
         if shutil.which(binary) is None:
             raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
         if opts.attach_workers or opts.attach_match:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
+from ..analyze.trace_verdict import label
 from ..codes import status_meaning, status_name
 from ..model import hex_or_none
 
@@ -197,7 +198,7 @@ def _trace_sections(t) -> list[Section]:
         s.paragraphs.append(f"In flight at the fault ({t.plausible} plausible): rocprofv3 records a kernel only when "
                             f"it completes, so the faulting one is inferred from what has no record.")
         s.table = (["#", "suspect", "kind", "score", "why", "evidence"],
-                   [[str(i + 1), _label(x), x.kind, f"{x.score:.2f}", x.why, x.evidence]
+                   [[str(i + 1), label(x), x.kind, f"{x.score:.2f}", x.why, x.evidence]
                     for i, x in enumerate(t.suspects[:20])])
     else:
         s.paragraphs.append("Nothing was found in flight at the fault time.")
@@ -216,11 +217,6 @@ def _trace_sections(t) -> list[Section]:
     if t.address is not None:
         out.append(Section("Trace: the fault address", paragraphs=[t.address.text + "."]))
     return out
-
-
-def _label(s) -> str:
-    from ..analyze.trace_verdict import label
-    return label(s)
 
 
 def _stop_section(f) -> Section:
