@@ -207,8 +207,7 @@ WINDOW_MIN_BYTES = 32 << 20
 SLACK_NS = 500_000_000         # rows are in buffer-flush order: read this much earlier than asked
 
 
-def read_csv(path: Path, trace: Trace, pid: int | None = None, start_byte: int = 0,
-             header: str | None = None, since_ns: int | None = None) -> int:
+def read_csv(path: Path, trace: Trace, since_ns: int | None = None) -> int:
     """Read one rocprofv3 CSV into `trace`. Returns the rows kept.
 
     With `since_ns`, a large trace is read only from about that time on: a binary search over
@@ -217,14 +216,12 @@ def read_csv(path: Path, trace: Trace, pid: int | None = None, start_byte: int =
     name = str(path)
     try:
         limit, cut = _complete_bytes(path)
-        first, data_at = _header(path)
-        if cut and _whole_row(path, limit, first):
+        header, start_byte = _header(path)
+        if cut and _whole_row(path, limit, header):
             limit, cut = path.stat().st_size, False
     except OSError as exc:
         trace.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))
         return 0
-    header = header or first
-    start_byte = start_byte or data_at
     if not header:
         trace.problems.append(Problem(name, "empty file (the run ended before rocprofv3 wrote it)"))
         trace.files.append({"path": name, "table": None, "rows": 0, "state": "empty"})
@@ -258,9 +255,9 @@ def read_csv(path: Path, trace: Trace, pid: int | None = None, start_byte: int =
     if cut:
         trace.problems.append(Problem(name, "cut mid-row (the run ended while it was written): the last, "
                                             "incomplete row was left out, every complete row kept"))
-    df = _values(df, table, path)
-    if pid is not None or "pid" not in df or (df["pid"] == MISSING).all():
-        df["pid"] = pid if pid is not None else _pid_from_name(path)
+    df = _values(df, table)
+    if "pid" not in df or (df["pid"] == MISSING).all():
+        df["pid"] = _pid_from_name(path)
     conformed = _conform(df, table)
     trace.add(table, conformed)
     trace.files.append({"path": name, "table": table, "rows": len(conformed), "format": "csv",
@@ -414,7 +411,7 @@ def _parse_lenient(path: Path, limit: int, cols: list[str], usecols: list[str], 
     return df
 
 
-def _values(df: pd.DataFrame, table: str, path: Path) -> pd.DataFrame:
+def _values(df: pd.DataFrame, table: str) -> pd.DataFrame:
     if "address" in df:
         df["address"] = _hex_or_int(df["address"])
     for col in ("agent", "src_agent", "dst_agent"):
@@ -441,13 +438,19 @@ def _pid_from_name(path: Path) -> int:
 
 # ---------------- JSON ----------------
 
+def load_json(path: Path, trace: Trace, why_unreadable: str):
+    """The parsed document, or None with a Problem saying what a cut or missing file means."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        trace.problems.append(Problem(str(path), f"not readable JSON ({exc}): {why_unreadable}"))
+        return None
+
+
 def read_json(path: Path, trace: Trace) -> None:
     name = str(path)
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        trace.problems.append(Problem(name, f"not readable JSON ({exc}): rocprofv3 writes it in one go at the end, "
-                                            f"so a cut file holds nothing usable"))
+    doc = load_json(path, trace, "rocprofv3 writes it in one go at the end, so a cut file holds nothing usable")
+    if doc is None:
         return
     procs = doc.get("rocprofiler-sdk-tool") if isinstance(doc, dict) else None
     if not isinstance(procs, list):
@@ -568,7 +571,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
                    "c.size AS bytes FROM rocpd_memory_copy c LEFT JOIN rocpd_string s ON s.id = c.name_id "
                    "LEFT JOIN rocpd_event e ON e.id = c.event_id LEFT JOIN rocpd_info_agent a ON a.id = c.dst_agent_id")
             if df is not None:
-                trace.add("copies", _conform(_values(df, "copies", path), "copies"))
+                trace.add("copies", _conform(_values(df, "copies"), "copies"))
         if "rocpd_memory_allocate" in names:
             df = q("SELECT m.pid, m.type AS operation, a.absolute_index AS agent, m.address, m.size, "
                    "e.stack_id AS correlation_id, m.start, m.end FROM rocpd_memory_allocate m "

@@ -11,13 +11,11 @@ so a missing or cut file is expected and said plainly.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from ..model import Problem
-from .rocprof import MISSING, Trace, _conform
+from .rocprof import MISSING, Trace, _conform, load_json
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime"}
 
@@ -30,11 +28,8 @@ def looks_like_torch_trace(head: bytes) -> bool:
 
 def read_torch_trace(path: Path, trace: Trace) -> None:
     name = str(path)
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        trace.problems.append(Problem(name, f"PyTorch profiler trace unreadable ({exc}); after a GPU fault the "
-                                            f"profiler usually never writes it"))
+    doc = load_json(path, trace, "a PyTorch profiler trace; after a GPU fault the profiler usually never writes it")
+    if doc is None:
         return
     base = int(doc.get("baseTimeNanoseconds", 0) or 0) if isinstance(doc, dict) else 0
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
