@@ -1,23 +1,29 @@
 """Gathering the inputs of a triage: files, folders, faultkit bundles and .tar.gz archives.
 
-A bundle is a directory with a `manifest.json` written by `faultkit capture`, or any folder of
-log files a user assembled by hand; either way every file is read and its kind is detected
-from its content.
+A bundle is a directory (or an archive of one) with a `manifest.json` written by `faultkit
+capture`, or any folder of log files a user assembled by hand; either way every file is read and
+its kind is detected from its content. Folders and archives go through the same classifier
+(`layout.classify`), so a bundle and its tarball give the same evidence.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import stat
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterator
 
+from . import layout
 from .model import Problem
 
 MAX_FILE_BYTES = 4 << 30
-# Rendered reports are outputs, not evidence: reading one back would count its faults twice.
-SKIP_SUFFIXES = {".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"}
+MAX_TOTAL_BYTES = 16 << 30
 
 
 @dataclass
@@ -31,7 +37,25 @@ class Inputs:
     files: list[InputFile] = field(default_factory=list)
     manifest: dict | None = None
     problems: list[Problem] = field(default_factory=list)
-    traces: list[str] = field(default_factory=list)   # rocprofv3 outputs of a capture bundle
+    traces: list[str] = field(default_factory=list)          # tracer outputs (paths on disk)
+    cores: list[str] = field(default_factory=list)           # core dumps found by name in a bundle's cores/
+    environ: list[dict] = field(default_factory=list)        # capture's process records
+    # Per log (its name as in `files`), per line: (CLOCK_BOOTTIME ns, wall ns) capture read it at.
+    stamps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    history: list[InputFile] = field(default_factory=list)   # the kernel log from before the capture
+
+    @property
+    def captured(self) -> bool:
+        return isinstance(self.manifest, dict) and str(self.manifest.get("schema", "")).startswith("faultkit.bundle")
+
+
+@dataclass
+class _Entry:
+    rel: str                              # path inside the bundle
+    name: str                             # as shown in reports
+    size: int
+    read: Callable[[], bytes]
+    path: Callable[[], str | None]        # a path on disk (archives: extracted on demand)
 
 
 def collect(paths: list[str]) -> Inputs:
@@ -41,109 +65,189 @@ def collect(paths: list[str]) -> Inputs:
         if not path.exists():
             out.problems.append(Problem(raw, "no such file or directory"))
         elif path.is_dir():
-            _collect_dir(path, out)
+            _load(_dir_entries(path, out), out)
         elif raw.endswith((".tar.gz", ".tgz", ".tar")):
-            _collect_tar(path, out)
+            try:
+                with tarfile.open(path) as tar:
+                    _load(_tar_entries(path, tar, out), out)
+            except (tarfile.TarError, OSError, EOFError) as exc:
+                out.problems.append(Problem(str(path), f"archive cut or unreadable ({exc}); members before the "
+                                                       f"damage kept"))
         else:
-            _read(path, str(path), out)
+            entry = _file_entry(path, str(path), path.name, out)
+            if entry is not None:
+                _load([entry], out, loose=True)
     return out
 
 
-def _collect_dir(root: Path, out: Inputs) -> None:
-    manifest = root / "manifest.json"
-    if manifest.is_file():
-        try:
-            out.manifest = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            out.problems.append(Problem(str(manifest), f"unreadable manifest ({exc}); files are read without it"))
-    captured = out.manifest is not None and out.manifest.get("schema", "").startswith("faultkit.bundle")
+def _regular(path: Path, name: str, out: Inputs) -> os.stat_result | None:
+    """Only regular files are read: a FIFO blocks forever and /dev/zero never ends."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        out.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        out.problems.append(Problem(name, "not a regular file (a pipe, device or socket): not read"))
+        return None
+    return st
+
+
+def _file_entry(path: Path, name: str, rel: str, out: Inputs) -> _Entry | None:
+    st = _regular(path, name, out)
+    if st is None:
+        return None
+    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path))
+
+
+def _dir_entries(root: Path, out: Inputs) -> Iterator[_Entry]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for fn in sorted(filenames):
             p = Path(dirpath) / fn
-            if p == manifest or p.suffix in SKIP_SUFFIXES or fn.startswith("."):
-                continue
-            if captured and Path(dirpath) == root and (fn in CAPTURE_NOT_EVIDENCE or fn.endswith(".times.tsv")):
-                continue
-            if captured and (root / "rocprofv3") in (Path(dirpath), *Path(dirpath).parents):
-                out.traces.append(str(p))      # tracer output: tables, not log text
-                continue
-            if captured and Path(dirpath) == root and fn == "kernel-after.log":
-                _new_kernel_lines(root, out)
-                continue
-            _read(p, str(p), out)
+            entry = _file_entry(p, str(p), p.relative_to(root).as_posix(), out)
+            if entry is not None:
+                yield entry
 
 
-# Written by capture but not evidence of this run: the boot's earlier kernel log (old faults
-# would be taken for new ones), process records, tool inventories.
-CAPTURE_NOT_EVIDENCE = {"kernel-before.log", "environ.json", "manifest.json.tmp", "rocminfo.txt", "rocm-smi.txt",
-                        "amd-smi.txt", "nvidia-smi.txt", "lspci.txt"}
+_extracted: list[str] = []
 
 
-def _new_kernel_lines(root: Path, out: Inputs) -> None:
-    """Use the after-snapshot only where the follower caught nothing, and only its new lines."""
-    follow = root / "kernel.log"
-    if follow.is_file() and follow.stat().st_size > 0:
-        return
-    try:
-        before = set((root / "kernel-before.log").read_bytes().splitlines())
-    except OSError:
-        before = set()
-    try:
-        after = (root / "kernel-after.log").read_bytes().splitlines()
-    except OSError as exc:
-        out.problems.append(Problem(str(root / "kernel-after.log"), f"unreadable ({exc})"))
-        return
-    new = b"\n".join(line for line in after if line not in before)
-    out.files.append(InputFile(str(root / "kernel-after.log") + " (lines new since the capture began)", new))
+def _tar_entries(path: Path, tar: tarfile.TarFile, out: Inputs) -> Iterator[_Entry]:
+    members = [m for m in tar if m.isfile()]
+    names = [m.name for m in members]
+    # A tarball of a bundle folder holds `folder/manifest.json`: paths are relative to that folder.
+    manifests = [n for n in names if PurePosixPath(n).name == layout.MANIFEST]
+    prefix = str(PurePosixPath(min(manifests, key=len)).parent) if manifests else "."
+    for m in members:
+        pp = PurePosixPath(m.name)
+        rel = str(pp.relative_to(prefix)) if prefix != "." and pp.is_relative_to(prefix) else m.name
+        yield _Entry(rel, f"{path}:{m.name}", m.size, _member_reader(tar, m), _member_extractor(tar, m))
 
 
-def _collect_tar(path: Path, out: Inputs) -> None:
-    try:
-        with tarfile.open(path) as tar:
-            for member in tar:
-                if not member.isfile() or Path(member.name).suffix in SKIP_SUFFIXES:
-                    continue
-                fh = tar.extractfile(member)
-                if fh is None:
-                    continue
-                data = fh.read()
-                if Path(member.name).name == "manifest.json":
-                    try:
-                        out.manifest = json.loads(data)
-                    except ValueError as exc:
-                        out.problems.append(Problem(f"{path}:{member.name}", f"unreadable manifest ({exc})"))
-                    continue
-                out.files.append(InputFile(f"{path}:{member.name}", data))
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        out.problems.append(Problem(str(path), f"archive cut or unreadable ({exc}); members before the damage kept"))
+def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo) -> Callable[[], bytes]:
+    def read() -> bytes:
+        fh = tar.extractfile(m)
+        return fh.read(MAX_FILE_BYTES) if fh is not None else b""
+    return read
 
 
-TRACE_SUFFIXES = {".csv", ".db", ".dat"}
+def _member_extractor(tar: tarfile.TarFile, m: tarfile.TarInfo) -> Callable[[], str | None]:
+    """Trace readers and debuggers take paths: copy the member out, under a private folder,
+    with only the safe parts of its name (never `..` or an absolute path)."""
+    def extract() -> str | None:
+        if not _extracted:
+            _extracted.append(tempfile.mkdtemp(prefix="faultkit-archive-"))
+            atexit.register(shutil.rmtree, _extracted[0], True)
+        parts = [p for p in PurePosixPath(m.name).parts if p not in ("", ".", "..", "/")]
+        dest = Path(_extracted[0], str(len(os.listdir(_extracted[0]))), *parts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fh = tar.extractfile(m)
+        if fh is None:
+            return None
+        with open(dest, "wb") as w:
+            shutil.copyfileobj(fh, w)
+        return str(dest)
+    return extract
 
 
-def is_trace_file(path: Path) -> bool:
-    """Tracer outputs are tables, read by the trace ingest, never by the log parsers."""
-    if path.suffix in TRACE_SUFFIXES or path.name.endswith("_results.json"):
-        return True
-    if path.suffix == ".json":
+def _load(entries, out: Inputs, loose: bool = False) -> None:
+    entries = list(entries)
+    manifest = next((e for e in entries if layout.classify(e.rel, False) == layout.MANIFEST_ROLE), None)
+    if manifest is not None:
         try:
-            with open(path, "rb") as fh:
-                return b'"traceEvents"' in fh.read(4096)
-        except OSError:
-            return False
-    return False
+            value = json.loads(manifest.read())
+            if not isinstance(value, dict):
+                raise ValueError(f"a JSON {type(value).__name__}, not an object")
+            out.manifest = value
+        except (OSError, ValueError) as exc:
+            out.problems.append(Problem(manifest.name, f"unreadable manifest ({exc}); files are read without it"))
+    captured = out.captured and manifest is not None
+    by_rel: dict[str, _Entry] = {}
+    total = 0
+    for e in entries:
+        role = layout.classify(e.rel, captured)
+        if loose and role == layout.OUTPUT:
+            role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
+        if role in (layout.OUTPUT, layout.MANIFEST_ROLE, layout.FACTS):
+            continue
+        if e.size > MAX_FILE_BYTES or total + e.size > MAX_TOTAL_BYTES:
+            out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
+                                                f"{MAX_TOTAL_BYTES} in all; skipped"))
+            continue
+        if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and _is_torch_trace(e)):
+            p = e.path()
+            if p:
+                out.traces.append(p)
+            continue
+        if role == layout.CORE:
+            p = e.path()
+            if p:
+                out.cores.append(p)
+            continue
+        total += e.size
+        by_rel[e.rel] = e
+        if role == layout.EVIDENCE:
+            out.files.append(InputFile(e.name, _read(e, out)))
+        elif role == layout.HISTORY:
+            out.history.append(InputFile(e.name, _read(e, out)))
+        elif role == layout.ENVIRONMENT:
+            out.environ.extend(_environ(e, out))
+    if captured:
+        for rel, e in by_rel.items():
+            if layout.classify(rel, True) == layout.STAMPS:
+                log = by_rel.get(layout.log_for_times(rel))
+                if log is not None:
+                    out.stamps[log.name] = _stamps(e)
+        snapshot = by_rel.get(layout.KERNEL_AFTER)
+        if snapshot is not None:
+            _new_kernel_lines(snapshot, by_rel.get(layout.KERNEL_FOLLOW), by_rel.get(layout.KERNEL_BEFORE), out)
 
 
-def _read(path: Path, name: str, out: Inputs) -> None:
-    if is_trace_file(path):
-        out.traces.append(name)
-        return
+def _read(e: _Entry, out: Inputs) -> bytes:
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            out.problems.append(Problem(name, f"{size} bytes: larger than {MAX_FILE_BYTES} bytes, skipped"))
-            return
-        out.files.append(InputFile(name, path.read_bytes()))
-    except OSError as exc:
-        out.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))
+        return e.read()
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        out.problems.append(Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})"))
+        return b""
+
+
+def _is_torch_trace(e: _Entry) -> bool:
+    try:
+        return b'"traceEvents"' in e.read()[:4096]
+    except (OSError, tarfile.TarError, EOFError):
+        return False
+
+
+def _environ(e: _Entry, out: Inputs) -> list[dict]:
+    try:
+        procs = json.loads(e.read())
+    except (OSError, ValueError, tarfile.TarError) as exc:
+        out.problems.append(Problem(e.name, f"unreadable process record ({exc})"))
+        return []
+    if not isinstance(procs, list):
+        out.problems.append(Problem(e.name, "process record is not a list: ignored"))
+        return []
+    return [p for p in procs if isinstance(p, dict)]
+
+
+def _stamps(e: _Entry) -> list[tuple[int, int]]:
+    """Rows are `line<TAB>wall s<TAB>monotonic ns<TAB>boottime ns`; the list index is the line."""
+    out = []
+    try:
+        for row in e.read().decode("utf-8", "replace").splitlines():
+            parts = row.split("\t")
+            if len(parts) >= 4:
+                out.append((int(parts[3]), int(float(parts[1]) * 1e9)))
+    except (OSError, ValueError, tarfile.TarError):
+        return out
+    return out
+
+
+def _new_kernel_lines(after: _Entry, follow: _Entry | None, before: _Entry | None, out: Inputs) -> None:
+    """Use the after-snapshot only where the follower caught nothing, and only its new lines."""
+    if follow is not None and follow.size > 0:
+        return
+    old = set(_read(before, out).splitlines()) if before is not None else set()
+    new = b"\n".join(line for line in _read(after, out).splitlines() if line not in old)
+    out.files.append(InputFile(after.name + " (lines new since the capture began)", new))

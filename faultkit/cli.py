@@ -30,7 +30,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     capture bundles, .tar.gz.
 
     Each file's kind is detected from its content."""
-    from .analyze.incident import build
+    from .triage import build
     from .bundle import collect
     from .capture.session import CaptureError, parse_env
     from .export.report import RENDERERS
@@ -74,7 +74,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         return
     if not inputs or not output:
         raise click.UsageError("give the inputs and -o FILE (or --check FILE)")
-    from .analyze.incident import build
+    from .triage import build
     from .bundle import collect
     from .export.timeline import build_timeline, write_json, write_pftrace
 
@@ -240,7 +240,7 @@ def capture(backend, attach_workers, attach_match, attach_delay, debugger, comma
     import time
     from pathlib import Path
 
-    from .analyze.incident import build
+    from .triage import build
     from .bundle import collect
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture, parse_env
 

@@ -7,6 +7,8 @@ need the same interpretation; a second copy would drift.
 
 from __future__ import annotations
 
+import re
+
 # hsa_status_t: code -> (name, what it means for someone debugging a crash)
 HSA_STATUS: dict[int, tuple[str, str]] = {
     0x0: ("HSA_STATUS_SUCCESS", "success"),
@@ -224,3 +226,9 @@ XID_MEANINGS = {
     119: "GSP RPC timeout",
     120: "GSP error",
 }
+
+
+# Instructions that touch memory (AMDGPU and NVIDIA SASS): a debugger stop on one of these is the
+# faulting access itself; the faulting instruction is searched for among them.
+MEMORY_OPS = re.compile(r"^(?:global_|flat_|scratch_|buffer_|s_load|s_store|s_buffer_|s_scratch_|ds_|image_|tbuffer_|"
+                        r"LDG|STG|LD\.|ST\.|ATOM|RED|LDS|STS|LDL|STL)", re.I)

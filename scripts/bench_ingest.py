@@ -101,11 +101,11 @@ def main() -> None:
     pre = f"import sys; sys.path.insert(0, {repo!r}); "
     steps = {
         "pandas.read_csv (whole file)": f"import pandas as pd; df = pd.read_csv({str(trace)!r}); print(len(df))",
-        "faultkit full ingest": pre + f"from faultkit.ingest.rocprof import read_trace_paths; "
+        "faultkit full ingest": pre + f"from faultkit.ingest.traces import read_trace_paths; "
                                       f"t = read_trace_paths([{str(trace)!r}]); print(len(t.dispatches))",
-        "faultkit triage, no trace": pre + f"from faultkit.analyze.incident import build; from faultkit.bundle import "
+        "faultkit triage, no trace": pre + f"from faultkit.triage import build; from faultkit.bundle import "
                                            f"collect; i = build(collect([{str(bare)!r}])); print(i.verdict.level)",
-        "faultkit triage, with trace": pre + f"from faultkit.analyze.incident import build; from faultkit.bundle import "
+        "faultkit triage, with trace": pre + f"from faultkit.triage import build; from faultkit.bundle import "
                                              f"collect; i = build(collect([{str(bundle)!r}])); "
                                              f"print(i.verdict.level, i.traces.to_json()['rows']['dispatches'])",
     }

@@ -213,7 +213,7 @@ def test_rocprofv3_backend_flags_watchdog_and_outputs(tmp_path, monkeypatch):
     states = {Path(o["file"]).suffix: o["state"] for o in r["outputs"]}
     assert states[".csv"] == "cut mid-row" and states[".dat"].startswith("buffer residue")
     assert no_survivors(str(fake))
-    from faultkit.analyze.incident import build
+    from faultkit.triage import build
     from faultkit.bundle import collect
     inputs = collect([str(out)])
     assert len(inputs.traces) == 3 and all("rocprofv3" in t for t in inputs.traces)

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from faultkit.analyze.incident import build
+from faultkit.triage import build
 from faultkit.bundle import collect
 from faultkit.cli import main
 from faultkit.ingest.debugger import parse_debugger

@@ -6,7 +6,7 @@ import pytest
 
 from faultkit.analyze.debug_stop import examine, faulting_instruction, precise_state
 from faultkit.bundle import collect
-from faultkit.analyze.incident import build
+from faultkit.triage import build
 from faultkit.export.report import render_markdown, to_json
 from faultkit.ingest.debugger import parse_debugger, parse_frame
 

@@ -3,7 +3,7 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faultkit.analyze.incident import build
+from faultkit.triage import build
 from faultkit.bundle import InputFile, Inputs
 from faultkit.export.report import render_html, render_json, render_markdown
 from faultkit.ingest.detect import detect_kinds

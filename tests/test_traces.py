@@ -5,10 +5,10 @@ import sqlite3
 
 import pytest
 
-from faultkit.analyze.incident import build
+from faultkit.triage import build
 from faultkit.bundle import collect
 from faultkit.export.report import render_markdown, to_json
-from faultkit.ingest.rocprof import read_trace_paths
+from faultkit.ingest.traces import read_trace_paths
 
 from .conftest import corpus_files, corpus_ids
 
@@ -33,7 +33,8 @@ CORPUS_ROWS = {  # file -> (table, rows)
 
 @pytest.mark.parametrize("path", CSVS, ids=corpus_ids(CSVS))
 def test_every_corpus_trace_ingests(corpus, path):
-    from faultkit.ingest.rocprof import Trace, read_csv
+    from faultkit.ingest.rocprof import read_csv
+    from faultkit.trace_model import Trace
     t = Trace()
     read_csv(path, t)
     t.finish()

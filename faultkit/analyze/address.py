@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ingest.rocprof import MISSING, Trace
+from ..trace_model import MISSING, Trace
 
 NEAR_BYTES = 1 << 20       # "just past" an allocation: within 1 MiB after its end
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ingest.code_object import CodeObject
-from ..ingest.debugger import IMPLIED_WAVE, MEMORY_OPS
-from ..model import CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
+from ..codes import MEMORY_OPS
+from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
 
 FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGILL": "gpu-illegal-instruction",
                  "SIGFPE": "gpu-arithmetic-exception", "SIGABRT": "gpu-trap"}
@@ -124,7 +123,7 @@ def faulting_instruction(stop: DebugStop, blocks: list[list[DisasmLine]], precis
 
 def _coordinates(stop: DebugStop) -> str | None:
     g = stop.gpu
-    if g is None or g.systag == IMPLIED_WAVE:
+    if g is None or g.implied:
         return None
     if g.block is not None:
         return (f"block ({','.join(map(str, g.block))}), thread ({','.join(map(str, g.thread or ()))}), device {g.device}, "

@@ -9,7 +9,6 @@ there the mapping is exact. Without a bundle the mapping is an estimate and says
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..model import KernelLog, RuntimeLog
 
@@ -30,29 +29,16 @@ class FaultTime:
                 "uncertainty_ns": self.uncertainty_ns, "note": self.note}
 
 
-def line_stamps(times_tsv: Path) -> list[tuple[int, int]]:
-    """Per output line (1-based index - 1), the (CLOCK_BOOTTIME ns, wall ns) capture read it at."""
-    out = []
-    try:
-        for row in times_tsv.read_text(encoding="utf-8", errors="replace").splitlines():
-            parts = row.split("\t")
-            if len(parts) >= 4:
-                out.append((int(parts[3]), int(float(parts[1]) * 1e9)))
-    except (OSError, ValueError):
-        return out
-    return out
-
-
-def fault_time(runtime: RuntimeLog, kernel: KernelLog, manifest: dict | None,
-               trace_end_ns: int | None) -> FaultTime:
+def fault_time(runtime: RuntimeLog, kernel: KernelLog, anchors: dict | None,
+               stamps: dict[str, list[tuple[int, int]]], trace_end_ns: int | None) -> FaultTime:
+    """`anchors`: a capture's clocks at its start (`boottime_ns`, `monotonic_ns`); `stamps`: per log,
+    per line, the (CLOCK_BOOTTIME ns, wall ns) capture read it at."""
     # 1. The runtime's fault line, stamped on arrival by faultkit capture.
     for f in runtime.faults:
-        log = Path(f.origin.file)
-        tsv = log.with_name(log.stem + ".times.tsv")
-        if manifest and f.origin.line and tsv.is_file():
-            stamps = line_stamps(tsv)
-            if 0 < f.origin.line <= len(stamps):
-                boot, wall = stamps[f.origin.line - 1]
+        lines = stamps.get(f.origin.file) if f.origin else None
+        if lines and f.origin.line:
+            if 0 < f.origin.line <= len(lines):
+                boot, wall = lines[f.origin.line - 1]
                 return FaultTime(boot, f"the runtime's fault line ({f.origin}), stamped by capture as it arrived",
                                  5_000_000, "the runtime prints the line a few ms after the GPU interrupt; output "
                                  "buffering can add more", wall)
@@ -61,9 +47,10 @@ def fault_time(runtime: RuntimeLog, kernel: KernelLog, manifest: dict | None,
     if stamped:
         v = stamped[0]
         mono_ns = int(v.stamp.seconds * 1e9)
-        start = (manifest or {}).get("start") or {}
-        if start.get("boottime_ns") is not None and start.get("monotonic_ns") is not None:
-            offset = start["boottime_ns"] - start["monotonic_ns"]
+        start = anchors if isinstance(anchors, dict) else {}
+        boot, mono = start.get("boottime_ns"), start.get("monotonic_ns")
+        if isinstance(boot, int) and isinstance(mono, int):
+            offset = boot - mono
             return FaultTime(mono_ns + offset, f"the kernel log's fault block ({v.origin}), mapped with the capture's "
                                                f"clock anchors", 1_000, "")
         return FaultTime(mono_ns, f"the kernel log's fault block ({v.origin}), taking CLOCK_MONOTONIC as "

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..ingest.rocprof import MISSING, Trace
+from ..trace_model import MISSING, Trace
 
 LAUNCH = re.compile(r"^(?:hip(?:Ext)?(?:Module)?LaunchKernel|hipLaunchCooperativeKernel\w*|hipExtLaunch\w*|"
                     r"hipGraphLaunch|hipLaunchByPtr|hipModuleLaunchCooperativeKernel\w*|cudaLaunchKernel\w*|"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ingest.rocprof import Trace
+from ..trace_model import Trace
 
 SERIALIZE = {"AMD_SERIALIZE_KERNEL": "kernel", "AMD_SERIALIZE_COPY": "copy", "HIP_LAUNCH_BLOCKING": "both",
              "CUDA_LAUNCH_BLOCKING": "both"}

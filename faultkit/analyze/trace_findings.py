@@ -1,19 +1,17 @@
-"""What the traces say about the fault: one clock, what was in flight, overlaps, the address.
+"""What the traces say about the fault: what was in flight, overlaps, the address.
 
-Loading is bounded: the fault time is settled first (from the logs, or the trace's end), then
-only the window before it is read from large kernel and API traces.
+The orchestrator settles the fault time first and reads only the window before it; this module
+takes the trace it read and the fault time, and opens nothing.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ..ingest.rocprof import Trace, read_trace_paths, trace_end_ns, trace_files
-from ..model import Fault, KernelLog, Problem, RuntimeLog
+from ..model import Fault, Problem
+from ..trace_model import Trace
 from .address import AddressFinding, locate
-from .fault_time import FaultTime, fault_time
+from .fault_time import FaultTime
 from .in_flight import Suspect, find_in_flight
 from .overlaps import Overlaps, find_overlaps, serialization_check
 from .trace_verdict import label, rank
@@ -40,16 +38,9 @@ class TraceFindings:
                 "address": self.address.to_json() if self.address else None}
 
 
-def analyse_traces(paths: list[str], runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault],
-                   manifest: dict | None, env: dict[str, str] | None = None, env_source: str = "",
-                   window_ns: int = WINDOW_NS, read_ns: int | None = None) -> TraceFindings:
-    """`window_ns`: how far back the analyses look; `read_ns`: how much of the trace to load
-    (a timeline shows more than the analyses need)."""
-    files = trace_files(paths)           # walked once: the end of the trace, then the window
-    ft = fault_time(runtime, kernel, manifest, trace_end_ns(files))
-    span = max(window_ns, read_ns or 0)
-    since = (ft.boottime_ns - span) if ft.boottime_ns is not None else None
-    trace = read_trace_paths(files, since_ns=since)
+def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[str, str] | None,
+                   env_source: str, window_ns: int = WINDOW_NS) -> TraceFindings:
+    """`window_ns`: how far back the analyses look; `env`: the variables the GPU processes had."""
     if trace.clock.startswith("wall") and ft.wall_ns is None and ft.source != "none":
         trace.problems.append(Problem("<trace>", "this trace is on the wall clock and the fault time is not: "
                                                  "the fault time falls back to the trace's end"))
@@ -69,10 +60,8 @@ def analyse_traces(paths: list[str], runtime: RuntimeLog, kernel: KernelLog, fau
     out.suspects, out.plausible = rank(suspects, faults)
     keys = {(s.pid, s.correlation_id) for s in out.suspects if s.correlation_id is not None}
     out.overlaps = find_overlaps(trace, lo, at, keys)
-    env = env if env is not None else _bundle_env(manifest, paths)
     if env:
-        out.overlaps.serialization = serialization_check(out.overlaps, env, env_source or "the capture's "
-                                                         "process environment record")
+        out.overlaps.serialization = serialization_check(out.overlaps, env, env_source)
     address = next((f.address for f in faults if f.source == "runtime" and f.address), None)
     page_only = False
     if address is None:
@@ -83,26 +72,17 @@ def analyse_traces(paths: list[str], runtime: RuntimeLog, kernel: KernelLog, fau
     return out
 
 
-def _bundle_env(manifest: dict | None, paths: list[str]) -> dict[str, str]:
-    """The environment the GPU processes really had, from a capture's environ.json (the requested
-    one is not evidence: users lose weeks to variables that never reached the server)."""
-    if not manifest or not paths:
-        return {}
-    root = Path(paths[0])
-    for parent in [root, *root.parents]:
-        rec = parent / "environ.json"
-        if rec.is_file():
-            try:
-                procs = json.loads(rec.read_text())
-            except (OSError, ValueError):
-                return {}
-            gpu = [p for p in procs if p.get("gpu")] or procs
-            merged: dict[str, str] = {}
-            for p in gpu:
-                for k, v in (p.get("env") or {}).items():
-                    merged.setdefault(k, v)
-            return merged
-    return {}
+def gpu_process_env(procs: list[dict]) -> dict[str, str]:
+    """The environment the GPU processes really had, from a capture's process records (the
+    requested one is not evidence: users lose weeks to variables that never reached the server)."""
+    gpu = [p for p in procs if p.get("gpu")] or procs
+    merged: dict[str, str] = {}
+    for p in gpu:
+        env = p.get("env")
+        if isinstance(env, dict):
+            for k, v in env.items():
+                merged.setdefault(str(k), str(v))
+    return merged
 
 
 def trace_candidates(findings: TraceFindings) -> list[tuple[str, float, str, bool]]:

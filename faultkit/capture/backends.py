@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from .. import layout
 from .gdb_driver import GdbDriver
 from .launcher import Launch, LineTee
 from .proctree import TreeSampler, cmdline_of
@@ -28,7 +29,7 @@ class PlainBackend:
 
     def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None):
         wrapped = shlex.join(prefix) + " " + command if prefix else command
-        self.target = Launch(wrapped, out, "server", env)
+        self.target = Launch(wrapped, out, layout.SERVER, env)
         self.grace_s = grace_s
         self._fault_at: float | None = None
 
@@ -65,8 +66,8 @@ class DebugLaunchBackend:
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float):
         self.out, self.command = out, command
         full_env = {**os.environ, **env}
-        self.driver = GdbDriver(binary, out / "debugger.txt", full_env, command_deadline)
-        self.tee = LineTee(out, "server")
+        self.driver = GdbDriver(binary, out / layout.debugger_transcript(), full_env, command_deadline)
+        self.tee = LineTee(out, layout.SERVER)
         self._stream = None
         self._slave: int | None = None
         self.ended: str | None = None
@@ -177,7 +178,7 @@ class DebugAttachBackend:
                 continue
             if any(not s.attached.is_set() for s in self.sessions.values()):
                 break       # one attach at a time: two cuda-gdb attaching at once hung the second (H200)
-            s = _AttachSession(self.binary, rec.pid, self.out / f"debugger-{rec.pid}.txt", self.command_deadline)
+            s = _AttachSession(self.binary, rec.pid, self.out / layout.debugger_transcript(rec.pid), self.command_deadline)
             self.sessions[rec.pid] = s
             s.start()
         if any(s.fault.is_set() for s in self.sessions.values()):

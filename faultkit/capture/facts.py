@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .. import layout
+
 TOOLS = [("rocminfo", ["rocminfo"]), ("rocm-smi", ["rocm-smi", "--showallinfo"]), ("amd-smi", ["amd-smi", "static"]),
          ("nvidia-smi", ["nvidia-smi", "-q"]), ("lspci", ["lspci", "-vv", "-d", "1002:"])]
 
@@ -31,8 +33,8 @@ def collect(out: Path) -> dict:
             continue
         try:
             res = subprocess.run(cmd, capture_output=True, timeout=30)
-            (out / f"{name}.txt").write_bytes(res.stdout + res.stderr)
-            tools[name] = f"{name}.txt (exit {res.returncode})"
+            (out / layout.fact_file(name)).write_bytes(res.stdout + res.stderr)
+            tools[name] = f"{layout.fact_file(name)} (exit {res.returncode})"
         except (OSError, subprocess.TimeoutExpired) as exc:
             tools[name] = f"failed: {exc}"
     facts["tools"] = tools

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import layout
+
 # A line that means the GPU or the process died: ends a capture or a trial early.
 FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
                         r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
@@ -56,8 +58,8 @@ class LineTee:
 
     def run(self, stream) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.out_dir / f"{self.name}.log", "ab")
-        times = open(self.out_dir / f"{self.name}.times.tsv", "a", encoding="utf-8")
+        log = open(self.out_dir / layout.log_of(self.name), "ab")
+        times = open(self.out_dir / layout.times_of(self.name), "a", encoding="utf-8")
         try:
             while True:
                 try:
@@ -87,7 +89,7 @@ class LineTee:
 class Launch:
     command: str
     out_dir: Path
-    name: str = "server"
+    name: str = layout.SERVER
     env_extra: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
     started: dict | None = None

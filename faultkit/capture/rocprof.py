@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+from .. import layout
 from .backends import PlainBackend
 
 STOP_DEADLINES = (30.0, 10.0, 5.0)     # SIGINT (finalize), SIGTERM, SIGKILL
@@ -79,7 +80,7 @@ def _state(p: Path) -> str:
 class Rocprofv3Backend(PlainBackend):
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], grace_s: float):
         self.version = rocm_version(binary)
-        self.trace_dir = out / "rocprofv3"
+        self.trace_dir = out / layout.ROCPROF_DIR
         self.prefix = command_prefix(binary, self.trace_dir, self.version)
         super().__init__(command, out, env, grace_s, self.prefix)
 

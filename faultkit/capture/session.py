@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import layout
 from .._signals import exit_words
 from . import facts, kmsg
 from .backends import DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
@@ -23,7 +24,6 @@ from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, cmdline_of, verify_env
 
-BUNDLE_SCHEMA = "faultkit.bundle/1"
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
 RUNTIME_LOG_ENV = {"AMD_LOG_LEVEL": "4", "AMD_LOG_MASK": "0xFFFFFFFF"}
@@ -106,15 +106,15 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     backend = make_backend(opts, env)
     out = opts.out
     out.mkdir(parents=True, exist_ok=True)
-    manifest: dict = {"schema": BUNDLE_SCHEMA, "command": opts.command, "backend": opts.backend,
+    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": opts.command, "backend": opts.backend,
                       "env_requested": opts.env, "start": clocks(), "state": "running", "files": {}}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
-    before = kmsg.snapshot(out / "kernel-before.log")
-    follower = kmsg.KmsgFollower(out / "kernel.log")
+    before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
+    follower = kmsg.KmsgFollower(out / layout.KERNEL_FOLLOW)
     following = follower.start()
-    manifest["kernel_log"] = {"before": before or "kernel-before.log",
-                              "follow": "kernel.log" if following else follower.error}
+    manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
+                              "follow": layout.KERNEL_FOLLOW if following else follower.error}
     manifest["system"] = facts.collect(out)
 
     sigint = DeferredSigint()
@@ -136,15 +136,15 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
             result["killed_leftovers"] = kill_leftovers(sampler)
         sigint.__exit__()
         follower.stop()
-        after = kmsg.snapshot(out / "kernel-after.log")
+        after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
-        (out / "environ.json").write_text(json.dumps([r.to_json() for r in records], indent=2))
+        (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
         check = verify_env(records, env) if env else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=backend.fault_line, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
-        manifest["kernel_log"]["after"] = after or "kernel-after.log"
+        manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
         if ended_by in ("timeout", "target-exit") and not backend.fault_line and ended_by != "debugger-stop":
             manifest["note"] = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
                                 + " (faults that depend on timing can vanish under a debugger or tracer)")
@@ -160,9 +160,9 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:
-    tmp = out / "manifest.json.tmp"
+    tmp = out / layout.MANIFEST_TMP
     tmp.write_text(json.dumps(manifest, indent=2, default=str))
-    os.replace(tmp, out / "manifest.json")
+    os.replace(tmp, out / layout.MANIFEST)
 
 
 def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..analyze.incident import Incident
 from ..analyze.in_flight import LAUNCH
-from ..ingest.rocprof import MISSING
+from ..trace_model import MISSING
 from .pftrace import BOOTTIME, COUNTER, INSTANT, REALTIME, PftraceWriter
 
 CATEGORIES = ["suspect", "overlap"]

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import io
 import struct
-from bisect import bisect_right
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import msgpack
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from ..model import Problem
+from ..model import CodeObject, Kernel, KernelArg, Problem
 
 EM_AMDGPU = 224
 NT_AMDGPU_METADATA = 32
@@ -42,77 +40,6 @@ MACH = {
 }
 XNACK = {0x100: "xnack*", 0x200: "xnack-", 0x300: "xnack+"}      # EF_AMDGPU_FEATURE_XNACK_V4
 SRAMECC = {0x400: "sramecc*", 0x800: "sramecc-", 0xC00: "sramecc+"}
-
-
-@dataclass
-class KernelArg:
-    name: str | None
-    offset: int
-    size: int
-    kind: str | None                 # .value_kind: global_buffer, by_value, hidden_*
-    address_space: str | None = None
-    type_name: str | None = None
-
-
-@dataclass
-class Kernel:
-    name: str                        # the symbol (mangled where the language mangles)
-    address: int                     # ELF virtual address of the entry
-    size: int
-    descriptor: int | None = None    # address of <name>.kd
-    display_name: str | None = None  # metadata .name
-    args: list[KernelArg] = field(default_factory=list)
-    lds_bytes: int | None = None     # .group_segment_fixed_size
-    scratch_bytes: int | None = None  # .private_segment_fixed_size
-    wavefront_size: int | None = None
-    sgprs: int | None = None
-    vgprs: int | None = None
-    kernarg_bytes: int | None = None
-
-
-@dataclass
-class Resolved:
-    kernel: str
-    offset: int
-    vaddr: int
-    file: str | None = None
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f" at {self.file}:{self.line}" if self.file else " (no line information)"
-        return f"{self.kernel}+0x{self.offset:x}{where}"
-
-
-@dataclass
-class CodeObject:
-    target: str                      # e.g. gfx90a:sramecc+:xnack-
-    kernels: list[Kernel] = field(default_factory=list)
-    functions: list[tuple[int, int, str]] = field(default_factory=list)   # every FUNC symbol: (addr, size, name)
-    text_address: int | None = None
-    metadata: dict[str, Any] | None = None
-    lines: list[tuple[int, str, int]] = field(default_factory=list)       # (address, file, line), sorted
-    problems: list[Problem] = field(default_factory=list)
-
-    def kernel(self, name: str) -> Kernel | None:
-        return next((k for k in self.kernels if name in (k.name, k.display_name)), None)
-
-    def resolve(self, pc: int, load_base: int | None = None, text_start: int | None = None) -> Resolved | None:
-        """Map an absolute PC to function+offset and source line.
-
-        Give the load base (where vaddr 0 is mapped) or the loaded start of .text (the `From`
-        column of `info sharedlibrary`); with neither, `pc` is taken as an ELF address."""
-        if load_base is None and text_start is not None and self.text_address is not None:
-            load_base = text_start - self.text_address
-        vaddr = pc - (load_base or 0)
-        hit = next(((a, s, n) for a, s, n in self.functions if a <= vaddr < a + max(s, 1)), None)
-        if hit is None:
-            return None
-        out = Resolved(hit[2], vaddr - hit[0], vaddr)
-        if self.lines:
-            i = bisect_right([a for a, _, _ in self.lines], vaddr) - 1
-            if i >= 0 and self.lines[i][0] >= hit[0]:
-                out.file, out.line = self.lines[i][1], self.lines[i][2]
-        return out
 
 
 def target_id(e_flags: int) -> str:

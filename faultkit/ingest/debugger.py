@@ -112,9 +112,6 @@ EVENTS = [
     ("no-line-info", re.compile(r"No line number information available for address (?P<pc>0x[0-9a-f]+)(?: <(?P<where>[^>]+)>)?")),
     ("no-active", re.compile(r"No (?P<what>agents|queues|dispatches) are currently active|No active (?P<what2>\w+) match")),
 ]
-MEMORY_OPS = re.compile(r"^(?:global_|flat_|scratch_|buffer_|s_load|s_store|s_buffer_|s_scratch_|ds_|image_|tbuffer_|"
-                        r"LDG|STG|LD\.|ST\.|ATOM|RED|LDS|STS|LDL|STL)", re.I)
-
 IMPLIED_WAVE = "AMDGPU wave (implied by rocgdb's imprecise-memory warning; no switch line in the input)"
 _STOP_WORDS = ("received signal", "hit Catchpoint", "CUDA Exception", "stopped because of")
 MI_LANE = re.compile(r'id="(?P<id>\d+)",state="(?P<state>[AIUR])",target-id="(?P<systag>AMDGPU Lane [^"]+)"')
@@ -227,7 +224,7 @@ class _Parser:
 
     def switch(self, tid: str, systag: str | None, place: GpuPlace | None) -> None:
         st = self.stop
-        implied = st is not None and st.gpu is not None and st.gpu.systag == IMPLIED_WAVE
+        implied = st is not None and st.gpu is not None and st.gpu.implied
         if st and self.stop_age <= 4 and (st.thread in (None, tid) or st.kind in ("cuda-exception", "core")) \
                 and (st.gpu is None or implied) and st.host_systag is None:
             self.apply_switch(st, tid, systag, place)
@@ -535,12 +532,12 @@ class _Parser:
         if WARN_PRECISE.search(s) or WARN_ALU.search(s):
             if self.stop and self.stop_age <= 2 and self.stop.kind == "signal":
                 self.stop.imprecise_warning = True
-                self.stop.gpu = self.stop.gpu or GpuPlace(IMPLIED_WAVE)
+                self.stop.gpu = self.stop.gpu or GpuPlace(IMPLIED_WAVE, implied=True)
             else:
                 # rocgdb prints this only on the signal-received path, so it stands for a stop
                 # even where an excerpt dropped the stop line; a stop line that follows fills it.
                 self.new_stop(DebugStop(self.origin(no), "signal", s, imprecise_warning=True,
-                                        gpu=GpuPlace(IMPLIED_WAVE)))
+                                        gpu=GpuPlace(IMPLIED_WAVE, implied=True)))
                 self.want_frame = True
             return
         if LANE_INACTIVE.search(s):

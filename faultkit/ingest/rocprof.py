@@ -12,33 +12,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import sqlite3
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..model import Problem
-
-I64 = "int64"
-SCHEMAS: dict[str, dict[str, str]] = {
-    "dispatches": {"pid": I64, "agent": "object", "agent_node": I64, "queue": I64, "stream": I64, "thread": I64,
-                   "dispatch_id": I64, "kernel_id": I64, "kernel": "object", "correlation_id": I64, "start": I64,
-                   "end": I64, "grid_x": I64, "grid_y": I64, "grid_z": I64, "wg_x": I64, "wg_y": I64, "wg_z": I64,
-                   "lds": I64, "scratch": I64, "vgpr": I64, "sgpr": I64},
-    "copies": {"pid": I64, "direction": "object", "src_agent": "object", "dst_agent": "object", "dst_node": I64,
-               "stream": I64, "correlation_id": I64, "start": I64, "end": I64, "bytes": I64},
-    "allocations": {"pid": I64, "operation": "object", "agent": "object", "address": I64, "size": I64,
-                    "correlation_id": I64, "start": I64, "end": I64},
-    "api": {"pid": I64, "thread": I64, "domain": "object", "function": "object", "correlation_id": I64,
-            "start": I64, "end": I64},
-    "agents": {"pid": I64, "node_id": I64, "logical_id": I64, "type": "object", "name": "object", "gfx": "object"},
-}
-MISSING = -1
+from ..trace_model import MISSING, Trace, conform
 
 # CSV column (lower-cased) -> schema column, per table
 CSV_COLUMNS = {
@@ -74,63 +57,6 @@ HEADER_KIND = [
     ("api", re.compile(r'"domain","function","process_id"')),
     ("agents", re.compile(r'"node_id","logical_node_id","agent_type"')),
 ]
-AGENT_LABEL = re.compile(r"^(?:(Agent|GPU|CPU|UNK) )?(\d+)$")
-
-
-def empty(table: str) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMAS[table].items()})
-
-
-@dataclass
-class Trace:
-    """Everything read from one or more rocprofv3 (or PyTorch profiler) outputs."""
-    dispatches: pd.DataFrame = field(default_factory=lambda: empty("dispatches"))
-    copies: pd.DataFrame = field(default_factory=lambda: empty("copies"))
-    allocations: pd.DataFrame = field(default_factory=lambda: empty("allocations"))
-    api: pd.DataFrame = field(default_factory=lambda: empty("api"))
-    agents: pd.DataFrame = field(default_factory=lambda: empty("agents"))
-    files: list[dict] = field(default_factory=list)      # path, table, rows, format, version hint, state
-    problems: list[Problem] = field(default_factory=list)
-    clock: str = "boottime-ns"
-
-    def add(self, table: str, df: pd.DataFrame) -> None:
-        if len(df):
-            setattr(self, table, pd.concat([getattr(self, table), df], ignore_index=True)
-                    if len(getattr(self, table)) else df)
-
-    def finish(self) -> "Trace":
-        for table in ("dispatches", "copies", "allocations", "api"):
-            df = getattr(self, table)
-            if len(df):
-                setattr(self, table, df.sort_values("start", kind="stable").reset_index(drop=True))
-        _resolve_agents(self)
-        return self
-
-    @property
-    def empty(self) -> bool:
-        return not any(len(getattr(self, t)) for t in ("dispatches", "copies", "allocations", "api"))
-
-
-def _conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
-    """Exactly the schema's columns and dtypes; absent ones filled with MISSING / None."""
-    out = {}
-    n = len(df)
-    for col, dtype in SCHEMAS[table].items():
-        if col not in df:
-            out[col] = np.full(n, MISSING, dtype=np.int64) if dtype == I64 else np.full(n, None, dtype=object)
-            continue
-        s = df[col]
-        if dtype == I64 and s.dtype == np.int64:
-            out[col] = s.to_numpy()
-        elif dtype == I64:
-            if s.dtype == object:
-                s = pd.to_numeric(s.astype(str).str.replace('"', "", regex=False).str.strip(), errors="coerce")
-            out[col] = s.fillna(MISSING).astype(np.int64).to_numpy()
-        elif isinstance(s.dtype, pd.CategoricalDtype):
-            out[col] = s.reset_index(drop=True)
-        else:
-            out[col] = s.to_numpy(dtype=object)
-    return pd.DataFrame(out)
 
 
 def _hex_or_int(s: pd.Series) -> pd.Series:
@@ -258,7 +184,7 @@ def read_csv(path: Path, trace: Trace, since_ns: int | None = None) -> int:
     df = _values(df, table)
     if "pid" not in df or (df["pid"] == MISSING).all():
         df["pid"] = _pid_from_name(path)
-    conformed = _conform(df, table)
+    conformed = conform(df, table)
     trace.add(table, conformed)
     trace.files.append({"path": name, "table": table, "rows": len(conformed), "format": "csv",
                         "read_from_byte": start_byte if windowed_from is not None else 0,
@@ -480,7 +406,7 @@ def read_json(path: Path, trace: Trace) -> None:
                          "grid_x": grid.get("x", MISSING), "grid_y": grid.get("y", MISSING), "grid_z": grid.get("z", MISSING),
                          "wg_x": wg.get("x", MISSING), "wg_y": wg.get("y", MISSING), "wg_z": wg.get("z", MISSING),
                          "lds": info.get("group_segment_size", MISSING), "scratch": info.get("private_segment_size", MISSING)})
-        trace.add("dispatches", _conform(pd.DataFrame(rows), "dispatches"))
+        trace.add("dispatches", conform(pd.DataFrame(rows), "dispatches"))
         copies = [{"pid": pid, "src_agent": str(node.get(r.get("src_agent_id", {}).get("handle"))),
                    "dst_agent": str(node.get(r.get("dst_agent_id", {}).get("handle"))),
                    "dst_node": node.get(r.get("dst_agent_id", {}).get("handle"), MISSING),
@@ -488,25 +414,25 @@ def read_json(path: Path, trace: Trace) -> None:
                    "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING),
                    "bytes": r.get("bytes", MISSING), "stream": r.get("stream_id", {}).get("handle", MISSING),
                    "direction": str(r.get("operation"))} for r in recs.get("memory_copy", []) or []]
-        trace.add("copies", _conform(pd.DataFrame(copies), "copies"))
+        trace.add("copies", conform(pd.DataFrame(copies), "copies"))
         allocs = [{"pid": pid, "operation": _alloc_op(r.get("operation")), "agent": str(node.get(
                    r.get("agent_id", {}).get("handle"), "")), "address": _int(r.get("address")),
                    "size": r.get("allocation_size", MISSING),
                    "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
                    "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
                   for r in recs.get("memory_allocation", []) or []]
-        trace.add("allocations", _conform(pd.DataFrame(allocs), "allocations"))
+        trace.add("allocations", conform(pd.DataFrame(allocs), "allocations"))
         ops = _operation_names(proc)
         api = [{"pid": pid, "thread": r.get("thread_id", MISSING), "domain": dom,
                 "function": ops.get((dom, r.get("operation")), str(r.get("operation"))),
                 "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
                 "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
                for dom in ("hip_api", "hsa_api", "marker_api") for r in recs.get(dom, []) or []]
-        trace.add("api", _conform(pd.DataFrame(api), "api"))
+        trace.add("api", conform(pd.DataFrame(api), "api"))
         ag = [{"pid": pid, "node_id": a.get("node_id", MISSING), "logical_id": a.get("logical_node_id", MISSING),
                "type": {1: "CPU", 2: "GPU"}.get(a.get("type"), str(a.get("type"))), "name": a.get("product_name")
                or a.get("name"), "gfx": a.get("name")} for a in agents.values()]
-        trace.add("agents", _conform(pd.DataFrame(ag), "agents"))
+        trace.add("agents", conform(pd.DataFrame(ag), "agents"))
     trace.files.append({"path": name, "table": "all", "rows": len(trace.dispatches), "format": "json",
                         "state": "complete"})
 
@@ -563,7 +489,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
                    "LEFT JOIN rocpd_event e ON e.id = k.event_id LEFT JOIN rocpd_info_agent a ON a.id = k.agent_id")
             if df is not None:
                 df["agent"] = df["agent_node"].astype(str)
-                trace.add("dispatches", _conform(df, "dispatches"))
+                trace.add("dispatches", conform(df, "dispatches"))
                 got.append(f"{len(df)} dispatches")
         if "rocpd_memory_copy" in names:
             df = q("SELECT c.pid, s.string AS direction, c.src_agent_id AS src_agent, c.dst_agent_id AS dst_agent, "
@@ -571,7 +497,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
                    "c.size AS bytes FROM rocpd_memory_copy c LEFT JOIN rocpd_string s ON s.id = c.name_id "
                    "LEFT JOIN rocpd_event e ON e.id = c.event_id LEFT JOIN rocpd_info_agent a ON a.id = c.dst_agent_id")
             if df is not None:
-                trace.add("copies", _conform(_values(df, "copies"), "copies"))
+                trace.add("copies", conform(_values(df, "copies"), "copies"))
         if "rocpd_memory_allocate" in names:
             df = q("SELECT m.pid, m.type AS operation, a.absolute_index AS agent, m.address, m.size, "
                    "e.stack_id AS correlation_id, m.start, m.end FROM rocpd_memory_allocate m "
@@ -580,97 +506,19 @@ def read_rocpd(path: Path, trace: Trace) -> None:
             if df is not None:
                 df["operation"] = df["operation"].map({"ALLOC": "ALLOCATE", "FREE": "FREE"}).fillna(df["operation"])
                 df["agent"] = df["agent"].astype(str)
-                trace.add("allocations", _conform(df, "allocations"))
+                trace.add("allocations", conform(df, "allocations"))
         if "rocpd_region" in names:
             df = q("SELECT r.pid, r.tid AS thread, c.string AS domain, s.string AS function, e.stack_id AS correlation_id, "
                    "r.start, r.end FROM rocpd_region r LEFT JOIN rocpd_string s ON s.id = r.name_id "
                    "LEFT JOIN rocpd_event e ON e.id = r.event_id LEFT JOIN rocpd_string c ON c.id = e.category_id")
             if df is not None:
-                trace.add("api", _conform(df, "api"))
+                trace.add("api", conform(df, "api"))
         if "rocpd_info_agent" in names:
             df = q("SELECT pid, absolute_index AS node_id, logical_index AS logical_id, type, "
                    "COALESCE(product_name, name) AS name, name AS gfx FROM rocpd_info_agent")
             if df is not None:
-                trace.add("agents", _conform(df, "agents"))
+                trace.add("agents", conform(df, "agents"))
     finally:
         con.close()
     trace.files.append({"path": name, "table": "all", "rows": sum(int(g.split()[0]) for g in got) if got else 0,
                         "format": "rocpd", "state": "complete" if got else "no kernel table"})
-
-
-# ---------------- folders ----------------
-
-def trace_files(paths: list[str | os.PathLike]) -> list[Path]:
-    out = []
-    for p in map(Path, paths):
-        out += sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
-    return out
-
-
-def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None) -> Trace:
-    """Read every rocprofv3 output under the given files and folders. The pid of each output
-    comes from its name (`<pid>_kernel_trace.csv`, `<host>/<pid>_results.db`)."""
-    trace = Trace()
-    for f in trace_files(paths):
-        read_trace_file(f, trace, since_ns)
-    return trace.finish()
-
-
-def trace_end_ns(paths: list[str | os.PathLike]) -> int | None:
-    ends = [last_end_ns(f) for f in trace_files(paths) if f.name.endswith(("kernel_trace.csv", "api_trace.csv"))]
-    ends = [e for e in ends if e is not None]
-    return max(ends) if ends else None
-
-
-def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None) -> None:
-    if f.suffix == ".csv":
-        if not f.name.endswith("_stats.csv") and "counter_collection" not in f.name:
-            read_csv(f, trace, since_ns=since_ns)
-    elif f.name.endswith("_results.db") or f.suffix == ".db":
-        read_rocpd(f, trace)
-    elif f.name.endswith("_results.json"):
-        read_json(f, trace)
-    elif f.suffix == ".json":
-        from .torch_trace import looks_like_torch_trace, read_torch_trace
-        try:
-            with open(f, "rb") as fh:
-                head = fh.read(4096)
-        except OSError as exc:
-            trace.problems.append(Problem(str(f), f"unreadable ({exc.strerror or exc})"))
-            return
-        if looks_like_torch_trace(head):
-            read_torch_trace(f, trace)
-    elif f.suffix == ".dat":
-        trace.problems.append(Problem(str(f), "rocprofv3 buffer residue: finalization never ran, so this "
-                                              "run's trace was not written (undocumented binary format, not read)"))
-
-
-def _resolve_agents(trace: Trace) -> None:
-    """`Memory access fault by GPU node-N` names the KFD node (agent_info Node_Id). 6.x CSVs print
-    that node id; 7.x prints `Agent N` with N the logical index unless run with `-A absolute`."""
-    d = trace.dispatches
-    if not len(d):
-        return
-    logical_to_node = {}
-    if len(trace.agents):
-        logical_to_node = dict(zip(trace.agents["logical_id"], trace.agents["node_id"]))
-    node = d["agent_node"].to_numpy().copy()
-    labels = d["agent"].astype("category")
-    codes = labels.cat.codes.to_numpy()
-    per_label, logical_seen = [], False
-    for label in labels.cat.categories:
-        m = AGENT_LABEL.match(str(label))
-        if not m:
-            per_label.append(MISSING)
-        elif m.group(1):          # 7.x 'Agent N': a logical index
-            logical_seen = True
-            per_label.append(int(logical_to_node.get(int(m.group(2)), MISSING)))
-        else:                     # 6.x: the KFD node id itself
-            per_label.append(int(m.group(2)))
-    lookup = np.array(per_label + [MISSING], dtype=np.int64)
-    unknown = node == MISSING
-    node[unknown] = lookup[codes[unknown]]          # code -1 (NaN) lands on the trailing MISSING
-    if logical_seen and not logical_to_node:
-        trace.problems.append(Problem("<trace>", "7.x 'Agent N' ids are logical indexes and no agent_info was "
-                                                 "found to map them to KFD node ids; GPU node-N matching is off"))
-    trace.dispatches = d.assign(agent_node=node)

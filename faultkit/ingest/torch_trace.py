@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .rocprof import MISSING, Trace, _conform, load_json
+from ..trace_model import MISSING, Trace, conform
+from .rocprof import load_json
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime"}
 
@@ -71,7 +72,7 @@ def read_torch_trace(path: Path, trace: Trace) -> None:
                            "agent": str(args.get("Device Id", "")), "address": int(args["Addr"]), "size": abs(nbytes),
                            "correlation_id": MISSING, "start": ns(ev.get("ts", 0)), "end": ns(ev.get("ts", 0))})
     for table, rows in (("dispatches", kern), ("copies", copies), ("api", api), ("allocations", allocs)):
-        trace.add(table, _conform(pd.DataFrame(rows), table))
+        trace.add(table, conform(pd.DataFrame(rows), table))
     trace.clock = "wall-ns"
     trace.files.append({"path": name, "table": "all", "rows": len(kern), "format": "pytorch-profiler",
                         "state": "complete"})

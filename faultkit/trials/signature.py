@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..analyze.incident import build
+from ..triage import build
 from ..bundle import InputFile, Inputs
 from .._signals import exit_words
 

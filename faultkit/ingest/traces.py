@@ -1,0 +1,55 @@
+"""Every trace output under the given files and folders, each by its reader, into one Trace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..model import Problem
+from ..trace_model import Trace
+from .rocprof import last_end_ns, read_csv, read_json, read_rocpd
+from .torch_trace import looks_like_torch_trace, read_torch_trace
+
+
+def trace_files(paths: list[str | os.PathLike]) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        out += sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
+    return out
+
+
+def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None) -> Trace:
+    """Read every rocprofv3 output under the given files and folders. The pid of each output
+    comes from its name (`<pid>_kernel_trace.csv`, `<host>/<pid>_results.db`)."""
+    trace = Trace()
+    for f in trace_files(paths):
+        read_trace_file(f, trace, since_ns)
+    return trace.finish()
+
+
+def trace_end_ns(paths: list[str | os.PathLike]) -> int | None:
+    ends = [last_end_ns(f) for f in trace_files(paths) if f.name.endswith(("kernel_trace.csv", "api_trace.csv"))]
+    ends = [e for e in ends if e is not None]
+    return max(ends) if ends else None
+
+
+def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None) -> None:
+    if f.suffix == ".csv":
+        if not f.name.endswith("_stats.csv") and "counter_collection" not in f.name:
+            read_csv(f, trace, since_ns=since_ns)
+    elif f.name.endswith("_results.db") or f.suffix == ".db":
+        read_rocpd(f, trace)
+    elif f.name.endswith("_results.json"):
+        read_json(f, trace)
+    elif f.suffix == ".json":
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(4096)
+        except OSError as exc:
+            trace.problems.append(Problem(str(f), f"unreadable ({exc.strerror or exc})"))
+            return
+        if looks_like_torch_trace(head):
+            read_torch_trace(f, trace)
+    elif f.suffix == ".dat":
+        trace.problems.append(Problem(str(f), "rocprofv3 buffer residue: finalization never ran, so this "
+                                              "run's trace was not written (undocumented binary format, not read)"))

@@ -1,0 +1,105 @@
+"""The triage, stage by stage: collect -> parse logs -> fault time -> read the trace window ->
+correlate -> (the caller renders the report).
+
+This is the one place that knows the order; the parsers only parse and the analyses only take
+records and tables.
+"""
+
+from __future__ import annotations
+
+from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
+from .analyze.fault_time import fault_time
+from .analyze.faults import collect_faults
+from .analyze.incident import KEY_EVENTS, Incident
+from .analyze.next_steps import suggest
+from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
+from .analyze.verdict import decide
+from .bundle import Inputs, collect
+from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
+from .ingest.debugger import parse_debugger
+from .ingest.detect import detect_kinds
+from .ingest.kernel_log import parse_kernel_log
+from .ingest.runtime_log import parse_runtime_log
+from .ingest.text import decode
+from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
+from .model import Problem
+
+ALL = 1 << 62       # read the whole trace (the timeline's `--window all`)
+
+
+def triage(paths: list[str], env: dict[str, str] | None = None, window_ns: int | None = None,
+           read_ns: int | None = None) -> Incident:
+    return build(collect(paths), env, window_ns, read_ns)
+
+
+def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | None = None,
+          read_ns: int | None = None) -> Incident:
+    """`env`: variables the user says were set for the run (else the capture's record is used);
+    `window_ns`: how far before the fault the analyses look; `read_ns`: how much of a trace to
+    load (a timeline shows more than the analyses need)."""
+    inc = Incident(problems=list(inputs.problems))
+    kinds_seen, objects = _parse_files(inputs, inc)
+    for finding in inc.stops:
+        resolve_with(finding, objects, inc.debugger.code_objects)
+    inc.problems.extend(inc.runtime.problems)
+    inc.problems.extend(inc.kernel.problems)
+    inc.problems.extend(inc.debugger.problems)
+    inc.faults = collect_faults(inc.runtime, inc.kernel)
+    inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
+    if inputs.traces:
+        _read_traces(inputs, inc, env, window_ns or WINDOW_NS, read_ns)
+    inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
+                         trace_candidates(inc.traces) if inc.traces else (),
+                         inc.traces.plausible if inc.traces else 0)
+    inc.report_points = inc.runtime.report_points
+    inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
+    inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops)
+    if not inputs.files and not inputs.traces:
+        inc.problems.append(Problem("<inputs>", "no readable input files"))
+    return inc
+
+
+def _parse_files(inputs: Inputs, inc: Incident) -> tuple[set[str], list]:
+    kinds_seen: set[str] = set()
+    objects = []
+    for f in inputs.files:
+        if f.data[:4] == b"\x7fELF" or BUNDLE_MAGIC in f.data[:1 << 20]:
+            found, problems = code_objects_in(f.data, f.name)
+            objects += found
+            inc.problems.extend(problems)
+            inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": len(f.data)})
+            continue
+        text, problems = decode(f.data, f.name)
+        inc.problems.extend(problems)
+        kinds = detect_kinds(text)
+        kinds_seen |= kinds
+        inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": len(f.data)})
+        if "kernel-log" in kinds:
+            kl = parse_kernel_log(text, f.name)
+            inc.kernel.extend(kl)
+            inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
+        if "runtime-log" in kinds or "debugger" in kinds:
+            inc.runtime.extend(parse_runtime_log(text, f.name))
+        if "debugger" in kinds:
+            dl = parse_debugger(text, f.name)
+            inc.debugger.extend(dl)
+            # Stops are judged per transcript: each worker's debugger has its own tables.
+            inc.stops.extend(examine(dl, f.name))
+    return kinds_seen, objects
+
+
+def _read_traces(inputs: Inputs, inc: Incident, env: dict[str, str] | None, window_ns: int,
+                 read_ns: int | None) -> None:
+    files = trace_files(inputs.traces)           # walked once: the end of the trace, then the window
+    anchors = (inputs.manifest or {}).get("start") if inputs.captured else None
+    ft = fault_time(inc.runtime, inc.kernel, anchors, inputs.stamps if inputs.captured else {}, trace_end_ns(files))
+    span = max(window_ns, read_ns or 0)
+    since = (ft.boottime_ns - span) if ft.boottime_ns is not None else None
+    trace = read_trace_paths(files, since_ns=since)
+    source = "--env given to triage"
+    if env is None and inputs.captured:
+        env, source = gpu_process_env(inputs.environ), "the capture's process environment record"
+    inc.traces = analyse_traces(trace, ft, inc.faults, env, source, window_ns)
+    inc.problems.extend(trace.problems)
+    for t in trace.files:
+        inc.inputs.append({"name": t["path"], "kinds": [f"trace:{t.get('table')}"], "rows": t["rows"]})
