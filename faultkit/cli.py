@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
@@ -30,16 +31,12 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     capture bundles, .tar.gz.
 
     Each file's kind is detected from its content."""
-    from .triage import build
-    from .bundle import collect
-    from .capture.session import CaptureError, parse_env
     from .export.report import RENDERERS
+    from .triage import TriageOptions, triage as run_triage
 
-    try:
-        env = parse_env(env_pairs) if env_pairs else None
-    except CaptureError as exc:
-        raise click.ClickException(str(exc))
-    incident = build(collect(list(inputs)), env, int(parse_duration(window) * 1e9))
+    opts = TriageOptions(env=parse_env(env_pairs, "--env") if env_pairs else None,
+                         window_ns=int(parse_duration(window) * 1e9))
+    incident = run_triage(list(inputs), opts)
     text = RENDERERS[fmt](incident)
     if output:
         with open(output, "w", encoding="utf-8") as fh:
@@ -74,12 +71,11 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         return
     if not inputs or not output:
         raise click.UsageError("give the inputs and -o FILE (or --check FILE)")
-    from .triage import build
-    from .bundle import collect
     from .export.timeline import build_timeline, write_json, write_pftrace
+    from .triage import TriageOptions, triage as run_triage
 
     win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
-    inc = build(collect(list(inputs)), read_ns=win if win is not None else 1 << 62)
+    inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
     tl = build_timeline(inc, win)
     if fmt == "json":
         n = write_json(tl, output)
@@ -88,6 +84,16 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         size = write_pftrace(tl, output)
         click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
                    err=True)
+
+
+def parse_env(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
+    env = {}
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+            raise click.BadParameter(f"{kv!r}: expected NAME=VALUE", param_hint=flag)
+        env[k] = v
+    return env
 
 
 def parse_duration(text: str) -> float:
@@ -240,13 +246,12 @@ def capture(backend, attach_workers, attach_match, attach_delay, debugger, comma
     import time
     from pathlib import Path
 
-    from .triage import build
-    from .bundle import collect
-    from .capture.session import CaptureError, CaptureOptions, capture as run_capture, parse_env
+    from .capture.session import CaptureError, CaptureOptions, capture as run_capture
+    from .triage import triage as run_triage
 
     out = out or time.strftime("faultkit-bundle-%Y%m%d-%H%M%S")
     try:
-        opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs),
+        opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
                               redact=not no_redact, attach_workers=attach_workers, attach_match=attach_match,
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
@@ -254,7 +259,7 @@ def capture(backend, attach_workers, attach_match, attach_delay, debugger, comma
         manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
     except CaptureError as exc:
         raise click.ClickException(str(exc))
-    v = build(collect([out])).verdict
+    v = run_triage([out]).verdict
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
                + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)

@@ -168,7 +168,7 @@ def client_role(name: str | None) -> str | None:
         return "shader-instruction-fetch"
     if n.startswith("SQC"):
         return "shader-scalar-data"
-    if n.startswith("SQG"):
+    if n.startswith("SQG") or n == "SQ":
         return "shader"
     if "SDMA" in n or n == "XDMA":
         return "copy-engine"
@@ -181,6 +181,18 @@ def client_role(name: str | None) -> str | None:
     if n in ("MP0", "MP1", "PSP", "SMU"):
         return "firmware"
     return "other"
+
+
+ENGINE_OF_ROLE = {"shader-memory": "shader", "shader-instruction-fetch": "shader", "shader-scalar-data": "shader",
+                  "shader": "shader", "copy-engine": "copy", "command-processor": "command-processor",
+                  "firmware": "firmware", "graphics-pipeline": "graphics", "video": "video", "other": "other"}
+
+
+def engine_of(client: str | None) -> str | None:
+    """Which engine faulted: shader, copy, command-processor, firmware, graphics, video, other.
+    The one rule every analysis uses (a kernel is a suspect only where a shader faulted)."""
+    role = client_role(client)
+    return ENGINE_OF_ROLE[role] if role else None
 
 
 ROLE_WORDS = {

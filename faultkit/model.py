@@ -475,10 +475,17 @@ class Fault:
     pid: int | None = None
     process: str | None = None
     time: str | None = None
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)   # shown in reports; analyses read the fields below
     meaning: str | None = None
     origin: Origin | None = None
     group: int | None = None         # incident group: same event seen by several sources
+    client: str | None = None        # the kernel log's UTCL2/MMU client name
+    engine: str | None = None        # codes.engine_of(client): shader, copy, command-processor, firmware, ...
+    vmid: int | None = None
+    pasid: int | None = None
+    node: int | None = None          # KFD node of `GPU node-N`
+    secondary: bool = False          # a block latched behind an earlier fault: says nothing of the engine
+    kernel: str | None = None        # a kernel the fault record itself names (debugger, sanitizer, core, runtime)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -490,6 +497,7 @@ class Fault:
             "pid": self.pid,
             "process": self.process,
             "time": self.time,
+            "engine": self.engine,
             "detail": {**self.detail, "meaning": self.meaning,
                        "origin": str(self.origin) if self.origin else None,
                        "group": self.group},

@@ -7,6 +7,8 @@ records and tables.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
 from .analyze.fault_time import fault_time
 from .analyze.faults import collect_faults
@@ -24,19 +26,19 @@ from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .model import Problem
 
-ALL = 1 << 62       # read the whole trace (the timeline's `--window all`)
+@dataclass(frozen=True)
+class TriageOptions:
+    env: dict[str, str] | None = None    # variables the user says the run had (else the capture's record)
+    window_ns: int = WINDOW_NS           # how far before the fault the analyses look
+    read_ns: int | None = None           # how much of a trace to load, if more than the window
+    read_all: bool = False               # the whole trace (the timeline's `--window all`)
 
 
-def triage(paths: list[str], env: dict[str, str] | None = None, window_ns: int | None = None,
-           read_ns: int | None = None) -> Incident:
-    return build(collect(paths), env, window_ns, read_ns)
+def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
+    return build(collect(paths), opts)
 
 
-def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | None = None,
-          read_ns: int | None = None) -> Incident:
-    """`env`: variables the user says were set for the run (else the capture's record is used);
-    `window_ns`: how far before the fault the analyses look; `read_ns`: how much of a trace to
-    load (a timeline shows more than the analyses need)."""
+def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems))
     kinds_seen, objects = _parse_files(inputs, inc)
     for finding in inc.stops:
@@ -47,7 +49,7 @@ def build(inputs: Inputs, env: dict[str, str] | None = None, window_ns: int | No
     inc.faults = collect_faults(inc.runtime, inc.kernel)
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
-        _read_traces(inputs, inc, env, window_ns or WINDOW_NS, read_ns)
+        _read_traces(inputs, inc, opts)
     inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
                          trace_candidates(inc.traces) if inc.traces else (),
                          inc.traces.plausible if inc.traces else 0)
@@ -88,18 +90,17 @@ def _parse_files(inputs: Inputs, inc: Incident) -> tuple[set[str], list]:
     return kinds_seen, objects
 
 
-def _read_traces(inputs: Inputs, inc: Incident, env: dict[str, str] | None, window_ns: int,
-                 read_ns: int | None) -> None:
+def _read_traces(inputs: Inputs, inc: Incident, opts: TriageOptions) -> None:
     files = trace_files(inputs.traces)           # walked once: the end of the trace, then the window
     anchors = (inputs.manifest or {}).get("start") if inputs.captured else None
     ft = fault_time(inc.runtime, inc.kernel, anchors, inputs.stamps if inputs.captured else {}, trace_end_ns(files))
-    span = max(window_ns, read_ns or 0)
-    since = (ft.boottime_ns - span) if ft.boottime_ns is not None else None
+    span = max(opts.window_ns, opts.read_ns or 0)
+    since = (ft.boottime_ns - span) if ft.boottime_ns is not None and not opts.read_all else None
     trace = read_trace_paths(files, since_ns=since)
-    source = "--env given to triage"
+    env, source = opts.env, "--env given to triage"
     if env is None and inputs.captured:
         env, source = gpu_process_env(inputs.environ), "the capture's process environment record"
-    inc.traces = analyse_traces(trace, ft, inc.faults, env, source, window_ns)
+    inc.traces = analyse_traces(trace, ft, inc.faults, env, source, opts.window_ns)
     inc.problems.extend(trace.problems)
     for t in trace.files:
         inc.inputs.append({"name": t["path"], "kinds": [f"trace:{t.get('table')}"], "rows": t["rows"]})

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from faultkit.triage import build
+from faultkit.triage import TriageOptions, build
 from faultkit.bundle import collect
 from faultkit.export.report import render_markdown, to_json
 from faultkit.ingest.traces import read_trace_paths
@@ -231,7 +231,7 @@ def bundle(tmp_path, kernels=(), api=(), allocs=(), copies=(), address=0x7F00000
 
 
 def tri(b, env=None):
-    inc = build(collect([str(b)]), env)
+    inc = build(collect([str(b)]), TriageOptions(env=env))
     return inc, to_json(inc)
 
 
@@ -344,3 +344,44 @@ def test_kernel_log_time_mapped_with_capture_anchors(tmp_path):
     assert ft["boottime_ns"] == fault_boot and "clock anchors" in ft["source"]
     assert doc["trace"]["in_flight"][0]["kernel"] == "spans_fault"
     assert doc["trace"]["address"]["verdict"] == "no-allocation-trace"      # said, not guessed
+
+
+def _without_paths(doc):
+    """The same evidence read from a folder and from its tarball differs only in where it lies."""
+    import re
+
+    if isinstance(doc, dict):
+        return {k: _without_paths(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_without_paths(v) for v in doc]
+    if isinstance(doc, str):
+        return re.sub(r"\S*/b/|\S*\.tar\.gz:b/", "", doc)
+    return doc
+
+
+def test_bundle_and_its_tarball_give_the_same_report(tmp_path):
+    import tarfile
+
+    ks = [k70(1, 1, 1, 9, 1, "paged_attention", 1, FAULT_NS - 3 * MS, FAULT_NS + 2 * MS)]
+    b = bundle(tmp_path, kernels=ks, allocs=[alloc("ALLOCATE", 0x7F0000000000, 1 << 20, FAULT_NS - 900 * MS),
+                                             alloc("FREE", 0x7F0000000000, 0, FAULT_NS - 3 * MS, 2)],
+               env={"AMD_SERIALIZE_KERNEL": "3"})
+    # The boot's kernel log before the capture holds an old fault at another address: history only.
+    (b / "kernel-before.log").write_text(
+        "[   12.000000] amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 "
+        "pasid:32770, for process old pid 1111 thread old pid 1111)\n"
+        "[   12.000010] amdgpu 0000:c1:00.0: amdgpu:   in page starting at address 0x00000000dead0000 from IH "
+        "client 0x1b (UTCL2)\n")
+    (b / "kernel.log").write_text("")
+    (b / "kernel-after.log").write_text((b / "kernel-before.log").read_text())
+    tar = tmp_path / "b.tar.gz"
+    with tarfile.open(tar, "w:gz") as t:
+        t.add(b, arcname="b")
+    folder, packed = to_json(build(collect([str(b)]))), to_json(build(collect([str(tar)])))
+    assert _without_paths(folder) == _without_paths(packed)
+    assert [f["address"] for f in folder["faults"]] == ["0x7f0000001000"]     # not 0xdead0000
+    assert folder["trace"]["fault_time"]["boottime_ns"] == FAULT_NS           # the arrival stamp, from both
+    assert folder["trace"]["overlaps"]["serialization"]["variables"] == {"AMD_SERIALIZE_KERNEL": "3"}
+    assert folder["trace"]["address"]["verdict"] == "use-after-free"
+    names = [i["name"] for i in packed["inputs"]]
+    assert not any("times.tsv" in n or "kernel-before" in n or "environ.json" in n for n in names)

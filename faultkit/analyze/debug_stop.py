@@ -224,7 +224,8 @@ def stop_fault(f: StopFinding) -> Fault:
     gpu = (f"device {g.device}" if g and g.device is not None else f"agent {g.agent}" if g and g.agent is not None
            else None)
     return Fault(source="debugger", kind=kind, code=None, gpu=gpu, detail={k: v for k, v in detail.items() if v is not None},
-                 meaning=meaning, origin=st.origin)
+                 meaning=meaning, origin=st.origin, kernel=f.kernel if f.gpu else None,
+                 engine="shader" if f.gpu else None)
 
 
 def sanitizer_fault(r: SanitizerReport) -> Fault:
@@ -236,4 +237,4 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
     return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
                  detail={k: v for k, v in detail.items() if v is not None},
                  meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in {r.kernel}: {where}.",
-                 origin=r.origin)
+                 origin=r.origin, kernel=r.kernel, engine="shader")

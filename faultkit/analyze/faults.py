@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, XID_MEANINGS, client_role,
+from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, XID_MEANINGS, client_role, engine_of,
                      status_meaning, status_name)
 from ..model import Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
@@ -37,7 +37,7 @@ def runtime_fault(f: RuntimeFault) -> Fault:
         detail["reason_kind"] = VM_FAULT_REASONS.get(f.reason)
     return Fault(source="runtime", kind=kind, address=f.address, code=f.code, gpu=gpu, pid=f.pid,
                  process=f.process_tag, time=f.stamp.raw if f.stamp else None, detail=detail,
-                 meaning=explain_runtime(f), origin=f.origin)
+                 meaning=explain_runtime(f), origin=f.origin, node=f.node, kernel=f.kernel)
 
 
 def explain_runtime(f: RuntimeFault) -> str:
@@ -80,7 +80,10 @@ def vm_fault(f: VMFault) -> Fault:
         detail["secondary"] = True
     kind = "page-fault" + ("-retry" if f.retry else "")
     return Fault(source="kernel-log", kind=kind, address=f.address, gpu=f.pci, pid=f.pid, process=f.process,
-                 time=f.stamp.raw if f.stamp else None, detail=detail, meaning=explain_vm_fault(f), origin=f.origin)
+                 time=f.stamp.raw if f.stamp else None, detail=detail, meaning=explain_vm_fault(f), origin=f.origin,
+                 client=None if f.secondary else f.client_name,
+                 engine=None if f.secondary else engine_of(f.client_name), vmid=f.vmid, pasid=f.pasid,
+                 secondary=bool(f.secondary))
 
 
 def explain_vm_fault(f: VMFault) -> str:
@@ -177,8 +180,7 @@ def group_faults(faults: list[Fault]) -> None:
     bursts: dict[tuple, int] = {}
     for f in faults:
         if f.source == "kernel-log" and f.kind.startswith("page-fault"):
-            pasid = f.detail.get("pasid")
-            key = (f.gpu, "pasid", pasid) if pasid is not None else (f.gpu, "pid", f.pid)
+            key = (f.gpu, "pasid", f.pasid) if f.pasid is not None else (f.gpu, "pid", f.pid)
             if key not in bursts:
                 bursts[key] = next_group
                 next_group += 1

@@ -11,9 +11,8 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
     codes = {f.code for f in faults if f.code is not None}
-    clients = {str(f.detail.get("client_name", "")).upper() for f in faults
-               if f.source == "kernel-log" and not f.detail.get("secondary")}
-    vmid0 = any(f.detail.get("vmid") == 0 and f.kind.startswith("page-fault") for f in faults)
+    engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
+    vmid0 = any(f.vmid == 0 and f.kind.startswith("page-fault") for f in faults)
     hang = any(f.kind == "gpu-hang" for f in faults) or any(e.kind == "ring-timeout" for e in kernel.events)
 
     if verdict.level in ("candidates", "unknown") and amd:
@@ -39,7 +38,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
         steps.append("Code 0x1016 is a wave trap/abort (device assert, __builtin_trap), not a bad address: "
                      "look for device-side asserts in the kernels that ran; build with assertions messages "
                      "enabled, or let the debug agent print the trapping wave.")
-    if any(c.startswith(("SDMA", "XDMA")) for c in clients):
+    if "copy" in engines:
         steps.append("The copy engine (SDMA) faulted: check the source/destination of the memory copies issued "
                      "just before the fault (hipMemcpy*/peer copies) and their lifetimes; set "
                      "AMD_SERIALIZE_COPY=3 to make copy errors synchronous.")

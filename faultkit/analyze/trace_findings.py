@@ -66,7 +66,7 @@ def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[s
     page_only = False
     if address is None:
         address = next((f.address for f in faults if f.source == "kernel-log" and f.address
-                        and not f.detail.get("secondary")), None)
+                        and not f.secondary), None)
         page_only = address is not None
     out.address = locate(trace, address, at, page_only)
     return out

@@ -16,15 +16,14 @@ BASE = {"running-at-fault": 0.6, "launch-without-dispatch": 0.55, "dispatch-id-g
 
 
 def fault_nodes(faults: list[Fault]) -> set[int]:
-    return {int(f.gpu.split("-")[1]) for f in faults if f.gpu and f.gpu.startswith("node-")}
+    return {f.node for f in faults if f.node is not None}
 
 
 def fault_engine(faults: list[Fault]) -> str | None:
-    clients = {str(f.detail.get("client_name", "")).upper() for f in faults
-               if f.source == "kernel-log" and not f.detail.get("secondary") and f.detail.get("client_name")}
-    if any(c.startswith(("SDMA", "XDMA")) for c in clients):
+    engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
+    if "copy" in engines:
         return "copy"
-    if any(c.startswith(("TCP", "TC", "SQC", "SQ", "CPC")) for c in clients):
+    if "shader" in engines:
         return "shader"
     return None
 

@@ -136,10 +136,8 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     for h in runtime.hints:
         add(h.kernel, 0.3, f"{h.kind} line names it just before the fault ({h.origin}): a hint only")
 
-    copy_engine = [f for f in faults if f.source == "kernel-log" and not f.detail.get("secondary")
-                   and str(f.detail.get("client_name", "")).upper().startswith(("SDMA", "XDMA"))]
-    shader = [f for f in faults if f.source == "kernel-log" and not f.detail.get("secondary")
-              and str(f.detail.get("client_name", "")).upper().startswith(("TCP", "SQC", "TC"))]
+    copy_engine = [f for f in faults if f.source == "kernel-log" and f.engine == "copy"]
+    shader = [f for f in faults if f.source == "kernel-log" and f.engine == "shader"]
     ranked = sorted(cands.values(), key=lambda c: -c.score)
     for c in ranked:
         if copy_engine and not shader:

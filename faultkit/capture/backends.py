@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 from .. import layout
 from .gdb_driver import GdbDriver
@@ -21,6 +22,22 @@ from .launcher import Launch, LineTee
 from .proctree import TreeSampler, cmdline_of
 
 AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}
+
+
+class Backend(Protocol):
+    """What the session needs of a way to run the target."""
+
+    def start(self) -> None: ...
+
+    @property
+    def root_pid(self) -> int: ...          # the process whose tree is sampled
+
+    @property
+    def fault_line(self) -> str | None: ...  # the first output line that means the GPU or process died
+
+    def step(self, sampler: TreeSampler) -> str | None: ...   # why the capture should end, or None
+
+    def stop(self) -> dict: ...             # stop everything started; manifest fields (`exit_code`, ...)
 MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 from .. import layout
 from .._signals import exit_words
 from . import facts, kmsg
-from .backends import DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
+from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, cmdline_of, verify_env
@@ -52,7 +51,7 @@ class CaptureOptions:
     attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
 
 
-def make_backend(opts: CaptureOptions, env: dict[str, str]):
+def make_backend(opts: CaptureOptions, env: dict[str, str]) -> Backend:
     if opts.backend in DEBUGGERS:
         binary = opts.debugger or opts.backend
         if shutil.which(binary) is None:
@@ -163,13 +162,3 @@ def _write_manifest(out: Path, manifest: dict) -> None:
     tmp = out / layout.MANIFEST_TMP
     tmp.write_text(json.dumps(manifest, indent=2, default=str))
     os.replace(tmp, out / layout.MANIFEST)
-
-
-def parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
-    env = {}
-    for kv in pairs:
-        k, sep, v = kv.partition("=")
-        if not sep or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
-            raise CaptureError(f"--env {kv!r}: expected NAME=VALUE")
-        env[k] = v
-    return env

@@ -86,7 +86,7 @@ def sections(inc: Incident) -> list[Section]:
                    [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
     out.append(s)
 
-    primary = [f for f in inc.faults if not f.detail.get("secondary")]
+    primary = [f for f in inc.faults if not f.secondary]
     s = Section("Fault facts")
     if not inc.faults:
         s.paragraphs.append("No GPU fault was found in the inputs.")
@@ -123,9 +123,9 @@ def sections(inc: Incident) -> list[Section]:
         s.table = (["page", "GPU", "hub", "vmid", "pasid", "client", "access", "permission bits", "status",
                     "process"],
                    [[hex_or_none(f.address) or "", f.gpu or "", str(f.detail.get("hub", "")),
-                     str(f.detail.get("vmid", "")), str(f.detail.get("pasid", "")),
-                     "(secondary)" if f.detail.get("secondary") else str(f.detail.get("client_name", "")),
-                     "" if f.detail.get("secondary") else {0: "read", 1: "write"}.get(f.detail.get("rw"), ""),
+                     _blank(f.vmid), _blank(f.pasid),
+                     "(secondary)" if f.secondary else (f.client or ""),
+                     "" if f.secondary else {0: "read", 1: "write"}.get(f.detail.get("rw"), ""),
                      _perm(f.detail.get("permission_faults")), str(f.detail.get("status", "")),
                      f"{f.process or ''} {f.pid or ''}".strip()] for f in kfaults[:200]])
         if len(kfaults) > 200:
@@ -306,3 +306,7 @@ def render_html(inc: Incident) -> str:
 
 
 RENDERERS = {"md": render_markdown, "markdown": render_markdown, "html": render_html, "json": render_json}
+
+
+def _blank(v) -> str:
+    return "" if v is None else str(v)
