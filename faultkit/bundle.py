@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
 from . import layout
+from .ingest.core_file import is_core_header
 from .model import Problem
 
 MAX_FILE_BYTES = 4 << 30
@@ -56,6 +57,7 @@ class _Entry:
     size: int
     read: Callable[[], bytes]
     path: Callable[[], str | None]        # a path on disk (archives: extracted on demand)
+    head: Callable[[], bytes]             # the first bytes, without reading the rest
 
 
 def collect(paths: list[str]) -> Inputs:
@@ -97,7 +99,15 @@ def _file_entry(path: Path, name: str, rel: str, out: Inputs) -> _Entry | None:
     st = _regular(path, name, out)
     if st is None:
         return None
-    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path))
+    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path), lambda: _head(path))
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(64)
+    except OSError:
+        return b""
 
 
 def _dir_entries(root: Path, out: Inputs) -> Iterator[_Entry]:
@@ -122,13 +132,14 @@ def _tar_entries(path: Path, tar: tarfile.TarFile, out: Inputs) -> Iterator[_Ent
     for m in members:
         pp = PurePosixPath(m.name)
         rel = str(pp.relative_to(prefix)) if prefix != "." and pp.is_relative_to(prefix) else m.name
-        yield _Entry(rel, f"{path}:{m.name}", m.size, _member_reader(tar, m), _member_extractor(tar, m))
+        yield _Entry(rel, f"{path}:{m.name}", m.size, _member_reader(tar, m), _member_extractor(tar, m),
+                     _member_reader(tar, m, 64))
 
 
-def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo) -> Callable[[], bytes]:
+def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo, limit: int = MAX_FILE_BYTES) -> Callable[[], bytes]:
     def read() -> bytes:
         fh = tar.extractfile(m)
-        return fh.read(MAX_FILE_BYTES) if fh is not None else b""
+        return fh.read(limit) if fh is not None else b""
     return read
 
 
@@ -171,10 +182,13 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
         if role in (layout.OUTPUT, layout.MANIFEST_ROLE, layout.FACTS):
             continue
-        if e.size > MAX_FILE_BYTES or total + e.size > MAX_TOTAL_BYTES:
+        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + e.size > MAX_TOTAL_BYTES) \
+                and not is_core_header(_peek(e)):
             out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
                                                 f"{MAX_TOTAL_BYTES} in all; skipped"))
             continue
+        if role == layout.EVIDENCE and is_core_header(_peek(e)):
+            role = layout.CORE                 # a core dump, whatever its name: read by its debugger
         if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and _is_torch_trace(e)):
             p = e.path()
             if p:
@@ -209,6 +223,13 @@ def _read(e: _Entry, out: Inputs) -> bytes:
         return e.read()
     except (OSError, tarfile.TarError, EOFError) as exc:
         out.problems.append(Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})"))
+        return b""
+
+
+def _peek(e: _Entry) -> bytes:
+    try:
+        return e.head()
+    except (OSError, tarfile.TarError, EOFError):
         return b""
 
 

@@ -26,7 +26,11 @@ def main() -> None:
                    "(a capture bundle's own environment record is used otherwise)")
 @click.option("--window", default="2s", show_default=True,
               help="how far before the fault traces are read and searched for in-flight and overlapping work")
-def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str) -> None:
+@click.option("--debugger", metavar="PATH",
+              help="the debugger that opens GPU core dumps among the inputs (default: cuda-gdb / rocgdb on PATH)")
+@click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
+def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
+           debugger: str | None, no_open_cores: bool) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -35,7 +39,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     from .triage import TriageOptions, triage as run_triage
 
     opts = TriageOptions(env=parse_env(env_pairs, "--env") if env_pairs else None,
-                         window_ns=int(parse_duration(window) * 1e9))
+                         window_ns=int(parse_duration(window) * 1e9), debugger=debugger,
+                         open_cores=not no_open_cores)
     incident = run_triage(list(inputs), opts)
     text = RENDERERS[fmt](incident)
     if output:
@@ -218,9 +223,19 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--with", "backend", default="none", show_default=True,
-              type=click.Choice(["none", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3", "sanitizer"]),
-              help="how to watch the target: plain, AMD_LOG_LEVEL dispatch log, under a debugger, "
-                   "compute-sanitizer, rocprofv3 tracing")
+              type=click.Choice(["none", "coredump", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3",
+                                 "sanitizer"]),
+              help="how to watch the target: plain (GPU core dumps only: `none` and `coredump` are the same), "
+                   "AMD_LOG_LEVEL dispatch log, under a debugger, compute-sanitizer, rocprofv3 tracing")
+@click.option("--no-coredump", is_flag=True,
+              help="do not arm the runtimes' GPU core dumps (armed by default: lightweight, written at the fault, "
+                   "no cost before it)")
+@click.option("--full-core", is_flag=True,
+              help="GPU core dumps keep GPU memory: the core is as large as the GPU memory in use (tens to "
+                   "hundreds of GB)")
+@click.option("--hang-after", default=None, metavar="DURATION",
+              help="no output from the target for this long is a hang: ask each GPU process for a core dump, "
+                   "then stop (a --timeout does the same)")
 @click.option("--attach-workers", is_flag=True,
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
@@ -239,8 +254,8 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def capture(backend, attach_workers, attach_match, attach_delay, debugger, command_deadline, env_pairs, port, allow_running,
-            timeout, no_redact, out, command) -> None:
+def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
+            command_deadline, env_pairs, port, allow_running, timeout, no_redact, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
     import shlex
     import time
@@ -255,7 +270,9 @@ def capture(backend, attach_workers, attach_match, attach_delay, debugger, comma
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
                               redact=not no_redact, attach_workers=attach_workers, attach_match=attach_match,
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
-                              attach_delay_s=parse_duration(attach_delay) if attach_delay else None)
+                              attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
+                              coredump=not no_coredump, full_core=full_core,
+                              hang_after_s=parse_duration(hang_after) if hang_after else None)
         manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
     except CaptureError as exc:
         raise click.ClickException(str(exc))

@@ -147,6 +147,23 @@ class Note:
 
 
 @dataclass
+class DriverException:
+    """The CUDA driver's own report of a GPU exception, printed while it writes a core dump
+    (`CUDA_COREDUMP_SHOW_PROGRESS=1`): the exception, where, and the excepting warp's stack."""
+    origin: Origin
+    exception: str                   # CUDBG_EXCEPTION_WARP_ILLEGAL_ADDRESS
+    code: int | None = None
+    device: int | None = None
+    sm: int | None = None
+    warp: int | None = None
+    warp_exited: bool = False        # "exception was detected after the warp has exited": no stack
+    pc: int | None = None
+    kernel: str | None = None        # stack frame #0
+    pid: int | None = None
+    process_tag: str | None = None
+
+
+@dataclass
 class RuntimeLog:
     faults: list[RuntimeFault] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
@@ -155,6 +172,7 @@ class RuntimeLog:
     report_points: list[ReportPoint] = field(default_factory=list)
     hints: list[Hint] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    driver_exceptions: list[DriverException] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     def extend(self, other: "RuntimeLog") -> None:
@@ -450,6 +468,7 @@ class DebuggerLog:
     events: list[DebugEvent] = field(default_factory=list)
     precise_memory: str | None = None    # enabled | disabled | off | could-not-enable | requested
     precise_origin: Origin | None = None
+    registers: dict[str, int] = field(default_factory=dict)   # `info registers` of the focused thread/lane
     problems: list[Problem] = field(default_factory=list)
 
     def extend(self, other: "DebuggerLog") -> None:
@@ -457,6 +476,7 @@ class DebuggerLog:
             value = getattr(other, name)
             if isinstance(value, list):
                 getattr(self, name).extend(value)
+        self.registers.update(other.registers)
         self.debugger = self.debugger or other.debugger
         if other.precise_memory:
             self.precise_memory, self.precise_origin = other.precise_memory, other.precise_origin
@@ -598,3 +618,22 @@ class CodeObject:
             if i >= 0 and self.lines[i][0] >= hit[0]:
                 out.file, out.line = self.lines[i][1], self.lines[i][2]
         return out
+
+
+# ---------------- core dumps ----------------
+
+@dataclass
+class CoreRecord:
+    """One core dump among the inputs, and what was done with it (the JSON's `cores[]`)."""
+    path: str
+    platform: str                    # cuda | rocm-gpu | rocm-unified | host | not a core
+    pid: int | None = None
+    size: int | None = None
+    how_found: str | None = None     # a capture's record: armed pattern, working directory, core_pattern, ...
+    analysed_with: str | None = None # the debugger that opened it
+    transcript: str | None = None    # the transcript's name among the inputs
+    open_with: str | None = None     # the command to run where it was not opened
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

@@ -8,6 +8,7 @@ records and tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
 from .analyze.fault_time import fault_time
@@ -15,8 +16,10 @@ from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.next_steps import suggest
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
-from .analyze.verdict import decide
-from .bundle import Inputs, collect
+from .analyze.verdict import decide, with_unopened_cores
+from .bundle import InputFile, Inputs, collect
+from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
+from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
 from .ingest.debugger import parse_debugger
 from .ingest.detect import detect_kinds
@@ -24,7 +27,7 @@ from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
-from .model import Problem
+from .model import CoreRecord, Problem
 
 @dataclass(frozen=True)
 class TriageOptions:
@@ -32,6 +35,8 @@ class TriageOptions:
     window_ns: int = WINDOW_NS           # how far before the fault the analyses look
     read_ns: int | None = None           # how much of a trace to load, if more than the window
     read_all: bool = False               # the whole trace (the timeline's `--window all`)
+    debugger: str | None = None          # opens GPU core dumps (default: cuda-gdb / rocgdb on PATH)
+    open_cores: bool = True              # run the debugger on cores that have no transcript yet
 
 
 def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
@@ -39,8 +44,9 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 
 
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
-    inc = Incident(problems=list(inputs.problems))
-    kinds_seen, objects = _parse_files(inputs, inc)
+    inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None)
+    transcripts = _open_cores(inputs, inc, opts)
+    kinds_seen, objects = _parse_files(inputs.files + transcripts, inc)
     for finding in inc.stops:
         resolve_with(finding, objects, inc.debugger.code_objects)
     inc.problems.extend(inc.runtime.problems)
@@ -53,18 +59,62 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
                          trace_candidates(inc.traces) if inc.traces else (),
                          inc.traces.plausible if inc.traces else 0)
+    inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
-    inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops)
-    if not inputs.files and not inputs.traces:
+    inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores)
+    if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
 
 
-def _parse_files(inputs: Inputs, inc: Incident) -> tuple[set[str], list]:
+def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:
+    """Each GPU core is opened in its debugger once: a capture saved the transcript beside it; a
+    core from elsewhere is opened now (the transcript stays in memory, the inputs untouched)."""
+    recorded = {}
+    if inputs.captured:
+        for c in inputs.manifest.get("cores") or []:
+            if isinstance(c, dict) and isinstance(c.get("path"), str):
+                recorded[Path(c["path"]).name] = c
+    cores = [(p, inspect_core(p)) for p in inputs.cores]
+    hosts = {c.pid: c.path for _, c in cores if c is not None and c.platform == HOST and c.pid is not None}
+    made: list[InputFile] = []
+    for path, core in cores:
+        name = Path(path).name
+        rec = CoreRecord(path, core.platform if core else "not a core", core.pid if core else None,
+                         core.size if core else None, (recorded.get(name) or {}).get("how_found"))
+        inc.cores.append(rec)
+        if core is None:
+            rec.problems.append("named like a core but not an ELF core file")
+            continue
+        rec.problems += [p.message for p in core.problems]
+        if core.platform == HOST:
+            continue
+        saved = [f.name for f in inputs.files if Path(f.name).name.startswith(name + ".") and f.name.endswith(".txt")]
+        if saved:
+            rec.analysed_with = (recorded.get(name) or {}).get("analysed_with") or "a debugger (transcript saved)"
+            rec.transcript = saved[0]
+            continue
+        tool = debugger_for(core, opts.debugger) if opts.open_cores else None
+        if tool is None:
+            rec.open_with = how_to_open(core, host_core=hosts.get(core.pid))
+            rec.problems.append(f"not opened: {DEFAULT_DEBUGGER[core.platform]} is not installed here"
+                                if opts.open_cores else "not opened (--no-open-cores)")
+            continue
+        op = open_core(core, tool, host_core=hosts.get(core.pid))
+        rec.analysed_with, rec.problems = tool, rec.problems + op.problems
+        if op.transcript:
+            rec.transcript = f"{path} ({Path(tool).name} -batch)"
+            made.append(InputFile(rec.transcript, op.transcript.encode()))
+        else:
+            rec.open_with = how_to_open(core, host_core=hosts.get(core.pid))
+    return made
+
+
+def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list]:
     kinds_seen: set[str] = set()
     objects = []
-    for f in inputs.files:
+    for f in files:
         if f.data[:4] == b"\x7fELF" or BUNDLE_MAGIC in f.data[:1 << 20]:
             found, problems = code_objects_in(f.data, f.name)
             objects += found

@@ -9,6 +9,7 @@ can be far past the faulting instruction; with it on the PC is the instruction a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..codes import MEMORY_OPS
@@ -42,6 +43,8 @@ class StopFinding:
     source: str | None = None
     coordinates: str | None = None
     resolved: str | None = None       # kernel+offset and line from a code object, where one was available
+    address: int | None = None        # the faulting address, from the instruction's operands and the registers
+    address_basis: str | None = None
 
 
 def is_fault_stop(stop: DebugStop) -> bool:
@@ -163,8 +166,29 @@ def examine(log: DebuggerLog, file: str) -> list[StopFinding]:
                                                             "this may be a device function called by the kernel)")
             f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
             f.coordinates = _coordinates(stop)
+            if f.faulting is not None and f.precise:
+                f.address, f.address_basis = address_operand(f.faulting.instruction, log.registers)
         out.append(f)
     return out
+
+
+SASS_ADDRESS = re.compile(r"\[(?P<reg>R\d+)\.64(?:\+(?P<off>0x[0-9a-f]+|\d+))?\]")
+
+
+def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | None, str | None]:
+    """`LDG.E R9,desc[UR4][R2.64]` reads through the 64-bit pair R2:R3 (plus any immediate offset)."""
+    m = SASS_ADDRESS.search(instruction)
+    if not m:
+        return None, None
+    n = int(m["reg"][1:])
+    lo, hi = registers.get(f"R{n}"), registers.get(f"R{n + 1}")
+    if lo is None or hi is None:
+        return None, None
+    off = int(m["off"], 0) if m["off"] else 0
+    return ((hi << 32) | lo) + off, (f"the faulting instruction's address operand [{m['reg']}.64"
+                                     + (f"+{m['off']}" if m["off"] else "") + f"] with R{n}=0x{lo:x}, "
+                                     f"R{n + 1}=0x{hi:x} from the faulting lane's registers (as they were when it stopped: an "
+                                     f"instruction after the fault may have reused them)")
 
 
 def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: list[CodeObjectRef]) -> None:
@@ -219,11 +243,12 @@ def stop_fault(f: StopFinding) -> Fault:
                    f"not a GPU fault; the GPU may still have faulted elsewhere.")
     detail = {"stop": st.text, "thread": st.thread, "thread_name": st.thread_name, "kernel": f.kernel,
               "function": f.function, "pc": f"0x{f.pc:x}" if f.pc is not None else None,
-              "coordinates": f.coordinates, "source": f.source, "precise": f.precise}
+              "coordinates": f.coordinates, "source": f.source, "precise": f.precise,
+              "address_basis": f.address_basis}
     g = st.gpu
     gpu = (f"device {g.device}" if g and g.device is not None else f"agent {g.agent}" if g and g.agent is not None
            else None)
-    return Fault(source="debugger", kind=kind, code=None, gpu=gpu, detail={k: v for k, v in detail.items() if v is not None},
+    return Fault(source="debugger", kind=kind, code=None, gpu=gpu, address=f.address, detail={k: v for k, v in detail.items() if v is not None},
                  meaning=meaning, origin=st.origin, kernel=f.kernel if f.gpu else None,
                  engine="shader" if f.gpu else None)
 

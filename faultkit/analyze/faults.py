@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, XID_MEANINGS, client_role, engine_of,
                      status_meaning, status_name)
-from ..model import Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
+from ..model import DriverException, Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
 PAGE = 0xFFF
 
@@ -150,6 +150,19 @@ def xid_fault(x: Xid) -> Fault:
                  meaning=meaning, origin=x.origin)
 
 
+def driver_exception_fault(d: DriverException) -> Fault:
+    where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
+    detail = {"exception": d.exception, "code": d.code, "device": d.device, "sm": d.sm, "warp": d.warp,
+              "pc": f"0x{d.pc:x}" if d.pc is not None else None, "kernel": d.kernel}
+    meaning = (f"The CUDA driver reported {d.exception} ({where}) while writing a GPU core dump"
+               + (f"; the excepting warp was in {d.kernel} at PC 0x{d.pc:x}" if d.kernel and d.pc is not None else "")
+               + ("; the warp had already exited, so no stack was recorded (the core still holds the exception)"
+                  if d.warp_exited else "") + ".")
+    return Fault(source="runtime", kind="cuda-exception", pid=d.pid, process=d.process_tag,
+                 detail={k: v for k, v in detail.items() if v is not None}, meaning=meaning, origin=d.origin,
+                 kernel=d.kernel, engine="shader")
+
+
 def host_error_fault(e: HostError) -> Fault:
     meaning = (f"The host saw a {e.api} error ({e.text}). It is reported at the next synchronizing call, not "
                f"where the kernel faulted.")
@@ -162,6 +175,7 @@ def collect_faults(runtime: RuntimeLog, kernel: KernelLog) -> list[Fault]:
     faults = [runtime_fault(f) for f in runtime.faults]
     faults += [vm_fault(f) for f in kernel.faults]
     faults += [xid_fault(x) for x in kernel.xids]
+    faults += [driver_exception_fault(d) for d in runtime.driver_exceptions]
     seen: set[tuple[str, str | None]] = set()
     for e in runtime.host_errors:
         key = (e.api, e.text)

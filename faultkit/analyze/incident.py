@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
+from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
 from .trace_findings import TraceFindings
 
@@ -25,4 +25,6 @@ class Incident:
     report_points: list[ReportPoint] = field(default_factory=list)
     kernel_events: list[KernelEvent] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    cores: list[CoreRecord] = field(default_factory=list)
+    capture: dict | None = None      # what the capture armed and recorded (its manifest), where there was one
     problems: list[Problem] = field(default_factory=list)

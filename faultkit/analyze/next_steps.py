@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..model import Fault, KernelLog, RuntimeLog, Verdict
+from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
-            kinds_seen: set[str], stops: list = ()) -> list[str]:
-    steps: list[str] = _after_debugger(stops)
+            kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = ()) -> list[str]:
+    steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops)
     nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
     codes = {f.code for f in faults if f.code is not None}
@@ -65,9 +65,43 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
         steps.append("Add the kernel log from the time of the crash (`dmesg -T | grep -iE "
                      "'amdgpu|kfd|fault|VM_L2|NVRM'` or `journalctl -k --since ...`): it tells which engine "
                      "(shader, copy engine, command processor) faulted and on which page.")
-    if not faults:
+    if not faults and not cores:
         steps.append("No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
                      "debugger transcript; or reproduce under `faultkit capture`.")
+    return steps
+
+
+DUMP_FAILURE_STEPS = {
+    "pipe-handler-missing": "The kernel's core_pattern pipes to a handler that is missing here (a container): set "
+                            "HSA_COREDUMP_PATTERN to a writable file path (e.g. /tmp/gpucore.%p); faultkit capture "
+                            "does this for you.",
+    "handler-error": "The core_pattern pipe handler failed: set HSA_COREDUMP_PATTERN to a writable file path "
+                     "(faultkit capture does).",
+    "directory-unwritable": "The GPU core's folder is not writable: point HSA_COREDUMP_PATTERN at a writable "
+                            "folder (faultkit capture writes into the bundle's cores/).",
+    "file-exists": "A GPU core of the same name already existed (the same small pid in a container): put %t in "
+                   "HSA_COREDUMP_PATTERN or clear old gpucore.* files.",
+    "skipped-pc-sampling": "ROCr skipped the GPU core because PC sampling was active: run the crash without "
+                           "rocprofv3 PC sampling to get the dump.",
+    "debugger-conflict": "rocr-debug-agent (or a debugger) held the debug interface, so ROCr could not dump: before "
+                         "rocm-systems PR 6811 run without HSA_TOOLS_LIB to get the GPU core.",
+    "truncated": "The GPU core was cut at the core-size limit: the agents and queues survive; raise `ulimit -c` "
+                 "(or use a runtime with HSA_ENABLE_LIGHTWEIGHT_COREDUMP) for the waves' state.",
+}
+
+
+def _for_cores(cores, runtime: RuntimeLog) -> list[str]:
+    steps = []
+    for c in cores:
+        if c.open_with and not c.analysed_with:
+            steps.append(f"Open the GPU core {c.path} in its debugger (no GPU needed for CUDA cores): `{c.open_with}`; "
+                         f"or run `faultkit triage` where cuda-gdb/rocgdb is installed (or pass --debugger PATH).")
+    seen = set()
+    for n in runtime.notes:
+        event = n.fields.get("event") if n.kind == "gpu-core-dump" else None
+        if event in DUMP_FAILURE_STEPS and event not in seen:
+            seen.add(event)
+            steps.append(DUMP_FAILURE_STEPS[event] + f" ({n.origin})")
     return steps
 
 

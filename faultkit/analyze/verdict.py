@@ -9,7 +9,7 @@ exception PC) and `likely` otherwise; a compute-sanitizer report is `certain`.
 
 from __future__ import annotations
 
-from ..model import Candidate, Fault, RuntimeLog, SanitizerReport, Verdict
+from ..model import Candidate, CoreRecord, Fault, RuntimeLog, SanitizerReport, Verdict
 from .debug_stop import StopFinding
 from .faults import is_address_fault
 
@@ -28,16 +28,26 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
             exact.append(Candidate(r.kernel, 1.0, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes "
                                                   f"in this kernel at +0x{r.offset or 0:x}"
                                                   + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})"))
+    for d in runtime.driver_exceptions:
+        if d.kernel and all(c.kernel != d.kernel for c in exact):
+            where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
+            exact.append(Candidate(d.kernel, 1.0, f"the CUDA driver's own exception report while writing the GPU core "
+                                                  f"dump: {d.exception} ({where}, PC 0x{d.pc or 0:x}); the excepting "
+                                                  f"warp's stack frame #0 is this kernel ({d.origin})"))
     approx: list[Candidate] = []
     for f in stops:
         if not (f.gpu and f.kernel):
             continue
         pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
-        text = (f"debugger stop on a GPU {'warp' if f.stop.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
+        core = f.stop.kind == "core"
+        text = (f"{'GPU core dump: the excepting' if core else 'debugger stop on a GPU'} "
+                f"{'warp' if f.stop.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
                 + (f", {f.coordinates}" if f.coordinates else "") + f"; kernel from {f.kernel_basis}; "
                 + (f"PC exact: {f.precise_basis}" if f.precise else
+                   "the kernel is certain (the core holds the wave the exception stopped), the instruction is not: "
+                   "without precise memory the wave's PC is past the faulting access" if core else
                    f"PC may be past the faulting instruction: {f.precise_basis}") + f" ({f.stop.origin})")
-        pool, score = (exact, 1.0) if f.precise else (approx, 0.9)
+        pool, score = (exact, 1.0) if f.precise or core else (approx, 0.9)
         if all(c.kernel != f.kernel for c in pool):
             pool.append(Candidate(f.kernel, score, text))
     named = exact or approx
@@ -167,3 +177,13 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
         return Verdict("unknown", None, "the evidence shows a GPU error but names no kernel: runtime and kernel "
                                         "logs report the fault, not the kernel that caused it")
     return Verdict("unknown", None, "no GPU fault was found in the inputs")
+
+
+def with_unopened_cores(v: Verdict, cores: list[CoreRecord]) -> Verdict:
+    """A GPU core on disk means a runtime saw a GPU exception, even where nothing else says so."""
+    unopened = [c for c in cores if c.platform in ("cuda", "rocm-gpu", "rocm-unified") and not c.analysed_with]
+    if v.level != "unknown" or not unopened:
+        return v
+    return Verdict("unknown", None, f"{len(unopened)} GPU core dump(s) among the inputs ({unopened[0].path}) hold "
+                                    f"the excepting wave or warp, but no debugger opened them here; see the next "
+                                    f"steps for the command", v.candidates)

@@ -35,6 +35,9 @@ class Backend(Protocol):
     @property
     def fault_line(self) -> str | None: ...  # the first output line that means the GPU or process died
 
+    @property
+    def last_output(self) -> float: ...     # time.monotonic() of the target's last output line
+
     def step(self, sampler: TreeSampler) -> str | None: ...   # why the capture should end, or None
 
     def stop(self) -> dict: ...             # stop everything started; manifest fields (`exit_code`, ...)
@@ -44,9 +47,10 @@ MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
 class PlainBackend:
     """The command as given (`none`, `runtime-log`) or behind a wrapper (`sanitizer`, `rocprofv3`)."""
 
-    def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None):
+    def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None,
+                 core_limit: int | None = None):
         wrapped = shlex.join(prefix) + " " + command if prefix else command
-        self.target = Launch(wrapped, out, layout.SERVER, env)
+        self.target = Launch(wrapped, out, layout.SERVER, env, core_limit)
         self.grace_s = grace_s
         self._fault_at: float | None = None
 
@@ -61,11 +65,17 @@ class PlainBackend:
     def fault_line(self) -> str | None:
         return self.target.fault_line
 
+    @property
+    def last_output(self) -> float:
+        return self.target.tee.last_output
+
     def step(self, sampler: TreeSampler) -> str | None:
         if self.target.poll() is not None:
             return "target-exit"
         if self.target.fault_line and self._fault_at is None:
             self._fault_at = time.monotonic()
+        elif self.target.tee.dumping:
+            self._fault_at = time.monotonic()      # the grace starts when the core is written
         elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
             return "fault"
         return None
@@ -114,6 +124,10 @@ class DebugLaunchBackend:
     def fault_line(self) -> str | None:
         return self.tee.fault_line
 
+    @property
+    def last_output(self) -> float:
+        return self.tee.last_output
+
     def step(self, sampler: TreeSampler) -> str | None:
         seen = self.driver.poll_stop(0.2)
         if self.driver.state == "died":
@@ -157,12 +171,12 @@ class DebugAttachBackend:
     which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
 
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
-                 grace_s: float, match: str | None = None, delay_s: float = 0.0):
+                 grace_s: float, match: str | None = None, delay_s: float = 0.0, core_limit: int | None = None):
         self.binary, self.out = binary, out
         self.delay_s = delay_s
         self.match = re.compile(match) if match else None
         extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
-        self.target = PlainBackend(command, out, {**extra, **env}, grace_s)
+        self.target = PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit)
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
         self.skipped: dict[int, str] = {}
@@ -177,6 +191,10 @@ class DebugAttachBackend:
     @property
     def fault_line(self) -> str | None:
         return self.target.fault_line
+
+    @property
+    def last_output(self) -> float:
+        return self.target.last_output
 
     def step(self, sampler: TreeSampler) -> str | None:
         records = {r.pid: r for r in sampler.records()}

@@ -13,6 +13,15 @@ TOOLS = [("rocminfo", ["rocminfo"]), ("rocm-smi", ["rocm-smi", "--showallinfo"])
          ("nvidia-smi", ["nvidia-smi", "-q"]), ("lspci", ["lspci", "-vv", "-d", "1002:"])]
 
 
+def rocm_version_text() -> str | None:
+    for version_file in ("/opt/rocm/.info/version", "/opt/rocm/.info/version-dev"):
+        try:
+            return Path(version_file).read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
 def collect(out: Path) -> dict:
     facts: dict = {"kernel": platform.release(), "machine": platform.machine(), "python": platform.python_version()}
     try:
@@ -20,12 +29,7 @@ def collect(out: Path) -> dict:
         facts["iommu"] = [w for w in facts["kernel_cmdline"].split() if "iommu" in w]
     except OSError:
         pass
-    for version_file in ("/opt/rocm/.info/version", "/opt/rocm/.info/version-dev"):
-        try:
-            facts["rocm_version"] = Path(version_file).read_text().strip()
-            break
-        except OSError:
-            continue
+    facts["rocm_version"] = rocm_version_text()
     tools = {}
     for name, cmd in TOOLS:
         if shutil.which(cmd[0]) is None:

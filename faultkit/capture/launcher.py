@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -23,7 +24,13 @@ from .. import layout
 # A line that means the GPU or the process died: ends a capture or a trial early.
 FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
                         r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
-                        r"OFFLOAD ERROR|CUDA Exception:|illegal memory access")
+                        r"OFFLOAD ERROR|CUDA Exception:|illegal memory access|coredump: Detected an exception|"
+                        r"Generating GPU core dump|GPU core dump created")
+# A runtime writing a GPU core must not be signalled until it is done (the CUDA driver says so; a
+# full ROCm core takes minutes): the capture waits for the end line or the process's exit.
+DUMP_START = re.compile(r"coredump: Starting GPU coredump generation|Generating GPU core dump")
+DUMP_END = re.compile(r"coredump: All done|GPU core dump (?:created|sent to pipe handler|failed)|"
+                      r"Failed to create GPU coredump|GPU coredump: (?:execvp failed|handler exited)")
 
 
 def clocks() -> dict:
@@ -49,6 +56,8 @@ class LineTee:
         self.out_dir, self.name = out_dir, name
         self.fault_line: str | None = None
         self.lines = 0
+        self.last_output = time.monotonic()    # when the last line arrived (hang detection)
+        self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
         self._watch: list = []      # (compiled regex, threading.Event)
 
     def watch_for(self, pattern: str) -> threading.Event:
@@ -72,11 +81,16 @@ class LineTee:
                 log.write(raw)
                 log.flush()
                 self.lines += 1
+                self.last_output = time.monotonic()
                 times.write(f"{self.lines}\t{c['wall']:.6f}\t{c['monotonic_ns']}\t{c['boottime_ns']}\n")
                 times.flush()
                 text = raw.decode(errors="replace")
                 if self.fault_line is None and FAULT_LINE.search(text):
                     self.fault_line = text.strip()
+                if DUMP_START.search(text):
+                    self.dumping += 1
+                elif DUMP_END.search(text) and self.dumping:
+                    self.dumping -= 1
                 for rx, ev in self._watch:
                     if rx.search(text):
                         ev.set()
@@ -91,6 +105,7 @@ class Launch:
     out_dir: Path
     name: str = layout.SERVER
     env_extra: dict[str, str] = field(default_factory=dict)
+    core_limit: int | None = None        # the target's soft core-size limit (GPU core dumps), None: inherited
     proc: subprocess.Popen | None = None
     started: dict | None = None
     tee: "LineTee" = None
@@ -106,7 +121,7 @@ class Launch:
         self.started = clocks()
         self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_core_limit_setter(self.core_limit))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -150,6 +165,16 @@ class Launch:
         if self._reader is not None:
             self._reader.join(timeout=5)
         return sent
+
+
+def _core_limit_setter(limit: int | None):
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+        resource.setrlimit(resource.RLIMIT_CORE, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+    return apply
 
 
 def group_alive(pgid: int) -> bool:

@@ -17,14 +17,16 @@ from pathlib import Path
 
 from .. import layout
 from .._signals import exit_words
-from . import facts, kmsg
+from ..ingest.core_file import CoreFile, inspect_core
+from . import coredump, facts, kmsg
+from .core_debugger import debugger_for, how_to_open, open_core
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
 from .proctree import TreeSampler, cmdline_of, verify_env
 
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
-BACKENDS_READY = ("none", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
+BACKENDS_READY = ("none", "coredump", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
 RUNTIME_LOG_ENV = {"AMD_LOG_LEVEL": "4", "AMD_LOG_MASK": "0xFFFFFFFF"}
 SANITIZER = ["compute-sanitizer", "--target-processes", "all", "--tool", "memcheck", "--print-limit", "100"]
 
@@ -49,9 +51,12 @@ class CaptureOptions:
     debugger: str | None = None          # binary for the debugger backends
     command_deadline_s: float = 60.0
     attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
+    coredump: bool = True                # arm the runtimes' GPU core dumps (--no-coredump)
+    full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
+    hang_after_s: float | None = None    # this much silence on the target's output is a hang
 
 
-def make_backend(opts: CaptureOptions, env: dict[str, str]) -> Backend:
+def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
     if opts.backend in DEBUGGERS:
         binary = opts.debugger or opts.backend
         if shutil.which(binary) is None:
@@ -60,19 +65,19 @@ def make_backend(opts: CaptureOptions, env: dict[str, str]) -> Backend:
             delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
                 15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
-                                      opts.attach_match, delay)
+                                      opts.attach_match, delay, core_limit)
         return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
     if opts.backend == "rocprofv3":
         tool = opts.debugger or "rocprofv3"
         if shutil.which(tool) is None:
             raise CaptureError(f"--with rocprofv3: {tool!r} not found (give one with --debugger PATH)")
-        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s)
+        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s, core_limit)
     if opts.backend == "sanitizer":
         tool = opts.debugger or SANITIZER[0]
         if shutil.which(tool) is None:
             raise CaptureError(f"--with sanitizer: {tool!r} not found (give one with --debugger PATH)")
-        return PlainBackend(opts.command, opts.out, env, opts.grace_s, [tool, *SANITIZER[1:]])
-    return PlainBackend(opts.command, opts.out, env, opts.grace_s)
+        return PlainBackend(opts.command, opts.out, env, opts.grace_s, [tool, *SANITIZER[1:]], core_limit)
+    return PlainBackend(opts.command, opts.out, env, opts.grace_s, core_limit=core_limit)
 
 
 def stale_guard(opts: CaptureOptions) -> None:
@@ -102,11 +107,21 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     env = dict(opts.env)
     if opts.backend == "runtime-log":
         env = {**RUNTIME_LOG_ENV, **env}
-    backend = make_backend(opts, env)
     out = opts.out
+    arming = None
+    if opts.coredump:
+        arming = coredump.arm(out, opts.full_core, facts.rocm_version_text(), env,
+                              (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
+        env = {**arming.env, **env}          # what the user set wins
+        for w in arming.warnings:
+            echo(f"WARNING: {w}")
+    backend = make_backend(opts, env, arming.core_limit if arming else None)
     out.mkdir(parents=True, exist_ok=True)
+    if arming:
+        (out / layout.CORES_DIR).mkdir(exist_ok=True)
     manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": opts.command, "backend": opts.backend,
-                      "env_requested": opts.env, "start": clocks(), "state": "running", "files": {}}
+                      "env_requested": opts.env, "start": clocks(), "state": "running", "files": {},
+                      "coredump": arming.to_json() if arming else {"armed": False, "notes": ["--no-coredump"]}}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
     before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
@@ -123,11 +138,18 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     result: dict = {}
     try:
         backend.start()
+        manifest["root_pid"] = backend.root_pid
         sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
         while ended_by is None:
             sampler.sample()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
+            if ended_by is None and opts.hang_after_s and time.monotonic() - backend.last_output > opts.hang_after_s:
+                ended_by = "hang"
+        if arming and arming.cuda and ended_by in ("timeout", "hang", "interrupted"):
+            # Before the tree is stopped: what every SM of a hung server is running.
+            gpu = [r.pid for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
+            manifest["hang_dumps"] = coredump.trigger_dumps(out, gpu, echo=echo)
     finally:
         result = backend.stop()
         if sampler is not None:
@@ -138,12 +160,19 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
         (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
-        check = verify_env(records, env) if env else None
+        # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
+        wanted = {k: v for k, v in env.items() if not arming or k not in arming.env or k in opts.env}
+        check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=backend.fault_line, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
         manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
+        if arming:
+            manifest["cores"] = _cores(out, opts, records, manifest, echo)
+        if ended_by == "hang":
+            manifest["note"] = (f"the target printed nothing for {opts.hang_after_s:g} s: treated as a hang"
+                                + ("; each GPU process was asked for a core dump first" if arming and arming.cuda else ""))
         if ended_by in ("timeout", "target-exit") and not backend.fault_line and ended_by != "debugger-stop":
             manifest["note"] = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
                                 + " (faults that depend on timing can vanish under a debugger or tracer)")
@@ -156,6 +185,42 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest
+
+
+def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> list[dict]:
+    """Every core the run left, each opened in its debugger where one is installed."""
+    triggered = {p for p, r in (manifest.get("hang_dumps") or {}).items() if r.startswith("dumped")}
+    found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest["start"]["wall"], triggered,
+                                manifest.get("root_pid"))
+    cmdlines = {r.pid: r.cmdline for r in records}
+    hosts = {c.pid: c.path for c in found if (inspect_core(c.path) or _NOT_CORE).platform == "host"}
+    listed = []
+    for c in found:
+        core = inspect_core(c.path)
+        entry = {**c.to_json(), "platform": core.platform if core else "not a core",
+                 "problems": [p.message for p in core.problems] if core else []}
+        if core is not None and core.platform != "host":
+            exe = _exe(cmdlines.get(c.pid))
+            tool = debugger_for(core, opts.debugger)
+            if tool:
+                echo(f"opening {c.path} in {os.path.basename(tool)}")
+                op = open_core(core, tool, exe, hosts.get(c.pid), out / layout.CORES_DIR)
+                entry.update(analysed_with=tool, transcript=op.transcript_path, seconds=op.seconds,
+                             merged=op.merged)
+                entry["problems"] += op.problems
+            else:
+                entry.update(analysed_with=None, open_with=how_to_open(core, exe, hosts.get(c.pid)))
+        listed.append(entry)
+    return listed
+
+
+_NOT_CORE = CoreFile("", "not a core", 0)
+
+
+def _exe(cmdline: list[str] | None) -> str | None:
+    if not cmdline:
+        return None
+    return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:

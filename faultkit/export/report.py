@@ -46,6 +46,10 @@ def to_json(inc: Incident) -> dict:
                        for w in inc.runtime.waves],
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "trace": inc.traces.to_json() if inc.traces else None,
+        "cores": [c.to_json() for c in inc.cores],
+        "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
+                             "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
+                            for n in inc.runtime.notes if n.kind == "gpu-core-dump"][:200],
         "debugger": {"debugger": inc.debugger.debugger, "precise_memory": inc.debugger.precise_memory,
                      "dispatches": [{"id": d.id, "agent": d.agent, "queue": d.queue, "dispatch": d.dispatch,
                                      "kernel": d.kernel, "grid": d.grid, "workgroup": d.workgroup}
@@ -152,6 +156,9 @@ def sections(inc: Incident) -> list[Section]:
         s.code = w.disassembly[:40]
         out.append(s)
 
+    cores = _cores_section(inc)
+    if cores:
+        out.append(cores)
     for f in inc.stops[:4]:
         out.append(_stop_section(f))
     if inc.traces:
@@ -182,6 +189,33 @@ def sections(inc: Incident) -> list[Section]:
         s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
     out.append(s)
     return out
+
+
+def _cores_section(inc: Incident) -> Section | None:
+    lines = [n for n in inc.runtime.notes if n.kind == "gpu-core-dump"]
+    armed = (inc.capture or {}).get("coredump") or {}
+    if not inc.cores and not lines and not armed.get("cuda") and not armed.get("rocm"):
+        return None
+    s = Section("GPU core dumps")
+    if inc.cores:
+        s.table = (["core", "platform", "pid", "size", "opened with", "transcript / how to open"],
+                   [[c.path, c.platform, _blank(c.pid), f"{c.size:,}" if c.size is not None else "",
+                     c.analysed_with or "not opened", c.transcript or c.open_with or ""] for c in inc.cores])
+        for c in inc.cores:
+            s.bullets += [f"{c.path}: {p}" for p in c.problems]
+    elif armed.get("cuda") or armed.get("rocm"):
+        s.paragraphs.append("Core dumps were armed, and no process wrote one: no GPU exception reached a runtime "
+                            "(a host-side crash, a hang without a --timeout/--hang-after trigger, or a process "
+                            "killed first).")
+    s.bullets += [f"{n.text} ({n.origin})" for n in lines if n.fields.get("failed")][:20]
+    if armed.get("cuda"):
+        s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
+                            "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
+                            "never appear and in-process handlers do not run.")
+    for note in armed.get("notes") or []:
+        if "NOT armed" in note:
+            s.bullets.append(note)
+    return s
 
 
 def _trace_sections(t) -> list[Section]:

@@ -113,6 +113,7 @@ EVENTS = [
     ("no-active", re.compile(r"No (?P<what>agents|queues|dispatches) are currently active|No active (?P<what2>\w+) match")),
 ]
 IMPLIED_WAVE = "AMDGPU wave (implied by rocgdb's imprecise-memory warning; no switch line in the input)"
+REGISTER = re.compile(r"^(?P<name>U?R\d+|P\d+|UP\d+)\s+(?P<value>0x[0-9a-f]+)\b", re.M)
 _STOP_WORDS = ("received signal", "hit Catchpoint", "CUDA Exception", "stopped because of")
 MI_LANE = re.compile(r'id="(?P<id>\d+)",state="(?P<state>[AIUR])",target-id="(?P<systag>AMDGPU Lane [^"]+)"')
 FRAME_URI = re.compile(r" from ((?:memory|file)://\S+)")
@@ -644,6 +645,9 @@ def parse_debugger(data: bytes | str, name: str = "<debugger>") -> DebuggerLog:
         except (ValueError, IndexError) as exc:   # one odd line never costs the rest of the transcript
             p.log.problems.append(Problem(name, f"line not understood ({exc})", line.no))
     log = p.finish()
+    # Scalar registers of `info registers` (cuda-gdb: R0..R255, UR*, P*): they give the faulting
+    # address from the faulting instruction's operands.
+    log.registers = {m["name"]: int(m["value"], 16) for m in REGISTER.finditer(text)}
     if not (log.stops or log.sanitizer) and any(k in text for k in _STOP_WORDS):
         log.problems.append(Problem(name, "debugger output found but no stop or sanitizer report in it"))
     return log

@@ -14,7 +14,7 @@ KERNEL_MARKERS = re.compile(
     r"Evicting PASID|qcm fence|\S+\[\d+\]: segfault at )", re.M)
 RUNTIME_MARKERS = re.compile(
     r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"
-    r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|"
+    r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|GPU coredump|coredump: |"
     r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD")
 DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
                               r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^========= |"

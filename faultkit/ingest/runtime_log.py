@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..codes import HSA_STATUS_BY_NAME
-from ..model import (Dispatch, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
+from ..model import (Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
                      RuntimeLog, Stamp, WaveDump)
 from .text import Line, decode, numbered_lines
 
@@ -74,10 +74,31 @@ HANG_FIELD = {
     "corr": re.compile(r"correlation_id=(?P<corr>\d+)"),
     "ptr": re.compile(r"rptr=(?P<rptr>\d+), wptr=(?P<wptr>\d+)"),
 }
-# core dumps and aborts
-CORE_DUMP = re.compile(r"(?P<text>(?:Core limit file reached\. )?GPU core ?dump(?: created: (?P<file>\S+)|.*))")
-CORE_DUMP_AUX = re.compile(r"(Failed to fetch queues snapshot\.|Generating GPU core dump.*|Falling back to file-based dump.*|"
-                           r"Failed to create GPU coredump.*|Core file size limit reached.*)")
+# core dumps (reference/gpu_coredumps.md §1.6 for ROCr, §4 for the CUDA driver's progress lines) and aborts
+ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
+    ("truncated", False, re.compile(r"Core limit file reached\. GPU core dump created: (?P<file>\S+)|"
+                                    r"Core file size limit reached, truncating at segment \d+")),
+    ("created", False, re.compile(r"GPU core dump created: (?P<file>\S+)|File (?P<file2>gpucore\.\S+) created")),
+    ("writing", False, re.compile(r"Generating GPU core dump to: (?P<file>\S+)")),
+    ("writing", False, re.compile(r"Generating GPU core dump via pipe handler|GPU core dump sent to pipe handler")),
+    ("skipped-pc-sampling", True, re.compile(r"GPU core dump skipped because PC Sampling active")),
+    ("directory-unwritable", True, re.compile(r"GPU coredump: Directory (?P<file>.+?) not writable or does not exist")),
+    ("file-exists", True, re.compile(r"Failed to create GPU coredump: File exists")),
+    ("pipe-handler-missing", True, re.compile(r"GPU coredump: (?:execvp failed: .*|Pipe handler '.*?' not found or not "
+                                              r"executable\.?|System pipe patterns not supported in containers\.?)")),
+    ("handler-error", True, re.compile(r"GPU coredump: handler exited with error(?: \(status: -?\d+\))?")),
+    ("fallback-file", False, re.compile(r"Falling back to file-based dump.*|GPU coredump: kernel core_pattern is a pipe "
+                                        r"handler; falling back to local file.*")),
+    ("debugger-conflict", True, re.compile(r"Failed to enable debug interface, debugger might be already attached\.?")),
+    ("failed", True, re.compile(r"Failed to create GPU coredump: .*|GPU core ?dump failed|Failed to fetch queues "
+                                r"snapshot\.|Failed to collect queue info, aborting core dump|Failed to write (?:ELF "
+                                r"header|segment data).*")),
+]
+CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
+CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
+CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
+CUDA_FRAME0 = re.compile(r"^\s*#0\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
+CUDA_WRITING = re.compile(r"Writing ELF file to (?P<file>\S+)")
 ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
                    r"failed \(exitcode: (?P<exitcode>-?\d+)\))")
@@ -166,6 +187,7 @@ class _State:
         self.v1: WaveDump | None = None
         self.v1_fault: RuntimeFault | None = None
         self.last_process_header: str | None = None
+        self.cuda_exc: dict = {}             # per process: the CUDA driver's open exception report
 
     def origin(self, line: Line) -> Origin:
         return Origin(self.name, line.no)
@@ -270,6 +292,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     _match_dispatch_info(st, rest, org, line)
     _match_host_errors(st, rest, org, tag)
     _match_tracebacks(st, rest, org, tag)
+    _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org)
     for kind, rx in HINTS:
         h = rx.search(rest)
@@ -642,17 +665,65 @@ def _continue_faulthandler(st: _State, rest: str) -> bool:
     return False
 
 
+def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: str | None) -> None:
+    """The runtimes' lines about GPU core dumps: each a note (`gpu-core-dump`, with the event and
+    whether it failed); the CUDA driver's exception report also a DriverException."""
+    if "coredump" in rest or "core dump" in rest or "core file" in rest.lower() or "debug interface" in rest \
+            or "gpucore" in rest or "file-based dump" in rest or "queues snapshot" in rest:
+        m = CUDA_PROGRESS.search(rest)
+        if m and "GPU coredump:" not in rest:
+            _cuda_progress(st, m.group("msg"), org, pid, tag)
+            return
+        for event, failed, rx in ROCR_CORE_LINES:
+            m = rx.search(rest)
+            if m:
+                file = next((v for k, v in m.groupdict().items() if k.startswith("file") and v), None)
+                st.out.notes.append(Note(org, "gpu-core-dump", m.group(0).strip(),
+                                         {"event": event, "file": file, "failed": failed, "runtime": "rocm"}))
+                return
+        if "Starting GPU coredump generation" in rest:
+            st.out.notes.append(Note(org, "gpu-core-dump", rest.strip(), {"event": "started", "file": None,
+                                                                           "failed": False, "runtime": "cuda"}))
+
+
+def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str | None) -> None:
+    key = tag or pid
+    open_exc = st.cuda_exc.get(key)
+    m = CUDA_EXCEPTION.search(msg)
+    if m:
+        exc = DriverException(org, m.group("exc"), int(m.group("code")) if m.group("code") else None,
+                              pid=pid, process_tag=tag)
+        st.cuda_exc[key] = exc
+        st.out.driver_exceptions.append(exc)
+        return
+    f = CUDA_FIELD.match(msg)
+    if f and open_exc is not None:
+        value = f.group("value")
+        if f.group("key") == "PC":
+            open_exc.pc = _addr(value.split()[0])
+        elif f.group("key") == "Warp" and not value[:1].isdigit():
+            open_exc.warp_exited = "exited" in value
+        else:
+            try:
+                setattr(open_exc, f.group("key").lower(), int(value.split()[0]))
+            except ValueError:
+                pass
+        return
+    f = CUDA_FRAME0.match(msg)
+    if f and open_exc is not None and open_exc.kernel is None:
+        open_exc.kernel = f.group("fn")
+        return
+    m = CUDA_WRITING.search(msg)
+    if m:
+        st.out.notes.append(Note(org, "gpu-core-dump", msg.strip(), {"event": "writing", "file": m.group("file"),
+                                                                      "failed": False, "runtime": "cuda"}))
+    elif msg.startswith("All done"):
+        st.cuda_exc.pop(key, None)
+        st.out.notes.append(Note(org, "gpu-core-dump", msg.strip(), {"event": "done", "file": None, "failed": False,
+                                                                      "runtime": "cuda"}))
+
+
 def _match_notes(st: _State, rest: str, org: Origin) -> None:
-    m = CORE_DUMP.search(rest)
-    if m:
-        failed = "fail" in rest.lower() or "not " in rest.lower() or "error" in rest.lower()
-        st.out.notes.append(Note(org, "gpu-core-dump", m.group("text").strip(),
-                                 {"file": m.group("file"), "failed": failed}))
-        return
-    m = CORE_DUMP_AUX.search(rest)
-    if m:
-        st.out.notes.append(Note(org, "gpu-core-dump", m.group(1)))
-        return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:
         st.out.notes.append(Note(org, "nearby-memory-map", rest.strip(),
