@@ -5,7 +5,10 @@ Triton gather kernel in a loop on its own stream; after --fault-after seconds ra
 out-of-range index, so its next launch reads far outside the source buffer (CUDA error 700,
 an Xid 31 in the kernel log). The delay leaves a debugger time to attach to the workers.
 
-    python scripts/gpu_fault_server.py [--fault-after 40]
+    python scripts/gpu_fault_server.py [--fault-after 40] [--hang]
+
+With --hang, rank 1 launches a kernel that spins forever instead (a hung server: nothing faults,
+the process just stops making progress).
 """
 
 import argparse
@@ -15,10 +18,18 @@ import sys
 import time
 
 
-def worker(rank: int, fault_after: float) -> None:
+def worker(rank: int, fault_after: float, hang: bool = False) -> None:
     import torch
     import triton
     import triton.language as tl
+
+    @triton.jit
+    def spin_kernel(flag_ptr, out_ptr):
+        # Waits for a flag nobody sets: the warp spins until the process is stopped.
+        i = 0
+        while tl.load(flag_ptr, volatile=True) == 0:
+            i += 1
+        tl.store(out_ptr, i)
 
     @triton.jit
     def gather_kernel(out_ptr, src_ptr, idx_ptr, n, BLOCK: tl.constexpr):
@@ -37,6 +48,11 @@ def worker(rank: int, fault_after: float) -> None:
     print(f"rank {rank} pid {os.getpid()} ready", flush=True)
     while True:
         if rank == 1 and time.monotonic() - start > fault_after:
+            if hang:
+                print(f"rank {rank} step {step}: launching a kernel that never ends", flush=True)
+                flag = torch.zeros(1, device="cuda", dtype=torch.int32)
+                spin_kernel[(1,)](flag, out)
+                torch.cuda.synchronize()
             idx[n // 3] = 1 << 40
             print(f"rank {rank} step {step}: planting a bad index", flush=True)
         gather_kernel[(n // 1024,)](out, src, idx, n, BLOCK=1024)
@@ -53,12 +69,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--fault-after", type=float, default=40.0)
     ap.add_argument("--inline", action="store_true", help="one process: run the faulting rank in the launcher")
+    ap.add_argument("--hang", action="store_true", help="rank 1 spins in a kernel instead of faulting")
     args = ap.parse_args()
     if args.inline:
-        worker(1, args.fault_after)
+        worker(1, args.fault_after, args.hang)
         sys.exit(0)
     ctx = mp.get_context("spawn")
-    ps = [ctx.Process(target=worker, args=(r, args.fault_after)) for r in range(2)]
+    ps = [ctx.Process(target=worker, args=(r, args.fault_after, args.hang)) for r in range(2)]
     for p in ps:
         p.start()
     while all(p.exitcode is None for p in ps):

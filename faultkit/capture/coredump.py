@@ -54,19 +54,29 @@ def rocm_version(text: str | None) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def amd_gpu_present() -> bool:
+    return os.path.exists("/dev/kfd")
+
+
 def arm(out: Path, full: bool = False, rocm: str | None = None, target_env: dict[str, str] | None = None,
-        debugger: str | None = None) -> Arming:
+        debugger: str | None = None, amd: bool | None = None) -> Arming:
     """`rocm`: the installed ROCm version text, if any; `target_env`: the environment the target will
-    have (the debug agent there changes what ROCr can do); `debugger`: a debugger attached to it."""
+    have (the debug agent there changes what ROCr can do); `debugger`: a debugger attached to it;
+    `amd`: an AMD GPU is here (default: /dev/kfd exists)."""
     cores = out / layout.CORES_DIR          # created by the session with the bundle
     a = Arming(full=full)
     soft, hard = (_bytes(v) for v in resource.getrlimit(resource.RLIMIT_CORE))
     existing = next(p for p in [out, *out.absolute().parents] if p.exists())
     free = shutil.disk_usage(existing).free
-    if hard == 0:
+    amd = amd_gpu_present() if amd is None else amd
+    ver = rocm_version(rocm)
+    if hard == 0 and (amd or ver):
         a.warnings.append("the hard core-size limit is 0 (ulimit -Hc): no process may write a core, so neither "
                           "runtime can dump; raise it where the server is started (e.g. `ulimit -c unlimited` as "
                           "root, or docker --ulimit core=-1)")
+    if full:
+        a.warnings.append(f"--full-core: a full GPU core is about the size of the GPU memory in use (tens to "
+                          f"hundreds of GB, minutes to write); {free / GiB:.1f} GB are free on the bundle's disk")
     # CUDA: off by default in the driver, self-contained, honours our file pattern.
     a.cuda = True
     a.env.update({"CUDA_ENABLE_COREDUMP_ON_EXCEPTION": "1", "CUDA_COREDUMP_SHOW_PROGRESS": "1",
@@ -81,7 +91,6 @@ def arm(out: Path, full: bool = False, rocm: str | None = None, target_env: dict
     else:
         a.notes.append("CUDA: full GPU core on exception (GPU memory included)")
     # ROCm: on by default since 6.2, gated by the core-size limit.
-    ver = rocm_version(rocm)
     env = {**os.environ, **(target_env or {})}
     agent = "debug-agent" in env.get("HSA_TOOLS_LIB", "")
     if agent and (ver is None or ver < ROCM_AGENT_AND_DUMP_SINCE):
@@ -101,11 +110,13 @@ def arm(out: Path, full: bool = False, rocm: str | None = None, target_env: dict
                        "gpucore.<pid> in the working directory instead: collected from there too); "
                        "HIP_SKIP_ABORT_ON_GPU_ERROR=0 so the process aborts and the kernel writes the host core "
                        "rocgdb needs")
-    # The core-size limit: the runtimes stop writing at it. Never a full-size dump by default.
-    if full:
+    # The core-size limit: ROCr stops writing at it (the CUDA driver does not need it). Raised only
+    # where ROCm can run: elsewhere it would only make the kernel write host cores of every crash.
+    if not (amd or ver) or not a.rocm:
+        a.notes.append(f"core-size limit left at {_limit(soft)}: " + ("no AMD GPU or ROCm here (CUDA GPU cores do not "
+                       "depend on it)" if not (amd or ver) else "ROCm dumps are not armed"))
+    elif full:
         a.core_limit = resource.RLIM_INFINITY if hard >= INFINITE else hard
-        a.warnings.append(f"--full-core: a full GPU core is about the size of the GPU memory in use (tens to "
-                          f"hundreds of GB, minutes to write); {free / GiB:.1f} GB are free on the bundle's disk")
     elif ver is not None and ver < ROCM_LIGHTWEIGHT_SINCE:
         cap = min(hard, max(0, min(DEFAULT_CAP, free // 2)))
         a.core_limit = cap
