@@ -321,6 +321,7 @@ class DebugStop:
     error_function: str | None = None
     error_file: str | None = None
     error_line: int | None = None
+    from_core: bool = False          # the stop was read from a core dump, not seen live
 
 
 @dataclass

@@ -15,6 +15,7 @@ from .analyze.fault_time import fault_time
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.next_steps import suggest
+from .analyze.running import hang_verdict, running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
 from .analyze.verdict import decide, with_unopened_cores
 from .bundle import InputFile, Inputs, collect
@@ -46,7 +47,8 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None)
     transcripts = _open_cores(inputs, inc, opts)
-    kinds_seen, objects = _parse_files(inputs.files + transcripts, inc)
+    kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
+    inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
     for finding in inc.stops:
         resolve_with(finding, objects, inc.debugger.code_objects)
     inc.problems.extend(inc.runtime.problems)
@@ -59,6 +61,9 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
                          trace_candidates(inc.traces) if inc.traces else (),
                          inc.traces.plausible if inc.traces else 0)
+    if inc.verdict.level == "unknown" and not inc.faults:
+        ended_by = (inputs.manifest or {}).get("ended_by") if inputs.captured else None
+        inc.verdict = hang_verdict(inc.running, ended_by) or inc.verdict
     inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
@@ -77,6 +82,14 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
             if isinstance(c, dict) and isinstance(c.get("path"), str):
                 recorded[Path(c["path"]).name] = c
     cores = [(p, inspect_core(p)) for p in inputs.cores]
+    present = {Path(p).name for p in inputs.cores}
+    for name, c in recorded.items():
+        # A bundle passed on without its core files (they can be large) still has their transcripts.
+        saved = [f.name for f in inputs.files if Path(f.name).name.startswith(name + ".") and f.name.endswith(".txt")]
+        if name not in present and saved and c.get("platform") not in (None, HOST):
+            inc.cores.append(CoreRecord(c["path"], str(c.get("platform")), c.get("pid"), c.get("size"),
+                                        c.get("how_found"), c.get("analysed_with"), saved[0], None,
+                                        ["the core file is not among the inputs; its transcript is"]))
     hosts = {c.pid: c.path for _, c in cores if c is not None and c.platform == HOST and c.pid is not None}
     made: list[InputFile] = []
     for path, core in cores:
@@ -111,9 +124,10 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
     return made
 
 
-def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list]:
+def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list, dict]:
     kinds_seen: set[str] = set()
     objects = []
+    logs = {}         # per transcript: a core's transcript is judged on its own
     for f in files:
         if f.data[:4] == b"\x7fELF" or BUNDLE_MAGIC in f.data[:1 << 20]:
             found, problems = code_objects_in(f.data, f.name)
@@ -134,10 +148,11 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list]
             inc.runtime.extend(parse_runtime_log(text, f.name))
         if "debugger" in kinds:
             dl = parse_debugger(text, f.name)
+            logs[f.name] = dl
             inc.debugger.extend(dl)
             # Stops are judged per transcript: each worker's debugger has its own tables.
             inc.stops.extend(examine(dl, f.name))
-    return kinds_seen, objects
+    return kinds_seen, objects, logs
 
 
 def _read_traces(inputs: Inputs, inc: Incident, opts: TriageOptions) -> None:

@@ -43,8 +43,10 @@ class StopFinding:
     source: str | None = None
     coordinates: str | None = None
     resolved: str | None = None       # kernel+offset and line from a code object, where one was available
-    address: int | None = None        # the faulting address, from the instruction's operands and the registers
-    address_basis: str | None = None
+    # The faulting instruction's address operand in the focused lane (its registers): the faulting
+    # address when that lane is the one that faulted; a warp exception does not say which lane did.
+    lane_address: int | None = None
+    lane_address_basis: str | None = None
 
 
 def is_fault_stop(stop: DebugStop) -> bool:
@@ -167,7 +169,7 @@ def examine(log: DebuggerLog, file: str) -> list[StopFinding]:
             f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
             f.coordinates = _coordinates(stop)
             if f.faulting is not None and f.precise:
-                f.address, f.address_basis = address_operand(f.faulting.instruction, log.registers)
+                f.lane_address, f.lane_address_basis = address_operand(f.faulting.instruction, log.registers)
         out.append(f)
     return out
 
@@ -187,8 +189,9 @@ def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | 
     off = int(m["off"], 0) if m["off"] else 0
     return ((hi << 32) | lo) + off, (f"the faulting instruction's address operand [{m['reg']}.64"
                                      + (f"+{m['off']}" if m["off"] else "") + f"] with R{n}=0x{lo:x}, "
-                                     f"R{n + 1}=0x{hi:x} from the faulting lane's registers (as they were when it stopped: an "
-                                     f"instruction after the fault may have reused them)")
+                                     f"R{n + 1}=0x{hi:x} in the focused lane's registers: the faulting address only "
+                                     f"if this lane faulted (a warp exception does not say which lane did) and no "
+                                     f"later instruction reused the registers")
 
 
 def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: list[CodeObjectRef]) -> None:
@@ -244,11 +247,12 @@ def stop_fault(f: StopFinding) -> Fault:
     detail = {"stop": st.text, "thread": st.thread, "thread_name": st.thread_name, "kernel": f.kernel,
               "function": f.function, "pc": f"0x{f.pc:x}" if f.pc is not None else None,
               "coordinates": f.coordinates, "source": f.source, "precise": f.precise,
-              "address_basis": f.address_basis}
+              "focused_lane_address": f"0x{f.lane_address:x}" if f.lane_address is not None else None,
+              "focused_lane_address_basis": f.lane_address_basis}
     g = st.gpu
     gpu = (f"device {g.device}" if g and g.device is not None else f"agent {g.agent}" if g and g.agent is not None
            else None)
-    return Fault(source="debugger", kind=kind, code=None, gpu=gpu, address=f.address, detail={k: v for k, v in detail.items() if v is not None},
+    return Fault(source="debugger", kind=kind, code=None, gpu=gpu, detail={k: v for k, v in detail.items() if v is not None},
                  meaning=meaning, origin=st.origin, kernel=f.kernel if f.gpu else None,
                  engine="shader" if f.gpu else None)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
+from .running import RunningKernel
 from .trace_findings import TraceFindings
 
 KEY_EVENTS = ("ring-timeout", "gpu-reset", "reset-method", "reset-result", "ring-reset", "vram-lost", "mes", "kfd",
@@ -26,5 +27,6 @@ class Incident:
     kernel_events: list[KernelEvent] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
     cores: list[CoreRecord] = field(default_factory=list)
+    running: list[RunningKernel] = field(default_factory=list)   # kernels in cores taken without an exception
     capture: dict | None = None      # what the capture armed and recorded (its manifest), where there was one
     problems: list[Problem] = field(default_factory=list)

@@ -28,18 +28,12 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
             exact.append(Candidate(r.kernel, 1.0, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes "
                                                   f"in this kernel at +0x{r.offset or 0:x}"
                                                   + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})"))
-    for d in runtime.driver_exceptions:
-        if d.kernel and all(c.kernel != d.kernel for c in exact):
-            where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
-            exact.append(Candidate(d.kernel, 1.0, f"the CUDA driver's own exception report while writing the GPU core "
-                                                  f"dump: {d.exception} ({where}, PC 0x{d.pc or 0:x}); the excepting "
-                                                  f"warp's stack frame #0 is this kernel ({d.origin})"))
     approx: list[Candidate] = []
     for f in stops:
         if not (f.gpu and f.kernel):
             continue
         pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
-        core = f.stop.kind == "core"
+        core = f.stop.kind == "core" or f.stop.from_core
         text = (f"{'GPU core dump: the excepting' if core else 'debugger stop on a GPU'} "
                 f"{'warp' if f.stop.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
                 + (f", {f.coordinates}" if f.coordinates else "") + f"; kernel from {f.kernel_basis}; "
@@ -50,6 +44,17 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
         pool, score = (exact, 1.0) if f.precise or core else (approx, 0.9)
         if all(c.kernel != f.kernel for c in pool):
             pool.append(Candidate(f.kernel, score, text))
+    for d in runtime.driver_exceptions:
+        if not d.kernel:
+            continue
+        where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
+        text = (f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} ({where}, "
+                f"PC 0x{d.pc or 0:x}); the excepting warp's stack frame #0 is this kernel ({d.origin})")
+        same = next((c for c in exact if c.kernel == d.kernel), None)
+        if same is not None:
+            same.why += f"; also {text}"
+        else:
+            exact.append(Candidate(d.kernel, 1.0, text))
     named = exact or approx
     if not named:
         host = [f for f in stops if not f.gpu]

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..ingest.core_file import CUDA, ROCM_GPU, ROCM_UNIFIED, CoreFile
 
 CUDA_COMMANDS = ["set pagination off", "set width 0", "target cudacore {core}", "info cuda kernels",
-                 "info cuda devices", "bt", "x/12i $errorpc-64", "info registers"]
+                 "info cuda devices", "bt", "x/12i $errorpc-64", "x/4i $pc", "info registers"]
 ROCM_COMMANDS = ["set pagination off", "set width 0", "info agents", "info queues", "info dispatches", "info threads",
                  "bt", "x/12i $pc-32", "info sharedlibrary"]
 DEFAULT_DEBUGGER = {CUDA: "cuda-gdb", ROCM_GPU: "rocgdb", ROCM_UNIFIED: "rocgdb"}

@@ -203,9 +203,8 @@ def find_cores(out: Path, pids: list[int], cwd: str, since: float, triggered: se
             add(p, "working directory (a ROCr older than HSA_COREDUMP_PATTERN)", pid, outside=True)
     pattern = _core_pattern()
     if pattern and not pattern.startswith("|"):
-        for pid in pids:
-            for p in _expand(pattern, pid, cwd):
-                add(p, f"core_pattern {pattern!r}", pid, outside=True)
+        for p in _expand(pattern, cwd):
+            add(p, f"core_pattern {pattern!r}", None, outside=True)     # whose it is: read from the core
     elif pattern and "systemd-coredump" in pattern and shutil.which("coredumpctl"):
         for pid in pids:
             dest = cores / f"host.{pid}"
@@ -225,13 +224,16 @@ def _core_pattern() -> str | None:
         return None
 
 
-def _expand(pattern: str, pid: int, cwd: str) -> list[Path]:
-    glob = re.sub(r"%.", lambda m: {"%p": str(pid), "%P": str(pid), "%%": "%"}.get(m.group(0), "*"), pattern)
+def _expand(pattern: str, cwd: str) -> list[Path]:
+    """Files the kernel's core_pattern could have written (a file pattern, not a pipe)."""
+    glob = re.sub(r"%.", lambda m: "%" if m.group(0) == "%%" else "*", pattern)
     base = Path(glob) if glob.startswith("/") else Path(cwd) / glob
-    hits = sorted(base.parent.glob(base.name)) if base.parent.is_dir() else []
-    if not hits and "%p" not in pattern:                      # core_uses_pid appends .<pid>
-        hits = sorted(base.parent.glob(base.name + f".{pid}")) if base.parent.is_dir() else []
-    return hits
+    if not base.parent.is_dir():
+        return []
+    hits = set(base.parent.glob(base.name))
+    if "%p" not in pattern:                                   # core_uses_pid appends .<pid>
+        hits |= set(base.parent.glob(base.name + ".[0-9]*"))
+    return sorted(hits)[:1000]
 
 
 # ---------------- hangs: ask each CUDA process for a dump ----------------

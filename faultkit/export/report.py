@@ -47,6 +47,7 @@ def to_json(inc: Incident) -> dict:
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "trace": inc.traces.to_json() if inc.traces else None,
         "cores": [c.to_json() for c in inc.cores],
+        "running_at_dump": [r.to_json() for r in inc.running],
         "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
                              "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
                             for n in inc.runtime.notes if n.kind == "gpu-core-dump"][:200],
@@ -68,7 +69,8 @@ def _stop_json(f) -> dict:
             "kernel": f.kernel, "kernel_basis": f.kernel_basis, "function": f.function, "pc": hex_or_none(f.pc),
             "precise": f.precise, "precise_basis": f.precise_basis, "coordinates": f.coordinates, "source": f.source,
             "faulting_instruction": f.faulting.text if f.faulting else None,
-            "resolved": f.resolved, "origin": str(st.origin), "file": f.file}
+            "resolved": f.resolved, "origin": str(st.origin), "file": f.file,
+            "focused_lane_address": hex_or_none(f.lane_address), "focused_lane_address_basis": f.lane_address_basis}
 
 
 def render_json(inc: Incident) -> str:
@@ -208,6 +210,10 @@ def _cores_section(inc: Incident) -> Section | None:
                             "(a host-side crash, a hang without a --timeout/--hang-after trigger, or a process "
                             "killed first).")
     s.bullets += [f"{n.text} ({n.origin})" for n in lines if n.fields.get("failed")][:20]
+    if inc.running:
+        s.paragraphs.append("Running when the dumps were taken (no exception: a snapshot of a hung or busy GPU):")
+        s.bullets += [f"pid {r.pid}: `{r.kernel}`" + (f" at {r.where}" if r.where else "") + f" ({r.origin})"
+                      for r in inc.running]
     if armed.get("cuda"):
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
                             "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
@@ -263,7 +269,8 @@ def _stop_section(f) -> Section:
              ("where on the GPU", f.coordinates or ""), ("source", f"`{f.source}`" if f.source else ""),
              ("PC exact?", ("yes: " if f.precise else "no: " if f.precise is False else "unknown: ") + f.precise_basis
               if f.gpu else ""),
-             ("code object", f.resolved or "")]
+             ("code object", f.resolved or ""),
+             ("address operand", f"0x{f.lane_address:x}: {f.lane_address_basis}" if f.lane_address is not None else "")]
     s.bullets = [f"{k}: {v}" for k, v in facts if v]
     if f.disassembly:
         s.code = [line.text + ("    <-- faulting instruction" if line is f.faulting else "")
