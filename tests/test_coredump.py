@@ -367,3 +367,27 @@ def test_capture_arms_by_default_and_no_coredump_opts_out(tmp_path):
     assert json.loads((tmp_path / "b" / "manifest.json").read_text())["coredump"]["armed"] is False
     res = runner.invoke(main, ["capture", "--with", "coredump", "-o", str(tmp_path / "c"), "--", "sh", "-c", show])
     assert res.exit_code == 0 and "ARMED 1" in (tmp_path / "c" / "server.log").read_text()
+
+
+@pytest.mark.skipif(not __import__("shutil").which("gdb"), reason="GNU gdb not installed (apt-get install gdb)")
+def test_rocm_hang_snapshot_attaches_and_detaches_leaving_the_process_running(tmp_path):
+    """rocgdb's part is run against GNU gdb (no AMD GPU here): it answers the AMD commands with
+    `Undefined info command`; the attach, the commands in order and the detach are real."""
+    import shutil as sh
+
+    (tmp_path / "cores").mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        result = coredump.rocm_hang_snapshot(tmp_path, [child.pid], sh.which("gdb"), 30.0, echo=lambda m: None)
+        assert child.poll() is None                              # detached: still running
+        text = (tmp_path / "cores" / f"hang-{child.pid}.gdb.txt").read_text()
+    finally:
+        child.kill()
+        child.wait()
+    assert result == {child.pid: f"snapshot in hang-{child.pid}.gdb.txt"}
+    if "ptrace" in text and "Operation not permitted" in text:
+        pytest.skip("ptrace attach is not permitted here")
+    order = [text.index(c) for c in ("attach", "info agents", "info queues", "info dispatches", "thread apply all bt",
+                                     "detach")]
+    assert order == sorted(order) and 'Undefined info command: "agents"' in text

@@ -283,3 +283,38 @@ def _settled(p: Path) -> bool:
         return a > 0 and p.stat().st_size == a
     except OSError:
         return False
+
+
+# ---------------- hangs on ROCm: a brief look with rocgdb ----------------
+
+ROCM_HANG_COMMANDS = ["info agents", "info queues", "info dispatches", "info threads", "thread apply all bt 8"]
+
+
+def rocm_hang_snapshot(out: Path, pids: list[int], binary: str, deadline_s: float = 60.0, echo=print) -> dict[int, str]:
+    """ROCr has no user-triggered dump: attach rocgdb to each GPU process for its agents, queues,
+    dispatches and the waves' backtraces, then detach (the process goes on, to be stopped with the
+    rest). Transcripts go to cores/hang-<pid>.<debugger>.txt and are parsed like any session."""
+    from .gdb_driver import GdbDriver
+
+    result: dict[int, str] = {}
+    for pid in pids:
+        path = out / layout.CORES_DIR / f"hang-{pid}.{os.path.basename(binary)}.txt"
+        d = GdbDriver(binary, path, None, deadline_s)
+        try:
+            if not d.start([]):
+                result[pid] = f"debugger did not start: {d.problem}"
+                continue
+            d.setup(multi_process=False)
+            answer = d.command(f"attach {pid}", deadline=max(60.0, deadline_s))
+            if answer is None or re.search(r"ptrace: |Could not attach|No such process", answer):
+                result[pid] = f"attach failed: {(answer or d.problem or '').strip()[-200:]}"
+                continue
+            for cmd in ROCM_HANG_COMMANDS:
+                if d.command(cmd) is None:
+                    break
+            d.command("detach")
+            result[pid] = f"snapshot in {path.name}"
+            echo(f"looked at pid {pid} with {os.path.basename(binary)} ({path.name})")
+        finally:
+            d.close(kill_inferiors=False)
+    return result

@@ -146,10 +146,16 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
             if ended_by is None and opts.hang_after_s and time.monotonic() - backend.last_output > opts.hang_after_s:
                 ended_by = "hang"
-        if arming and arming.cuda and ended_by in ("timeout", "hang", "interrupted"):
+        if arming and ended_by in ("timeout", "hang", "interrupted"):
             # Before the tree is stopped: what every SM of a hung server is running.
-            gpu = [r.pid for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
-            manifest["hang_dumps"] = coredump.trigger_dumps(out, gpu, echo=echo)
+            gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
+            nvidia = [r.pid for r in gpu if any("nvidia" in d for d in r.gpu_devices)]
+            amd = [r.pid for r in gpu if r.pid not in nvidia]
+            if arming.cuda and nvidia:
+                manifest["hang_dumps"] = coredump.trigger_dumps(out, nvidia, echo=echo)
+            rocgdb = shutil.which("rocgdb")
+            if amd and rocgdb and opts.backend not in DEBUGGERS:
+                manifest["hang_snapshots"] = coredump.rocm_hang_snapshot(out, amd, rocgdb, echo=echo)
     finally:
         result = backend.stop()
         if sampler is not None:
