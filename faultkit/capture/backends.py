@@ -38,6 +38,9 @@ class Backend(Protocol):
     @property
     def last_output(self) -> float: ...     # time.monotonic() of the target's last output line
 
+    @property
+    def output(self) -> LineTee: ...        # the target's stamped output
+
     def step(self, sampler: TreeSampler) -> str | None: ...   # why the capture should end, or None
 
     def stop(self) -> dict: ...             # stop everything started; manifest fields (`exit_code`, ...)
@@ -68,6 +71,10 @@ class PlainBackend:
     @property
     def last_output(self) -> float:
         return self.target.tee.last_output
+
+    @property
+    def output(self) -> LineTee:
+        return self.target.tee
 
     def step(self, sampler: TreeSampler) -> str | None:
         if self.target.poll() is not None:
@@ -127,6 +134,10 @@ class DebugLaunchBackend:
     @property
     def last_output(self) -> float:
         return self.tee.last_output
+
+    @property
+    def output(self) -> LineTee:
+        return self.tee
 
     def step(self, sampler: TreeSampler) -> str | None:
         seen = self.driver.poll_stop(0.2)
@@ -196,12 +207,16 @@ class DebugAttachBackend:
     def last_output(self) -> float:
         return self.target.last_output
 
+    @property
+    def output(self) -> LineTee:
+        return self.target.output
+
     def step(self, sampler: TreeSampler) -> str | None:
         records = {r.pid: r for r in sampler.records()}
         for rec in records.values():
             if rec.pid in self.sessions or rec.pid in self.skipped or (rec.pid == self.root_pid and self.match is None):
                 continue
-            wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.cmdline)))
+            wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.raw_cmdline)))
             if not wanted or not os.path.exists(f"/proc/{rec.pid}"):
                 continue
             since = rec.gpu_since if self.match is None else rec.first_seen
@@ -224,7 +239,7 @@ class DebugAttachBackend:
         # The CUDA debugger's backend runs as a child of the process it debugs and opens the GPU
         # too (seen on the H200: attaching to it stalled the first attach, and each new debugger
         # spawned another). A process under an attached one is a helper, not a worker.
-        exe = os.path.basename(rec.cmdline[0]) if rec.cmdline else ""
+        exe = os.path.basename(rec.raw_cmdline[0]) if rec.raw_cmdline else ""
         if exe.startswith(("cuda-gdb", "cudbg", "rocgdb", "gdb", "compute-sanitizer")):
             return f"a debugging tool ({exe})"
         pid, hops = rec.ppid, 0
@@ -323,7 +338,7 @@ def kill_leftovers(sampler: TreeSampler, keep: int | None = None) -> list[int]:
     for rec in sampler.records():
         if rec.pid in (keep, os.getpid()):
             continue
-        if cmdline_of(rec.pid) == rec.cmdline:
+        if cmdline_of(rec.pid) == rec.raw_cmdline:
             try:
                 os.kill(rec.pid, signal.SIGKILL)
                 killed.append(rec.pid)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pexpect
 
+from .. import redact as redaction
 from ..ingest.debugger import parse_debugger
 
 PROMPT = re.compile(rb"\((?:gdb|cuda-gdb|rocgdb)\) $")
@@ -60,10 +61,38 @@ class StopSeen:
     pids_exited: list[int] = field(default_factory=list)
 
 
+class RedactingLog:
+    """The transcript file, written line by line with secrets replaced (`Starting program:` repeats
+    the target's command line, `info inferiors` and backtraces its arguments)."""
+
+    def __init__(self, raw):
+        self.raw, self.buf = raw, b""
+
+    def write(self, data: bytes) -> int:
+        self.buf += data
+        if b"\n" in self.buf:
+            done, _, self.buf = self.buf.rpartition(b"\n")
+            self.raw.write(redaction.text((done + b"\n").decode("utf-8", "surrogateescape"))
+                           .encode("utf-8", "surrogateescape"))
+        if len(self.buf) > 1 << 16:       # a prompt or a huge line: never hold much back
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.buf:
+            self.raw.write(redaction.text(self.buf.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+            self.buf = b""
+
+    def close(self) -> None:
+        self.flush()
+        self.raw.close()
+
+
 class GdbDriver:
     def __init__(self, binary: str, transcript: Path, env: dict[str, str] | None = None,
-                 command_deadline: float = 30.0, start_deadline: float = 120.0):
+                 command_deadline: float = 30.0, start_deadline: float = 120.0, redact: bool = True):
         self.binary = binary
+        self.redact = redact
         self.flavor = flavor_of(binary)
         self.transcript = transcript
         self.env = env
@@ -80,7 +109,8 @@ class GdbDriver:
 
     # ---- process ----
     def start(self, args: list[str]) -> bool:
-        self.log = open(self.transcript, "ab", buffering=0)
+        raw = open(self.transcript, "ab", buffering=0)
+        self.log = RedactingLog(raw) if self.redact else raw
         # A dumb terminal keeps readline's bracketed-paste and colour codes out of the transcript.
         env = dict(self.env if self.env is not None else os.environ)
         self.user_term = env.get("TERM")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout
+from .. import redact as redaction
 
 # A line that means the GPU or the process died: ends a capture or a trial early.
 FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
@@ -58,6 +59,7 @@ class LineTee:
         self.lines = 0
         self.last_output = time.monotonic()    # when the last line arrived (hang detection)
         self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
+        self.redact = False                    # --redact-output: secrets in the target's own output replaced
         self._watch: list = []      # (compiled regex, threading.Event)
 
     def watch_for(self, pattern: str) -> threading.Event:
@@ -78,7 +80,8 @@ class LineTee:
                 if not raw:
                     break
                 c = clocks()
-                log.write(raw)
+                log.write(redaction.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+                          if self.redact else raw)
                 log.flush()
                 self.lines += 1
                 self.last_output = time.monotonic()

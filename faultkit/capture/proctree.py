@@ -12,7 +12,8 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+from .. import redact as redaction
+
 GPU_DEVICE = re.compile(r"^/dev/(?:kfd|dri/renderD\d+|nvidia\d*|nvidiactl|nvidia-uvm)$")
 
 
@@ -27,13 +28,15 @@ class ProcessRecord:
     first_seen: float = 0.0
     env_readable: bool = True
     gpu_since: float | None = None   # time.time() when it was first seen holding a GPU device
+    # Kept in memory only (never written): the real command line, to recognise the process again,
+    # and a fingerprint of every variable, to check requested values without writing them.
+    raw_cmdline: list[str] = field(default_factory=list, repr=False)
+    env_fingerprints: dict[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
-
-
-def redact(env: dict[str, str]) -> dict[str, str]:
-    return {k: ("<redacted>" if SECRET.search(k) else v) for k, v in env.items()}
+        out = asdict(self)
+        del out["raw_cmdline"], out["env_fingerprints"]
+        return out
 
 
 def _ppid(pid: int) -> int | None:
@@ -73,12 +76,14 @@ def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
     cmdline = cmdline_of(pid)
     if cmdline is None:
         return None
-    rec = ProcessRecord(pid=pid, ppid=_ppid(pid) or 0, cmdline=cmdline, first_seen=time.time())
+    rec = ProcessRecord(pid=pid, ppid=_ppid(pid) or 0, first_seen=time.time(), raw_cmdline=cmdline,
+                        cmdline=redaction.argv(cmdline) if redact_secrets else cmdline)
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             pairs = [kv.decode(errors="replace").split("=", 1) for kv in fh.read().split(b"\0") if b"=" in kv]
         env = {k: v for k, v in pairs}
-        rec.env = redact(env) if redact_secrets else env
+        rec.env_fingerprints = {k: redaction.fingerprint(v) for k, v in env.items()}
+        rec.env = redaction.env(env) if redact_secrets else env
     except OSError:
         rec.env_readable = False
     rec.gpu_devices = gpu_devices(pid)
@@ -119,7 +124,7 @@ class TreeSampler:
                     self.seen[pid] = rec
             else:
                 now = cmdline_of(pid)
-                if now and now != rec.cmdline:      # empty: a zombie, whose record stays as it was
+                if now and now != rec.raw_cmdline:      # empty: a zombie, whose record stays as it was
                     # Seen between fork and exec, a child showed its parent's command line and
                     # environment: read it again now that it has exec'd.
                     fresh = read_process(pid, self.redact)
@@ -147,8 +152,13 @@ def verify_env(records: list[ProcessRecord], wanted: dict[str, str]) -> dict:
             mismatches.append({"pid": r.pid, "variable": None, "problem": "environment not readable"})
             continue
         for k, v in wanted.items():
-            if r.env.get(k) != v:
+            if r.env_fingerprints.get(k) != redaction.fingerprint(v):
+                # Values as the record has them (redacted where secret): compared by fingerprint.
                 mismatches.append({"pid": r.pid, "cmdline": " ".join(r.cmdline)[:200], "variable": k,
-                                   "expected": v, "found": r.env.get(k)})
+                                   "expected": _shown(k, v), "found": r.env.get(k) if k in r.env else None})
     return {"checked": [r.pid for r in checked], "scope": "gpu-processes" if gpu else "all-processes",
-            "wanted": wanted, "ok": not mismatches and bool(checked), "mismatches": mismatches}
+            "wanted": redaction.env(wanted), "ok": not mismatches and bool(checked), "mismatches": mismatches}
+
+
+def _shown(name: str, v: str) -> str:
+    return redaction.MARK if redaction.secret_name(name) else redaction.value(v)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout
+from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import CoreFile, inspect_core
 from . import coredump, facts, kmsg
@@ -54,6 +55,7 @@ class CaptureOptions:
     coredump: bool = True                # arm the runtimes' GPU core dumps (--no-coredump)
     full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
+    redact_output: bool = False          # replace secrets in the target's own output too
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
@@ -95,7 +97,8 @@ def stale_guard(opts: CaptureOptions) -> None:
             continue
         args = cmdline_of(int(name))
         if args and args == wanted:
-            raise CaptureError(f"pid {name} already runs the same command ({' '.join(args)[:120]}); stop it or pass "
+            raise CaptureError(f"pid {name} already runs the same command ({redaction.text(' '.join(args))[:120]}); "
+                               f"stop it or pass "
                                f"--allow-running.")
 
 
@@ -116,11 +119,13 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         for w in arming.warnings:
             echo(f"WARNING: {w}")
     backend = make_backend(opts, env, arming.core_limit if arming else None)
-    out.mkdir(parents=True, exist_ok=True)
+    backend.output.redact = opts.redact_output
+    private_dir(out)
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
-    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": opts.command, "backend": opts.backend,
-                      "env_requested": opts.env, "start": clocks(), "state": "running", "files": {},
+    shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
+    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": shown[0](opts.command), "backend": opts.backend,
+                      "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
                       "coredump": arming.to_json() if arming else {"armed": False, "notes": ["--no-coredump"]}}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
@@ -171,7 +176,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
-                        fault_line=backend.fault_line, env_check=check, **result)
+                        fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
         manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
         if arming:
@@ -188,6 +193,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
                                                            f"killed and the capture kept the other evidence")
         manifest["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
         _write_manifest(out, manifest)
+        private_tree(out)
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest
@@ -198,7 +204,7 @@ def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> li
     triggered = {p for p, r in (manifest.get("hang_dumps") or {}).items() if r.startswith("dumped")}
     found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest["start"]["wall"], triggered,
                                 manifest.get("root_pid"))
-    cmdlines = {r.pid: r.cmdline for r in records}
+    cmdlines = {r.pid: r.raw_cmdline for r in records}
     hosts = {c.pid: c.path for c in found if (inspect_core(c.path) or _NOT_CORE).platform == "host"}
     listed = []
     for c in found:
@@ -227,6 +233,29 @@ def _exe(cmdline: list[str] | None) -> str | None:
     if not cmdline:
         return None
     return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
+
+
+def private_dir(path: Path) -> None:
+    """Bundles hold command lines, environments and memory: readable by their owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def private_tree(root: Path) -> None:
+    """Files the target or its runtime wrote (cores, logs) get the bundle's permissions too."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            _chmod(Path(dirpath) / d, 0o700)
+        for f in filenames:
+            _chmod(Path(dirpath) / f, 0o600)
+
+
+def _chmod(p: Path, mode: int) -> None:
+    try:
+        if not p.is_symlink() and (p.is_file() or p.is_dir()):
+            os.chmod(p, mode)
+    except OSError:
+        pass
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:

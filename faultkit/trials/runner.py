@@ -11,18 +11,22 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import redact as redaction
 from .._signals import exit_words
 from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command,
                                 port_listening)
 from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, verify_env
+from ..capture.session import private_dir
 from .signature import crash_signature
 
 PLAN_SCHEMA = "faultkit.trials.plan/1"
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 RESULT_SCHEMA = "faultkit.trials.result/1"
 
 
@@ -51,7 +55,12 @@ def make_plan(arms: list[Arm], n: int, seed: int) -> list[dict]:
 def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: str | None, port: int | None,
                         timeout_s: float) -> dict:
     path = out / "plan.json"
-    spec = {"arms": [{"name": a.name, "command": a.command, "env": a.env} for a in arms], "n": n, "seed": seed,
+    # Secrets in an arm's command or variables are written redacted; the fingerprints still tell a
+    # resumed run from a different experiment.
+    spec = {"arms": [{"name": a.name, "command": redaction.text(a.command),
+                      "command_fingerprint": redaction.fingerprint(a.command), "env": redaction.env(a.env),
+                      "env_fingerprints": {k: redaction.fingerprint(v) for k, v in a.env.items()}} for a in arms],
+            "n": n, "seed": seed,
             "client": client, "port": port, "trial_timeout_s": timeout_s}
     if path.exists():
         plan = json.loads(path.read_text())
@@ -59,7 +68,7 @@ def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: s
             raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port or timeout "
                               f"differ); use another -o folder or the same arguments to resume")
         return plan
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     plan = {"schema": PLAN_SCHEMA, "spec": spec, "order": make_plan(arms, n, seed), "created": time.time()}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(plan, indent=2))
@@ -76,6 +85,10 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
                port_wait_s: float = 30.0, echo=print) -> list[dict]:
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise TrialsError("give at least two arms with different names")
+    for a in arms:
+        if not ARM_NAME.fullmatch(a.name):
+            raise TrialsError(f"arm name {a.name!r}: use letters, digits, '_', '-' or '.' (at most 40, not starting "
+                              f"with '.'): it names the trial folders")
     port = port or next((p for p in (port_from_command(a.command) for a in arms) if p), None)
     plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s)
     by_name = {a.name: a for a in arms}
@@ -155,9 +168,9 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
     crashed = ended_by == "fault-line" or (ended_by == "server-exit" and exit_code not in (0, None))
     result = {
         "schema": RESULT_SCHEMA, "index": entry["index"], "pair": entry["pair"], "arm": arm.name,
-        "command": arm.command, "crashed": crashed, "ended_by": ended_by, "exit": exit_words(exit_code),
+        "command": redaction.text(arm.command), "crashed": crashed, "ended_by": ended_by, "exit": exit_words(exit_code),
         "exit_code": exit_code, "duration_s": duration, "time_to_crash_s": duration if crashed else None,
-        "fault_line": server.fault_line, "stopped_with": stopped_with, "env": env_check,
+        "fault_line": redaction.text(server.fault_line or "") or None, "stopped_with": stopped_with, "env": env_check,
         "signature": crash_signature(tdir, exit_code) if crashed else None,
         "clocks": {"start": server.started, "end": end},
     }
