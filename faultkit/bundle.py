@@ -15,6 +15,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
@@ -23,14 +24,25 @@ from . import layout
 from .ingest.core_file import is_core_header
 from .model import Problem
 
-MAX_FILE_BYTES = 4 << 30
-MAX_TOTAL_BYTES = 16 << 30
+MAX_FILE_BYTES = 4 << 30          # traces and cores (read by their own readers, as streams)
+MAX_TEXT_BYTES = 256 << 20        # a log is read whole up to this; past it, its last part (where a crash is)
+MAX_TOTAL_BYTES = 4 << 30         # evidence text in all
+OWN_REPORT = b'"schema": "faultkit.triage/'
 
 
-@dataclass
 class InputFile:
-    name: str      # path as shown in reports
-    data: bytes
+    """One evidence file: its bytes, or how to read them when they are parsed (files in folders
+    are read one at a time, so a triage never holds every log in memory at once)."""
+
+    def __init__(self, name: str, data: bytes | None = None, load: Callable[[], bytes] | None = None):
+        self.name = name          # path as shown in reports
+        self._data, self._load = data, load
+
+    @property
+    def data(self) -> bytes:
+        if self._data is not None:
+            return self._data
+        return self._load() if self._load is not None else b""
 
 
 @dataclass
@@ -57,7 +69,9 @@ class _Entry:
     size: int
     read: Callable[[], bytes]
     path: Callable[[], str | None]        # a path on disk (archives: extracted on demand)
-    head: Callable[[], bytes]             # the first bytes, without reading the rest
+    head: Callable[..., bytes]            # the first bytes (64, or n), without reading the rest
+    tail: Callable[[int], bytes]          # the last n bytes
+    lazy: bool = False                    # readable again later (a file on disk, not an archive member)
 
 
 def collect(paths: list[str]) -> Inputs:
@@ -99,13 +113,20 @@ def _file_entry(path: Path, name: str, rel: str, out: Inputs) -> _Entry | None:
     st = _regular(path, name, out)
     if st is None:
         return None
-    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path), lambda: _head(path))
+    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path), lambda n=64: _head(path, n),
+                  lambda n: _tail(path, n), lazy=True)
 
 
-def _head(path: Path) -> bytes:
+def _tail(path: Path, n: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - n))
+        return fh.read(n)
+
+
+def _head(path: Path, n: int = 64) -> bytes:
     try:
         with open(path, "rb") as fh:
-            return fh.read(64)
+            return fh.read(n)
     except OSError:
         return b""
 
@@ -133,7 +154,7 @@ def _tar_entries(path: Path, tar: tarfile.TarFile, out: Inputs) -> Iterator[_Ent
         pp = PurePosixPath(m.name)
         rel = str(pp.relative_to(prefix)) if prefix != "." and pp.is_relative_to(prefix) else m.name
         yield _Entry(rel, f"{path}:{m.name}", m.size, _member_reader(tar, m), _member_extractor(tar, m),
-                     _member_reader(tar, m, 64))
+                     lambda n=64, m=m: _member_reader(tar, m, n)(), lambda n, m=m: _member_tail(tar, m, n))
 
 
 def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo, limit: int = MAX_FILE_BYTES) -> Callable[[], bytes]:
@@ -141,6 +162,20 @@ def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo, limit: int = MAX_FI
         fh = tar.extractfile(m)
         return fh.read(limit) if fh is not None else b""
     return read
+
+
+def _member_tail(tar: tarfile.TarFile, m: tarfile.TarInfo, n: int) -> bytes:
+    """The last n bytes of a member, read as a stream (a compressed archive cannot seek back cheaply)
+    and kept bounded: a gzip bomb costs time, not memory."""
+    fh = tar.extractfile(m)
+    if fh is None:
+        return b""
+    keep = b""
+    while True:
+        chunk = fh.read(16 << 20)
+        if not chunk:
+            return keep
+        keep = (keep + chunk)[-n:]
 
 
 def _member_extractor(tar: tarfile.TarFile, m: tarfile.TarInfo) -> Callable[[], str | None]:
@@ -182,11 +217,13 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
         if role in (layout.OUTPUT, layout.MANIFEST_ROLE, layout.FACTS):
             continue
-        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + e.size > MAX_TOTAL_BYTES) \
+        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + min(e.size, MAX_TEXT_BYTES) > MAX_TOTAL_BYTES) \
                 and not is_core_header(_peek(e)):
             out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
                                                 f"{MAX_TOTAL_BYTES} in all; skipped"))
             continue
+        if role == layout.EVIDENCE and OWN_REPORT in _peek(e):
+            continue                           # a report faultkit wrote: reading it back would count its faults twice
         if role == layout.EVIDENCE and is_core_header(_peek(e)):
             role = layout.CORE                 # a core dump, whatever its name: read by its debugger
         if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and _is_torch_trace(e)):
@@ -199,10 +236,10 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             if p:
                 out.cores.append(p)
             continue
-        total += e.size
+        total += min(e.size, MAX_TEXT_BYTES)
         by_rel[e.rel] = e
         if role == layout.EVIDENCE:
-            out.files.append(InputFile(e.name, _read(e, out)))
+            out.files.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
         elif role == layout.HISTORY:
             out.history.append(InputFile(e.name, _read(e, out)))
         elif role == layout.ENVIRONMENT:
@@ -220,10 +257,18 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
 
 def _read(e: _Entry, out: Inputs) -> bytes:
     try:
+        if e.size > MAX_TEXT_BYTES:
+            out.problems.append(Problem(e.name, f"{e.size:,} bytes: only its last {MAX_TEXT_BYTES:,} were read (a "
+                                                f"crash is at the end of a log)"))
+            return e.tail(MAX_TEXT_BYTES)
         return e.read()
-    except (OSError, tarfile.TarError, EOFError) as exc:
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         out.problems.append(Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})"))
         return b""
+
+
+def _reader(e: _Entry, out: Inputs) -> Callable[[], bytes]:
+    return lambda: _read(e, out)
 
 
 def _peek(e: _Entry) -> bytes:
@@ -235,7 +280,7 @@ def _peek(e: _Entry) -> bytes:
 
 def _is_torch_trace(e: _Entry) -> bool:
     try:
-        return b'"traceEvents"' in e.read()[:4096]
+        return b'"traceEvents"' in e.head(4096)
     except (OSError, tarfile.TarError, EOFError):
         return False
 

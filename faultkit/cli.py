@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 
@@ -105,9 +106,22 @@ def parse_duration(text: str) -> float:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     t = text.strip().lower()
     try:
-        return float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
     except ValueError:
         raise click.BadParameter(f"{text!r} is not a duration like 90, 30s, 40m or 2h")
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"{text!r}: a duration is a finite number of seconds, not negative")
+    return value
+
+
+def parse_regex(text: str | None, flag: str) -> str | None:
+    if text is None:
+        return None
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise click.BadParameter(f"{text!r} is not a regular expression ({exc})", param_hint=flag)
+    return text
 
 
 @main.group()
@@ -120,10 +134,11 @@ def trials() -> None:
               help="an arm: a name and the server command; give two or more")
 @click.option("--env-arm", "env_specs", multiple=True, metavar="NAME:K=V", help="set K=V for one arm, verified in /proc")
 @click.option("--client", help="load generator started once the server is ready; its end ends the trial")
-@click.option("-n", "n", type=int, default=15, show_default=True, help="trials per arm")
+@click.option("-n", "n", type=click.IntRange(min=1), default=15, show_default=True, help="trials per arm")
 @click.option("--trial-timeout", default="40m", show_default=True, help="end a trial without a crash after this")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the order within each pair")
-@click.option("--port", type=int, help="server port: must be free before each trial; readiness for --client")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="server port: must be free before each trial; readiness for --client")
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
 def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, out) -> None:
@@ -146,7 +161,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         arms[name].env[k] = v
     try:
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
-                             ready_pattern, echo=lambda m: click.echo(m, err=True))
+                             parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True))
     except TrialsError as exc:
         raise click.ClickException(str(exc))
     except KeyboardInterrupt:
@@ -167,7 +182,9 @@ def trials_report(folder, fmt, output) -> None:
     from .trials.report import RENDERERS, summarise
     from .trials.runner import load_results
 
-    plan, results = load_results(Path(folder))
+    plan, results, problems = load_results(Path(folder))
+    for p in problems:
+        click.echo(f"warning: {p}", err=True)
     if not results:
         raise click.ClickException(f"no finished trials in {folder}")
     text = RENDERERS[fmt](summarise(plan, results))
@@ -181,7 +198,7 @@ def trials_report(folder, fmt, output) -> None:
 @click.option("--rate", "rates", multiple=True, required=True, metavar="ARM=P", help="expected crash rate; give two")
 @click.option("--alpha", type=float, default=0.05, show_default=True)
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
-@click.option("-n", "n", type=int, help="report the power of this many trials per arm instead")
+@click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 def trials_plan(rates, alpha, target, n, fmt) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test)."""
@@ -247,7 +264,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--command-deadline", default="60s", show_default=True,
               help="debuggers: longest wait for one debugger command before it counts as hung")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
-@click.option("--port", type=int, help="refuse to start if this port is already listening")
+@click.option("--port", type=click.IntRange(1, 65535), help="refuse to start if this port is already listening")
 @click.option("--allow-running", is_flag=True, help="start even if the same server seems to be running")
 @click.option("--timeout", default="2h", show_default=True, help="end the capture after this")
 @click.option("--no-redact", is_flag=True,
@@ -271,7 +288,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     try:
         opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
-                              redact=not no_redact, redact_output=redact_output, attach_workers=attach_workers, attach_match=attach_match,
+                              redact=not no_redact, redact_output=redact_output, attach_workers=attach_workers,
+                              attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
                               coredump=not no_coredump, full_core=full_core,

@@ -129,17 +129,20 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
     objects = []
     logs = {}         # per transcript: a core's transcript is judged on its own
     for f in files:
-        if f.data[:4] == b"\x7fELF" or BUNDLE_MAGIC in f.data[:1 << 20]:
-            found, problems = code_objects_in(f.data, f.name)
+        data = f.data             # read now, one file at a time
+        if data[:4] == b"\x7fELF" or BUNDLE_MAGIC in data[:1 << 20]:
+            found, problems = code_objects_in(data, f.name)
             objects += found
             inc.problems.extend(problems)
-            inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": len(f.data)})
+            inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": len(data)})
             continue
-        text, problems = decode(f.data, f.name)
+        text, problems = decode(data, f.name)
+        size = len(data)
+        del data
         inc.problems.extend(problems)
         kinds = detect_kinds(text)
         kinds_seen |= kinds
-        inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": len(f.data)})
+        inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
         if "kernel-log" in kinds:
             kl = parse_kernel_log(text, f.name)
             inc.kernel.extend(kl)

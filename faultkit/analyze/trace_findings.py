@@ -46,8 +46,9 @@ def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[s
                                                  "the fault time falls back to the trace's end"))
     at = ft.on(trace.clock)
     if at is None and not trace.empty:
-        ends = [int(getattr(trace, t)["end"].max()) for t in ("dispatches", "api", "copies") if len(getattr(trace, t))]
-        at = max(ends)
+        ends = [int(getattr(trace, t)["end"].max()) for t in ("dispatches", "api", "copies", "allocations")
+                if len(getattr(trace, t))]
+        at = max(ends)            # a trace that is not empty has rows in one of these
         ft = FaultTime(None, "the end of the trace (the last record written before the process died)", None,
                        "the fault came after this; how long after is not known")
         if trace.clock.startswith("wall"):

@@ -14,7 +14,7 @@ import re
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerReport, ThreadRow)
-from .text import decode, numbered_lines
+from .text import cut_problem, decode, numbered_lines
 
 TID = r"\d+(?:\.\d+)?"
 QNAME = r'(?: "(?P<tname>[^"\n]*)")?'
@@ -636,6 +636,8 @@ def parse_debugger(data: bytes | str, name: str = "<debugger>") -> DebuggerLog:
     elif re.search(r"^ROCgdb |GNU gdb \((?:rocm|ROCm)", text, re.M):
         p.log.debugger = "rocgdb"
     for line in numbered_lines(text):
+        if line.cut:
+            p.log.problems.append(cut_problem(name, line))
         if line.boundary:
             p.stop = None
             p.table = p.row = p.disasm = p.sanitizer = None

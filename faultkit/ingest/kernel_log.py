@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..codes import (GPU_RESET_SOURCES, MES_OPCODES, SOC15_IH_CLIENTS, SOC21_IH_CLIENTS, decode_status,
                      utcl2_client_name)
 from ..model import KernelEvent, KernelLog, Origin, Problem, Stamp, VMFault, Xid
-from .text import decode, numbered_lines
+from .text import cut_problem, decode, numbered_lines
 
 # ---- timestamp layer ----
 TS_MONO = re.compile(r"^\[\s*(?P<mono>\d+\.\d+)\]\s?")
@@ -50,7 +50,7 @@ V8_HDR = re.compile(r"^GPU fault detected: (?P<src_id>\d+) 0x(?P<data>[0-9a-f]{8
 V8_REG = re.compile(r"^\s*VM_CONTEXT1_PROTECTION_FAULT_(?P<reg>ADDR|STATUS)\s+0x(?P<val>[0-9A-Fa-f]{8})\s*$")
 V8_DEC = re.compile(r"^VM fault \(0x(?P<prot>[0-9a-f]{2}), vmid (?P<vmid>\d+), pasid (?P<pasid>\d+)\) at page (?P<page>\d+), "
                     r"(?P<rw>read|write) from '(?P<mc>[^']*)' \(0x(?P<mcraw>[0-9a-f]{8})\) \((?P<mcid>\d+)\)\s*$")
-SUPPRESSED = re.compile(r"(?P<fn>[\w.]+): (?P<n>\d+) callbacks suppressed")
+SUPPRESSED = re.compile(r"(?<![\w.])(?P<fn>[\w.]+): (?P<n>\d+) callbacks suppressed")
 
 # ---- other messages ----
 RING_TIMEOUT = re.compile(r"ring (?P<ring>\S+) timeout, (?:(?P<soft>but soft recovered)|signaled seq=(?P<sig>\d+), emitted seq=(?P<emit>\d+))")
@@ -80,11 +80,11 @@ KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an un
                  r"timeout waiting for kiq fence|Fence fallback timer expired on ring \S+)")
 SQ_INTR = re.compile(r"sq_intr: error, (?P<rest>.*)$")
 RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware Error\]: .*|poison is consumed by client \d+.*|"
-                 r"\d+ (?:new )?correctable hardware errors detected.*)")
+                 r"(?<!\d)\d+ (?:new )?correctable hardware errors detected.*)")
 IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
-USER_SEGFAULT = re.compile(r"(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) "
+USER_SEGFAULT = re.compile(r"(?<!\S)(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) "
                            r"sp [0-9a-f]+ error (?P<err>\d+)(?: in (?P<lib>\S+?)\[)?")
 CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limit")
 DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
@@ -227,6 +227,8 @@ def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog
         if line.boundary:
             segments.append([])
             continue
+        if line.cut:
+            out.problems.append(cut_problem(name, line))
         try:
             stamp, rest, is_kernel = _stamp_of(line.text, state)
         except Exception as exc:  # defensive: a stamp we mis-read must not lose the line

@@ -12,7 +12,7 @@ import re
 from ..codes import HSA_STATUS_BY_NAME
 from ..model import (Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
                      RuntimeLog, Stamp, WaveDump)
-from .text import Line, decode, numbered_lines
+from .text import Line, cut_problem, decode, numbered_lines
 
 HEX = r"0x[0-9a-fA-F]+"
 
@@ -51,7 +51,7 @@ WAVE = re.compile(
 DISASM_START = re.compile(r"Disassembly for function (?P<sym>.+?):\s*$")
 CODE_OBJECT = re.compile(r"^\s*code object: (?P<uri>\S+)")
 LOADED_AT = re.compile(r"^\s*loaded at: \[(?P<lo>0x[0-9a-f]+)-(?P<hi>0x[0-9a-f]+)\]")
-DISASM_INSN = re.compile(r"^\s*(?P<mark>=>)?\s*(?P<addr>0x[0-9a-f]+) <\+(?P<off>\d+)>:\s*(?P<insn>.*)$")
+DISASM_INSN = re.compile(r"^\s*(?:(?P<mark>=>)\s*)?(?P<addr>0x[0-9a-f]+) <\+(?P<off>\d+)>:\s*(?P<insn>.*)$")
 SOURCE_LINE = re.compile(r"^(?P<line>\d+)\s{2,}(?P<text>.*)$")
 AGENT_QUEUE_ERROR = re.compile(r"^Queue error \((?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+): ?(?P<desc>.*)\)\s*$")
 SYSTEM_EVENT = re.compile(r"System event \((?P<event>HSA_AMD_GPU_\w+): (?P<reasons>.*)\)")
@@ -59,7 +59,7 @@ FAULTING_PAGE = re.compile(r"Faulting page: (?P<addr>0x[0-9a-f]+)")
 V1_HEADER = re.compile(r"\[rocr debug agent\]:")
 V1_FAULT = re.compile(r"Memory access fault at GPU Node: (?P<node>\d+)")
 V1_ADDRESS = re.compile(r"^Address: 0x(?P<addr>[0-9A-Fa-f]+)xxx \((?P<reasons>[^)]*)\)")
-V1_WAVES = re.compile(r"(?P<n>\d+) wavefront\(s\) found in @PC: 0x(?P<pc>[0-9A-Fa-f]+)")
+V1_WAVES = re.compile(r"(?<!\d)(?P<n>\d+) wavefront\(s\) found in @PC: 0x(?P<pc>[0-9A-Fa-f]+)")
 V1_EXEC = re.compile(r"^\s*EXEC: 0x(?P<exec>[0-9A-Fa-f]+)")
 # ROCclr dispatch information
 SHADER_NAME = re.compile(r"ShaderName : (?P<kernel>\S+)")
@@ -103,7 +103,10 @@ ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Pyt
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
                    r"failed \(exitcode: (?P<exitcode>-?\d+)\))")
 # PyTorch / HIP / CUDA
-TORCH_ERROR = re.compile(r"(?:(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: (?P<text>[^\n]+?)\s*$")
+# Every unbounded run starts where a run of its characters starts (lookbehind): a 100 KB line of
+# word characters costs one attempt, not one per position.
+TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
+                         r"(?P<text>[^\n]*[^\s])")
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
@@ -202,6 +205,7 @@ def parse_runtime_log(data: bytes | str, name: str = "<runtime log>") -> Runtime
     st = _State(name)
     st.out.problems.extend(problems)
     lines = list(numbered_lines(text))
+    st.out.problems.extend(cut_problem(name, line) for line in lines if line.cut)
     i = 0
     while i < len(lines):
         line = lines[i]

@@ -16,6 +16,10 @@ from ..model import Problem
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b")
 BOUNDARY = re.compile(r"^# ---")
+# A hex or base64 dump can put megabytes on one line. Messages sit at a line's start (or, glued
+# after a progress bar, at its end): the middle of an over-long line is dropped, and said.
+MAX_LINE = 8192
+KEEP = MAX_LINE // 2
 
 
 def decode(data: bytes, name: str) -> tuple[str, list[Problem]]:
@@ -39,6 +43,7 @@ class Line:
     no: int          # 1-based line number in the file
     text: str        # escapes removed, carriage-return segments kept joined
     boundary: bool = False  # an excerpt boundary: open multi-line records must be closed
+    cut: int = 0            # characters dropped from the middle of an over-long line
 
 
 def numbered_lines(text: str) -> Iterator[Line]:
@@ -53,4 +58,13 @@ def numbered_lines(text: str) -> Iterator[Line]:
             continue
         # tqdm rewrites a line with \r; keep the segments on one line so a fault glued
         # after a bar is still found with re.search.
+        if len(raw) > MAX_LINE:
+            yield Line(no, raw[:KEEP].replace("\r", " ") + " ... " + raw[-KEEP:].replace("\r", " "),
+                       cut=len(raw) - 2 * KEEP)
+            continue
         yield Line(no, raw.replace("\r", " "))
+
+
+def cut_problem(name: str, line: Line) -> Problem:
+    return Problem(name, f"line of {line.cut + 2 * KEEP:,} characters: only its first and last {KEEP:,} were "
+                         f"read", line.no)

@@ -63,8 +63,12 @@ def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: s
             "n": n, "seed": seed,
             "client": client, "port": port, "trial_timeout_s": timeout_s}
     if path.exists():
-        plan = json.loads(path.read_text())
-        if plan["spec"] != spec:
+        plan = _json_object(path)
+        if plan is None or not isinstance(plan.get("order"), list) or not all(
+                isinstance(e, dict) and {"index", "pair", "arm"} <= e.keys() for e in plan["order"]):
+            raise TrialsError(f"{path} is cut or not a faultkit trials plan; finished trials are kept in their "
+                              f"folders, but the order cannot be resumed from it: use another -o folder")
+        if plan.get("spec") != spec:
             raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port or timeout "
                               f"differ); use another -o folder or the same arguments to resume")
         return plan
@@ -97,8 +101,12 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
         tdir = trial_dir(out, entry)
         done = tdir / "result.json"
         if done.exists():
-            results.append(json.loads(done.read_text()))
-            continue
+            finished = _json_object(done)
+            if _valid_result(finished):
+                results.append(finished)
+                continue
+            echo(f"trial {entry['index'] + 1}: {done} is cut or malformed; the trial is run again")
+            done.rename(done.with_name("result.json.unreadable"))
         if port is not None:
             _wait_port_free(port, port_wait_s)
         echo(f"trial {entry['index'] + 1}/{len(plan['order'])}: arm {entry['arm']} ...")
@@ -192,13 +200,31 @@ def _is_ready(ready, port, start) -> bool:
     return True
 
 
-def load_results(out: Path) -> tuple[dict | None, list[dict]]:
+def load_results(out: Path) -> tuple[dict | None, list[dict], list[str]]:
+    """The plan, the finished trials, and what could not be read (said, never silently dropped)."""
     plan_path = out / "plan.json"
-    plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
+    problems = []
+    plan = _json_object(plan_path) if plan_path.exists() else None
+    if plan_path.exists() and plan is None:
+        problems.append(f"{plan_path}: cut or not JSON; the trials are reported without their plan")
     results = []
     for p in sorted(out.glob("trial-*/result.json")):
-        try:
-            results.append(json.loads(p.read_text()))
-        except ValueError:
-            continue
-    return plan, results
+        r = _json_object(p)
+        if _valid_result(r):
+            results.append(r)
+        else:
+            problems.append(f"{p}: cut or malformed; this trial is left out (run the same `trials run` to repeat it)")
+    return plan, results, problems
+
+
+def _json_object(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _valid_result(r: dict | None) -> bool:
+    return isinstance(r, dict) and isinstance(r.get("arm"), str) and isinstance(r.get("crashed"), bool) \
+        and isinstance(r.get("index"), int) and isinstance(r.get("duration_s"), (int, float))

@@ -1,0 +1,161 @@
+"""Bad input and hostile conditions: bounded time and memory, no traceback, no lost results."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit.bundle import MAX_TEXT_BYTES, collect
+from faultkit.cli import main
+from faultkit.export.report import to_json
+from faultkit.triage import build
+
+FAULT = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+         "Reason: Page not present or supervisor privilege.\n")
+
+
+def run_cli(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "faultkit.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_long_lines_are_linear(tmp_path):
+    """Each of these took 20 s to minutes per 100 KB line before (quadratic regexes)."""
+    lines = ["x" * 300_000, "a1" * 150_000, "Error" * 60_000, " " * 300_000, "1" * 300_000, "ab." * 100_000,
+             "A" * 150_000 + "[", "0x" + "f" * 300_000, "=> " * 100_000]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n" + FAULT)
+    res = run_cli("triage", str(log), "--format", "json", timeout=60)     # a hang guard, not a speed target
+    doc = json.loads(res.stdout)
+    assert doc["faults"][0]["address"] == "0x7f0000001000"
+    assert sum("only its first and last" in p for p in doc["problems"]) == len(lines)
+
+
+def test_fifo_and_devices_are_not_read(tmp_path):
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    (tmp_path / "server.log").write_text(FAULT)
+    os.symlink("/dev/zero", tmp_path / "zero.log")
+    res = run_cli("triage", str(tmp_path), "/dev/urandom", "--format", "json", timeout=60)
+    doc = json.loads(res.stdout)
+    assert len(doc["faults"]) == 1
+    assert sum("not a regular file" in p for p in doc["problems"]) == 3
+
+
+def test_gzip_bomb_member_is_read_bounded(tmp_path):
+    """A 2 MB archive holding a 1 GiB log of zeros: only its last MAX_TEXT_BYTES are kept in memory."""
+    tar_path = tmp_path / "bomb.tar.gz"
+    size = 1 << 30
+
+    class Zeros(io.RawIOBase):
+        def __init__(self):
+            self.left = size - len(FAULT)
+            self.tail = FAULT.encode()
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            if self.left > 0:
+                n = min(len(b), self.left)
+                b[:n] = bytes(n)
+                self.left -= n
+                return n
+            n = min(len(b), len(self.tail))
+            b[:n], self.tail = self.tail[:n], self.tail[n:]
+            return n
+
+    with tarfile.open(tar_path, "w:gz", compresslevel=1) as t:
+        info = tarfile.TarInfo("b/server.log")
+        info.size = size
+        t.addfile(info, io.BufferedReader(Zeros(), 1 << 20))
+    code = ("import resource, sys, json; from faultkit.triage import triage; from faultkit.export.report import to_json; "
+            "d = to_json(triage([sys.argv[1]])); "
+            "print(json.dumps({'faults': len(d['faults']), 'problems': d['problems'], "
+            "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))")
+    res = subprocess.run([sys.executable, "-c", code, str(tar_path)], capture_output=True, text=True, timeout=300)
+    out = json.loads(res.stdout)
+    assert out["faults"] == 1 and any(f"only its last {MAX_TEXT_BYTES:,}" in p for p in out["problems"])
+    assert out["rss_mb"] < 2048, out                      # not the 1 GiB member, several times over
+
+
+@pytest.mark.parametrize("manifest", ["[1]", '"x"', '{"schema": "faultkit.bundle/1", "start": "yesterday"}',
+                                      '{"schema": "faultkit.bundle/1", "cores": [1, {"path": 3}], "start": {"boottime_ns": "x"}}',
+                                      '{"schema": "other/9"}', "{cut"])
+def test_malformed_manifest_never_raises(tmp_path, manifest):
+    (tmp_path / "manifest.json").write_text(manifest)
+    (tmp_path / "server.log").write_text(FAULT)
+    (tmp_path / "environ.json").write_text('{"not": "a list"}')
+    doc = to_json(build(collect([str(tmp_path)])))
+    assert doc["faults"][0]["address"] == "0x7f0000001000"
+
+
+def test_triage_never_reads_its_own_report(tmp_path):
+    (tmp_path / "server.log").write_text(FAULT)
+    runner = CliRunner()
+    runner.invoke(main, ["triage", str(tmp_path), "--format", "json", "-o", str(tmp_path / "report.json")])
+    res = runner.invoke(main, ["triage", str(tmp_path), "--format", "json"])
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert len(doc["faults"]) == 1 and all("report.json" not in i["name"] for i in doc["inputs"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["capture", "--port", "70000", "--", "true"], "70000"),
+    (["capture", "--port", "-1", "--", "true"], "-1"),
+    (["capture", "--timeout", "nan", "--", "true"], "finite"),
+    (["capture", "--timeout", "-5s", "--", "true"], "not negative"),
+    (["capture", "--with", "gdb", "--attach-match", "(", "--", "true"], "not a regular expression"),
+    (["trials", "run", "--arm", "a=true", "--arm", "b=true", "-n", "-3"], "-3"),
+    (["trials", "run", "--arm", "a=true", "--arm", "b=true", "--ready-pattern", "("], "not a regular expression"),
+    (["triage", "x.log", "--window", "-2s"], "not negative"),
+])
+def test_bad_option_values_are_usage_errors(tmp_path, args, words):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2 and words in res.output and "Traceback" not in res.output
+
+
+def test_cut_trials_files_are_said_not_dropped(tmp_path):
+    out = tmp_path / "t"
+    runner = CliRunner()
+    res = runner.invoke(main, ["trials", "run", "--arm", "a=true", "--arm", "b=false", "-n", "2", "--trial-timeout",
+                               "20s", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    results = sorted(out.glob("trial-*/result.json"))
+    results[0].write_text(results[0].read_text()[:40])             # cut mid-write
+    results[1].write_text('{"arm": 3}')                           # wrong types
+    rep = runner.invoke(main, ["trials", "report", str(out), "--format", "json"])
+    assert rep.exit_code == 0 and rep.output.count("cut or malformed") == 2
+    again = runner.invoke(main, ["trials", "run", "--arm", "a=true", "--arm", "b=false", "-n", "2", "--trial-timeout",
+                                 "20s", "-o", str(out)])
+    assert again.exit_code == 0 and again.output.count("is run again") == 2
+    (out / "plan.json").write_text('{"order": [1, 2]}')
+    bad = runner.invoke(main, ["trials", "run", "--arm", "a=true", "--arm", "b=false", "-n", "2", "-o", str(out)])
+    assert bad.exit_code == 1 and "not a faultkit trials plan" in bad.output
+
+
+def test_huge_dispatch_id_does_not_enumerate_the_range(tmp_path):
+    from tests.test_traces import FAULT_NS, MS, bundle, k70
+
+    ks = [k70(1, 1, 1, 9, 1, "a", 1, FAULT_NS - 5 * MS, FAULT_NS - 4 * MS),
+          k70(1, 1, 1, 9, 1 << 60, "cut_row", 2, FAULT_NS - 3 * MS, FAULT_NS - 2 * MS)]
+    done = threading.Event()
+    result = {}
+
+    def go():
+        result["doc"] = to_json(build(collect([str(bundle(tmp_path, kernels=ks))])))
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    assert done.wait(60), "in_flight enumerated the id range"
+    gaps = [s for s in result["doc"]["trace"]["in_flight"] if s["kind"] == "dispatch-id-gap"]
+    assert 0 < len(gaps) <= 1000
