@@ -31,7 +31,7 @@ NOT_SECRET_FLAG = re.compile(r"^--?(?:[\w-]*key[-_]?(?:size|len|length|dim|count
                              r"[\w-]*|max[-_][\w-]*tokens?|num[-_][\w-]*tokens?)$", re.I)
 FLAG_EQ = re.compile(r"(?P<flag>--?[\w-]+)=(?P<value>\S+)")
 FLAG_SPACE = re.compile(r"(?P<flag>--?[\w-]+)(?P<sep>\s+)(?P<value>(?!-)\S+)")
-NAME_EQ = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"]+)")
+NAME_EQ = re.compile(r"\b(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>[^\s'\"]+)")   # environment-style names
 
 
 def secret_name(name: str) -> bool:

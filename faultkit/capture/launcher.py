@@ -8,6 +8,7 @@ or of faultkit itself loses nothing already read.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import resource
@@ -124,7 +125,7 @@ class Launch:
         self.started = clocks()
         self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True, preexec_fn=_core_limit_setter(self.core_limit))
+                                     start_new_session=True, preexec_fn=_child_setup(self.core_limit))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -170,13 +171,25 @@ class Launch:
         return sent
 
 
-def _core_limit_setter(limit: int | None):
-    if limit is None:
-        return None
+PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(limit: int | None):
+    """In the launched child, before exec: its core-size limit, and SIGKILL when faultkit dies
+    (even by SIGKILL), so a killed capture never leaves a server running behind it."""
+    parent = os.getpid()
 
     def apply() -> None:
-        _, hard = resource.getrlimit(resource.RLIMIT_CORE)
-        resource.setrlimit(resource.RLIMIT_CORE, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+        if limit is not None:
+            _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+            resource.setrlimit(resource.RLIMIT_CORE,
+                               (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:          # faultkit died before the prctl took effect
+            os._exit(137)
     return apply
 
 
@@ -202,19 +215,27 @@ class DeferredSigint:
     """Ctrl-C during a capture or trial must not skip the bookkeeping that stops the tree and saves
     the evidence: the signal only sets `hit`, and the wait loop ends cleanly on it."""
 
+    # SIGTERM (a supervisor), SIGHUP (the terminal closed) and SIGQUIT end a capture the same way:
+    # the tree is stopped and the manifest finished, never left `running`.
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
     def __init__(self):
         self.hit = False
-        self._old = None
+        self.signal: str | None = None
+        self._old: dict = {}
 
     def __enter__(self) -> "DeferredSigint":
-        self._old = signal.signal(signal.SIGINT, self._on)
+        for s in self.SIGNALS:
+            self._old[s] = signal.signal(s, self._on)
         return self
 
     def _on(self, signum, frame) -> None:
         self.hit = True
+        self.signal = signal.Signals(signum).name
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGINT, self._old)
+        for s, old in self._old.items():
+            signal.signal(s, old)
 
 
 def ended_by_time_or_interrupt(start: float, timeout_s: float, sigint: DeferredSigint) -> str | None:

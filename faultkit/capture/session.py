@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import shutil
 import time
@@ -19,7 +20,7 @@ from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import CoreFile, inspect_core
-from . import coredump, facts, kmsg
+from . import coredump, facts, kmsg, watchdog
 from .core_debugger import debugger_for, how_to_open, open_core
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
@@ -118,9 +119,13 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         env = {**arming.env, **env}          # what the user set wins
         for w in arming.warnings:
             echo(f"WARNING: {w}")
+    token = secrets.token_hex(8)
+    env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
     backend = make_backend(opts, env, arming.core_limit if arming else None)
     backend.output.redact = opts.redact_output
     private_dir(out)
+    sigint = DeferredSigint()      # from here on a signal ends the capture cleanly, never half-written
+    sigint.__enter__()
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
@@ -136,8 +141,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
                               "follow": layout.KERNEL_FOLLOW if following else follower.error}
     manifest["system"] = facts.collect(out)
 
-    sigint = DeferredSigint()
-    sigint.__enter__()
+    guard = watchdog.Watchdog(out, token)
     ended_by = None
     sampler = None
     result: dict = {}
@@ -151,6 +155,8 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
             if ended_by is None and opts.hang_after_s and time.monotonic() - backend.last_output > opts.hang_after_s:
                 ended_by = "hang"
+        if ended_by == "interrupted":
+            manifest["interrupted_by"] = sigint.signal
         if arming and ended_by in ("timeout", "hang", "interrupted"):
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
@@ -166,13 +172,15 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         if sampler is not None:
             sampler.sample()
             result["killed_leftovers"] = kill_leftovers(sampler)
+        result["killed_leftovers"] = sorted(set(result.get("killed_leftovers", [])) | set(watchdog.kill_marked(token)))
         sigint.__exit__()
         follower.stop()
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
         (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
-        wanted = {k: v for k, v in env.items() if not arming or k not in arming.env or k in opts.env}
+        wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
+                  and k != watchdog.MARKER}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
@@ -194,6 +202,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         manifest["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
         _write_manifest(out, manifest)
         private_tree(out)
+        guard.done()
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest

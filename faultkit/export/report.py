@@ -158,6 +158,9 @@ def sections(inc: Incident) -> list[Section]:
         s.code = w.disassembly[:40]
         out.append(s)
 
+    cap = _capture_section(inc.capture)
+    if cap:
+        out.append(cap)
     cores = _cores_section(inc)
     if cores:
         out.append(cores)
@@ -191,6 +194,24 @@ def sections(inc: Incident) -> list[Section]:
         s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
     out.append(s)
     return out
+
+
+def _capture_section(m: dict | None) -> Section | None:
+    if not m:
+        return None
+    s = Section("Capture")
+    state = m.get("state")
+    if state == "running":
+        s.paragraphs.append("The capture was cut: its manifest still says `running` (faultkit, or the machine, died "
+                            "during the capture); the bundle holds what was written until then.")
+    elif state == "cut":
+        s.paragraphs.append("The capture was cut: faultkit itself was killed; its watchdog killed the target's "
+                            "processes. The bundle holds what was written until then.")
+    facts = [("command", f"`{m.get('command')}`"), ("watched with", m.get("backend")), ("ended by", m.get("ended_by")),
+             ("interrupted by", m.get("interrupted_by")), ("target", m.get("exit")), ("note", m.get("note"))]
+    s.bullets = [f"{k}: {v}" for k, v in facts if v] + [f"warning: {w}" for w in m.get("warnings") or []
+                                                         if isinstance(w, str)]
+    return s
 
 
 def _cores_section(inc: Incident) -> Section | None:

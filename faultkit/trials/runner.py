@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or
                                 port_listening)
 from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, verify_env
+from ..capture import watchdog
 from ..capture.session import private_dir
 from .signature import crash_signature
 
@@ -134,6 +136,8 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
     env = dict(arm.env)
     env["FAULTKIT_TRIAL_INDEX"] = str(entry["index"])
+    token = secrets.token_hex(8)
+    env[watchdog.MARKER] = token            # what this trial started, daemons included, is killed after it
     kernel = KmsgFollower(tdir / "kernel.log")  # the trial's own kernel log: GPU faults give the signature
     kernel.start()
     server = Launch(arm.command, tdir, "server", env)
@@ -168,17 +172,19 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
         if client_launch is not None:
             client_launch.stop()
         stopped_with = server.stop()
+        leftovers = watchdog.kill_marked(token)
         if exit_code is None:
             exit_code = server.poll()
     duration = time.monotonic() - start
     records = sampler.records()
-    env_check = verify_env(records, arm.env)
+    env_check = verify_env(records, arm.env)    # the arm's own variables, not the bookkeeping ones
     crashed = ended_by == "fault-line" or (ended_by == "server-exit" and exit_code not in (0, None))
     result = {
         "schema": RESULT_SCHEMA, "index": entry["index"], "pair": entry["pair"], "arm": arm.name,
         "command": redaction.text(arm.command), "crashed": crashed, "ended_by": ended_by, "exit": exit_words(exit_code),
         "exit_code": exit_code, "duration_s": duration, "time_to_crash_s": duration if crashed else None,
         "fault_line": redaction.text(server.fault_line or "") or None, "stopped_with": stopped_with, "env": env_check,
+        "killed_leftovers": leftovers,
         "signature": crash_signature(tdir, exit_code) if crashed else None,
         "clocks": {"start": server.started, "end": end},
     }
