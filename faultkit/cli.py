@@ -271,11 +271,13 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="keep secrets (variables, flags and values shaped like tokens or URL passwords) in the process "
                    "records and the manifest (debugger transcripts are redacted always)")
 @click.option("--redact-output", is_flag=True, help="replace secrets in the target's own output as well")
+@click.option("--force", is_flag=True, help="write into an -o folder that is not empty")
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
-            command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, out, command) -> None:
+            command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force, out,
+            command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
     import shlex
     import time
@@ -288,7 +290,7 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     try:
         opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
-                              redact=not no_redact, redact_output=redact_output, attach_workers=attach_workers,
+                              redact=not no_redact, redact_output=redact_output, force=force, attach_workers=attach_workers,
                               attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,

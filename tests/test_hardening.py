@@ -159,3 +159,39 @@ def test_huge_dispatch_id_does_not_enumerate_the_range(tmp_path):
     assert done.wait(60), "in_flight enumerated the id range"
     gaps = [s for s in result["doc"]["trace"]["in_flight"] if s["kind"] == "dispatch-id-gap"]
     assert 0 < len(gaps) <= 1000
+
+
+def test_capture_refuses_a_non_empty_folder_and_a_concurrent_capture(tmp_path):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    res = CliRunner().invoke(main, ["capture", "-o", str(out), "--", "true"])
+    assert res.exit_code == 1 and "not empty" in res.output and (out / "notes.txt").read_text() == "mine"
+    first = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(tmp_path / "c"), "--",
+                              "sleep", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+        end = time.monotonic() + 20
+        while not (tmp_path / "c" / "manifest.json").exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        res = CliRunner().invoke(main, ["capture", "--force", "-o", str(tmp_path / "c"), "--", "true"])
+        assert res.exit_code == 1 and "another faultkit capture is writing" in res.output
+    finally:
+        first.wait(60)
+
+
+def test_stale_server_on_ipv6_loopback_is_seen(tmp_path):
+    import socket
+
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    try:
+        s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    s.listen(1)
+    port = s.getsockname()[1]
+    try:
+        res = CliRunner().invoke(main, ["capture", "--port", str(port), "-o", str(tmp_path / "b"), "--", "true"])
+        assert res.exit_code == 1 and "already listening" in res.output
+    finally:
+        s.close()

@@ -40,10 +40,31 @@ def clocks() -> dict:
             "boottime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}
 
 
-def port_listening(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def port_listening(port: int) -> bool:
+    """Any socket listening on this port, on any address (0.0.0.0, ::1, a NIC's own): read from the
+    kernel's socket tables, not by connecting to 127.0.0.1 (a server on ::1 would pass)."""
+    found = listening_ports()
+    if found is not None:
+        return port in found
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:     # no /proc/net: try loopback
         s.settimeout(0.2)
-        return s.connect_ex((host, port)) == 0
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def listening_ports() -> set[int] | None:
+    ports: set[int] = set()
+    seen = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                seen = True
+                for row in fh.readlines()[1:]:
+                    f = row.split()
+                    if len(f) > 3 and f[3] == "0A":                 # TCP_LISTEN
+                        ports.add(int(f[1].rsplit(":", 1)[1], 16))
+        except (OSError, ValueError, IndexError):
+            continue
+    return ports if seen else None
 
 
 def port_from_command(cmd: str) -> int | None:

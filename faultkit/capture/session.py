@@ -7,6 +7,7 @@ the manifest atomically at the start and the end.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -57,6 +58,7 @@ class CaptureOptions:
     full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
     redact_output: bool = False          # replace secrets in the target's own output too
+    force: bool = False                  # write into a folder that is not empty
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
@@ -112,6 +114,9 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     if opts.backend == "runtime-log":
         env = {**RUNTIME_LOG_ENV, **env}
     out = opts.out
+    if out.exists() and any(out.iterdir()) and not opts.force:
+        raise CaptureError(f"{out} is not empty: a capture never mixes into an existing bundle or folder. Give a new "
+                           f"-o, or --force to write into it anyway")
     arming = None
     if opts.coredump:
         arming = coredump.arm(out, opts.full_core, facts.rocm_version_text(), env,
@@ -124,6 +129,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     backend = make_backend(opts, env, arming.core_limit if arming else None)
     backend.output.redact = opts.redact_output
     private_dir(out)
+    lock = _lock(out)
     sigint = DeferredSigint()      # from here on a signal ends the capture cleanly, never half-written
     sigint.__enter__()
     if arming:
@@ -203,6 +209,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         _write_manifest(out, manifest)
         private_tree(out)
         guard.done()
+        lock.close()
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest
@@ -242,6 +249,17 @@ def _exe(cmdline: list[str] | None) -> str | None:
     if not cmdline:
         return None
     return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
+
+
+def _lock(out: Path):
+    """One capture per bundle at a time (two writing one folder would interleave their files)."""
+    fh = open(out / ".lock", "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise CaptureError(f"another faultkit capture is writing into {out} right now")
+    return fh
 
 
 def private_dir(path: Path) -> None:
