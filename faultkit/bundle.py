@@ -53,8 +53,9 @@ class Inputs:
     traces: list[str] = field(default_factory=list)          # tracer outputs (paths on disk)
     cores: list[str] = field(default_factory=list)           # core dumps found by name in a bundle's cores/
     environ: list[dict] = field(default_factory=list)        # capture's process records
-    # Per log (its name as in `files`), per line: (CLOCK_BOOTTIME ns, wall ns) capture read it at.
-    stamps: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # Per log (its name as in `files`): (first line, CLOCK_BOOTTIME ns, wall ns) of each block of
+    # lines capture read at one moment, sorted by line.
+    stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     history: list[InputFile] = field(default_factory=list)   # the kernel log from before the capture
 
     @property
@@ -297,16 +298,20 @@ def _environ(e: _Entry, out: Inputs) -> list[dict]:
     return [p for p in procs if isinstance(p, dict)]
 
 
-def _stamps(e: _Entry) -> list[tuple[int, int]]:
-    """Rows are `line<TAB>wall s<TAB>monotonic ns<TAB>boottime ns`; the list index is the line."""
+def _stamps(e: _Entry) -> list[tuple[int, int, int]]:
+    """Rows are `first line<TAB>wall s<TAB>monotonic ns<TAB>boottime ns` (older bundles: a row per line)."""
     out = []
     try:
-        for row in e.read().decode("utf-8", "replace").splitlines():
-            parts = row.split("\t")
-            if len(parts) >= 4:
-                out.append((int(parts[3]), int(float(parts[1]) * 1e9)))
-    except (OSError, ValueError, tarfile.TarError):
+        data = e.read().decode("utf-8", "replace")
+    except (OSError, tarfile.TarError, EOFError):
         return out
+    for row in data.splitlines():
+        parts = row.split("\t")
+        try:
+            out.append((int(parts[0]), int(parts[3]), int(float(parts[1]) * 1e9)))
+        except (ValueError, IndexError):
+            continue              # a row cut by a crash
+    out.sort()
     return out
 
 

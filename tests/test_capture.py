@@ -57,9 +57,11 @@ def test_multiprocess_server_crash_bundle(tmp_path):
     assert m["ended_by"] == "target-exit" and m["exit_code"] == 1
     assert {"wall", "monotonic_ns", "boottime_ns"} <= set(m["start"]) and m["end"]["wall"] >= m["start"]["wall"]
     log = (out / "server.log").read_text()
-    assert "rank 0" in log and "rank 1" in log and "exitcodes [None, -11]" in log or "-11" in log
-    times = (out / "server.times.tsv").read_text().splitlines()
-    assert len(times) == log.count("\n") and len(times[0].split("\t")) == 4
+    assert "rank 0" in log and "rank 1" in log and ("exitcodes [None, -11]" in log or "-11" in log)
+    times = [row.split("\t") for row in (out / "server.times.tsv").read_text().splitlines()]
+    firsts = [int(r[0]) for r in times]       # one row per block of lines read together: they cover every line
+    assert firsts[0] == 1 and firsts == sorted(set(firsts)) and firsts[-1] <= log.count("\n")
+    assert all(len(r) == 4 for r in times)
     procs = json.loads((out / "environ.json").read_text())
     workers = [p for p in procs if any("multiprocessing" in a or "spawn_main" in a for a in p["cmdline"])]
     assert len(workers) >= 2, [p["cmdline"] for p in procs]

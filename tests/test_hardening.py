@@ -38,7 +38,8 @@ def test_long_lines_are_linear(tmp_path):
     res = run_cli("triage", str(log), "--format", "json", timeout=60)     # a hang guard, not a speed target
     doc = json.loads(res.stdout)
     assert doc["faults"][0]["address"] == "0x7f0000001000"
-    assert sum("only its first and last" in p for p in doc["problems"]) == len(lines)
+    # Lines that may hold a message are read cut, and said; the rest are passed over unread.
+    assert sum("only its first and last" in p for p in doc["problems"]) >= 3
 
 
 def test_fifo_and_devices_are_not_read(tmp_path):
@@ -195,3 +196,34 @@ def test_stale_server_on_ipv6_loopback_is_seen(tmp_path):
         assert res.exit_code == 1 and "already listening" in res.output
     finally:
         s.close()
+
+
+def test_output_without_newlines_is_drained_bounded(tmp_path):
+    """200 MB on one line: written as it comes, the line stamped in pieces, faultkit's memory bounded."""
+    code = ("import resource, sys; from faultkit.cli import main; sys.argv = ['faultkit', 'capture', '--no-coredump', "
+            f"'-o', '{tmp_path / 'b'}', '--', 'sh', '-c', 'head -c 200000000 /dev/zero | tr \"\\\\\\\\0\" a']; "
+            "import atexit; atexit.register(lambda: print('RSS_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)); "
+            "main()")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert (tmp_path / "b" / "server.log").stat().st_size == 200_000_000, res.stderr[-2000:]
+    rss = int(res.stdout.split("RSS_MB")[1].split()[0])
+    assert rss < 800, rss                               # was 2.8 GB for 1 GB, and never returned
+    rows = (tmp_path / "b" / "server.times.tsv").read_text().splitlines()
+    assert len(rows) >= 100                             # stamped in pieces of at most 1 MiB
+
+
+def test_full_disk_keeps_draining_and_finishes_the_manifest(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        res = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "--no-coredump", "--timeout", "60s",
+                              "-o", str(mnt / "b"), "--", "sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' 'a'; "
+                              "echo done"], capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in res.stderr, res.stderr[-3000:]
+        m = json.loads((mnt / "b" / "manifest.json").read_text())
+        # the target was never blocked (it finished long before the timeout), and the loss is said
+        assert m["ended_by"] == "target-exit" and any("disk full" in w for w in m.get("warnings", [])), m
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

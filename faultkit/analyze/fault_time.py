@@ -8,6 +8,7 @@ there the mapping is exact. Without a bundle the mapping is an estimate and says
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from ..model import KernelLog, RuntimeLog
@@ -29,16 +30,23 @@ class FaultTime:
                 "uncertainty_ns": self.uncertainty_ns, "note": self.note}
 
 
+def arrival(rows: list[tuple[int, int, int]], line: int) -> tuple[int, int] | None:
+    """(CLOCK_BOOTTIME ns, wall ns) at which capture read this line: the row of the block holding it."""
+    i = bisect.bisect_right(rows, (line, float("inf"), float("inf"))) - 1
+    return (rows[i][1], rows[i][2]) if i >= 0 else None
+
+
 def fault_time(runtime: RuntimeLog, kernel: KernelLog, anchors: dict | None,
-               stamps: dict[str, list[tuple[int, int]]], trace_end_ns: int | None) -> FaultTime:
+               stamps: dict[str, list[tuple[int, int, int]]], trace_end_ns: int | None) -> FaultTime:
     """`anchors`: a capture's clocks at its start (`boottime_ns`, `monotonic_ns`); `stamps`: per log,
-    per line, the (CLOCK_BOOTTIME ns, wall ns) capture read it at."""
+    (first line, CLOCK_BOOTTIME ns, wall ns) of each block of lines capture read at one moment."""
     # 1. The runtime's fault line, stamped on arrival by faultkit capture.
     for f in runtime.faults:
-        lines = stamps.get(f.origin.file) if f.origin else None
-        if lines and f.origin.line:
-            if 0 < f.origin.line <= len(lines):
-                boot, wall = lines[f.origin.line - 1]
+        rows = stamps.get(f.origin.file) if f.origin else None
+        if rows and f.origin.line:
+            at = arrival(rows, f.origin.line)
+            if at is not None:
+                boot, wall = at
                 return FaultTime(boot, f"the runtime's fault line ({f.origin}), stamped by capture as it arrived",
                                  5_000_000, "the runtime prints the line a few ms after the GPU interrupt; output "
                                  "buffering can add more", wall)

@@ -111,7 +111,7 @@ class DebugLaunchBackend:
         master, self._slave = os.openpty()
         tty = os.ttyname(self._slave)
         self._stream = os.fdopen(master, "rb", buffering=0)
-        self._reader = threading.Thread(target=self.tee.run, args=(_Lines(self._stream),), daemon=True)
+        self._reader = threading.Thread(target=self.tee.run, args=(self._stream,), daemon=True)
         self._reader.start()
         if not self.driver.start(["--args", "/bin/sh", "-c", "exec " + self.command]):
             return
@@ -311,23 +311,6 @@ class _AttachSession:
         self.done.wait(5)
         how = self.driver.close()
         return {**self.driver.status(), "pid": self.pid, "outcome": self.outcome, "closed": how}
-
-
-class _Lines:
-    """readline() over an unbuffered pty stream, in blocks rather than one byte per call."""
-
-    def __init__(self, stream):
-        self.stream, self.buf = stream, b""
-
-    def readline(self) -> bytes:
-        while b"\n" not in self.buf:
-            chunk = self.stream.read(65536)
-            if not chunk:
-                out, self.buf = self.buf, b""
-                return out
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line + b"\n"
 
 
 def kill_leftovers(sampler: TreeSampler, keep: int | None = None) -> list[int]:

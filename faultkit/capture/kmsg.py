@@ -22,7 +22,10 @@ def snapshot(path: Path) -> str | None:
             reason = f"{cmd[0]}: {exc}"
             continue
         if res.returncode == 0 and res.stdout.strip() and b"No journal files" not in res.stdout:
-            path.write_bytes(res.stdout)
+            try:
+                path.write_bytes(res.stdout)
+            except OSError as exc:
+                return f"could not be saved ({exc.strerror or exc})"
             return None
         reason = f"{cmd[0]}: exit {res.returncode}: {res.stderr.decode(errors='replace').strip()[:200]}"
     return reason

@@ -28,6 +28,9 @@ FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|abortin
                         r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
                         r"OFFLOAD ERROR|CUDA Exception:|illegal memory access|coredump: Detected an exception|"
                         r"Generating GPU core dump|GPU core dump created")
+# Words every FAULT_LINE match contains: a block with none of them is not decoded (bytes.find runs
+# at memory speed; a regex over every byte the target prints would throttle it to ~20 MB/s).
+FAULT_WORDS = (b"ault", b"xception", b"abort", b" error: ", b"OFFLOAD", b"illegal", b"core dump")
 # A runtime writing a GPU core must not be signalled until it is done (the CUDA driver says so; a
 # full ROCm core takes minutes): the capture waits for the end line or the process's exit.
 DUMP_START = re.compile(r"coredump: Starting GPU coredump generation|Generating GPU core dump")
@@ -72,6 +75,9 @@ def port_from_command(cmd: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+MAX_PENDING = 1 << 20      # a "line" this long without a newline is recorded as it is
+
+
 class LineTee:
     """Copy a stream into `<name>.log` raw and `<name>.times.tsv` stamped, line by line, flushed."""
 
@@ -82,6 +88,7 @@ class LineTee:
         self.last_output = time.monotonic()    # when the last line arrived (hang detection)
         self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
         self.redact = False                    # --redact-output: secrets in the target's own output replaced
+        self.disk_error: str | None = None     # the disk filled up: said in the manifest
         self._watch: list = []      # (compiled regex, threading.Event)
 
     def watch_for(self, pattern: str) -> threading.Event:
@@ -90,38 +97,74 @@ class LineTee:
         return ev
 
     def run(self, stream) -> None:
+        """Drain the stream in blocks as fast as it comes (the target must never block on its pipe):
+        raw bytes are written first, lines are split afterwards with a bounded buffer (a line longer
+        than MAX_PENDING is stamped in pieces), and a full disk is recorded, not fatal."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.out_dir / layout.log_of(self.name), "ab")
         times = open(self.out_dir / layout.times_of(self.name), "a", encoding="utf-8")
+        fd = stream.fileno()
+        pending = b""
         try:
             while True:
                 try:
-                    raw = stream.readline()
+                    chunk = os.read(fd, 1 << 16)
                 except OSError:          # a pty whose last writer closed: EIO is its end of file
                     break
-                if not raw:
+                if not chunk:
                     break
                 c = clocks()
-                log.write(redaction.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-                          if self.redact else raw)
-                log.flush()
-                self.lines += 1
                 self.last_output = time.monotonic()
-                times.write(f"{self.lines}\t{c['wall']:.6f}\t{c['monotonic_ns']}\t{c['boottime_ns']}\n")
-                times.flush()
-                text = raw.decode(errors="replace")
-                if self.fault_line is None and FAULT_LINE.search(text):
-                    self.fault_line = text.strip()
-                if DUMP_START.search(text):
-                    self.dumping += 1
-                elif DUMP_END.search(text) and self.dumping:
-                    self.dumping -= 1
-                for rx, ev in self._watch:
-                    if rx.search(text):
-                        ev.set()
+                pending += chunk
+                cut = pending.rfind(b"\n") + 1
+                if cut == 0 and len(pending) < MAX_PENDING:
+                    continue
+                done, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
+                self._lines(done, c, log, times)
+            if pending:
+                self._lines(pending, clocks(), log, times)
         finally:
-            log.close()
-            times.close()
+            for f in (log, times):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+    def _lines(self, block: bytes, c: dict, log, times) -> None:
+        count = block.count(b"\n") + (not block.endswith(b"\n"))     # the parsers' numbering (split on \n)
+        if self.redact:
+            block = redaction.text(block.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        self._write(log, block)
+        # One row per block that arrived together: its first line and the clocks; the lines up to the
+        # next row's first line arrived at that moment.
+        self._write(times, f"{self.lines + 1}\t{c['wall']:.6f}\t{c['monotonic_ns']}\t{c['boottime_ns']}\n")
+        self.lines += count
+        # Cheap byte tests first: most blocks hold none of the patterns, and the target's output must
+        # be drained as fast as it comes.
+        if self.fault_line is None and any(w in block for w in FAULT_WORDS):
+            hit = next((ln for ln in block.decode(errors="replace").splitlines() if FAULT_LINE.search(ln)), None)
+            if hit is not None:
+                self.fault_line = hit.strip()[:2000]
+        if b"core" in block or b"Core" in block:
+            for ln in block.decode(errors="replace").splitlines():
+                if DUMP_START.search(ln):
+                    self.dumping += 1
+                elif DUMP_END.search(ln) and self.dumping:
+                    self.dumping -= 1
+        if self._watch:
+            text = block.decode(errors="replace")
+            for rx, ev in self._watch:
+                if not ev.is_set() and rx.search(text):
+                    ev.set()
+
+    def _write(self, fh, data) -> None:
+        if self.disk_error:
+            return               # keep draining the target; what no longer fits is lost, and said
+        try:
+            fh.write(data)
+            fh.flush()
+        except OSError as exc:
+            self.disk_error = f"{fh.name}: {exc.strerror or exc} after {self.lines} lines; output no longer recorded"
 
 
 @dataclass

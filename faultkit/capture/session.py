@@ -130,6 +130,7 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     backend.output.redact = opts.redact_output
     private_dir(out)
     lock = _lock(out)
+    _reserve(out)
     sigint = DeferredSigint()      # from here on a signal ends the capture cleanly, never half-written
     sigint.__enter__()
     if arming:
@@ -183,7 +184,10 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         follower.stop()
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
-        (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
+        try:
+            (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
+        except OSError as exc:
+            manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
                   and k != watchdog.MARKER}
@@ -205,8 +209,15 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
             if d.get("state") in ("hung", "died"):
                 manifest.setdefault("warnings", []).append(f"debugger {d['state']}: {d.get('problem')}; it was "
                                                            f"killed and the capture kept the other evidence")
+        if backend.output.disk_error:
+            manifest.setdefault("warnings", []).append(f"disk full: {backend.output.disk_error}")
+        (out / RESERVE).unlink(missing_ok=True)        # the room kept for this last write
         manifest["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
-        _write_manifest(out, manifest)
+        try:
+            _write_manifest(out, manifest)
+        except OSError as exc:
+            echo(f"WARNING: the final manifest could not be written ({exc.strerror or exc}); the bundle keeps the "
+                 f"one written at the start")
         private_tree(out)
         guard.done()
         lock.close()
@@ -249,6 +260,19 @@ def _exe(cmdline: list[str] | None) -> str | None:
     if not cmdline:
         return None
     return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
+
+
+RESERVE = ".reserve"
+
+
+def _reserve(out: Path) -> None:
+    """Keep 1 MiB of the disk for the final manifest: a target that fills the disk must not cost
+    the record of what happened."""
+    try:
+        with open(out / RESERVE, "wb") as fh:
+            os.posix_fallocate(fh.fileno(), 0, 1 << 20)
+    except OSError:
+        pass
 
 
 def _lock(out: Path):

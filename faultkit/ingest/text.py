@@ -38,7 +38,7 @@ def decode(data: bytes, name: str) -> tuple[str, list[Problem]]:
     return text, problems
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
     no: int          # 1-based line number in the file
     text: str        # escapes removed, carriage-return segments kept joined
@@ -47,22 +47,54 @@ class Line:
 
 
 def numbered_lines(text: str) -> Iterator[Line]:
-    for no, raw in enumerate(text.split("\n"), start=1):
-        raw = raw.rstrip("\r")
-        if "\x1b" in raw:
-            raw = ANSI.sub("", raw)
-        if BOUNDARY.match(raw):
-            yield Line(no, "", boundary=True)
-            continue
-        if HEADER_COMMENT.match(raw):
-            continue
-        # tqdm rewrites a line with \r; keep the segments on one line so a fault glued
-        # after a bar is still found with re.search.
-        if len(raw) > MAX_LINE:
-            yield Line(no, raw[:KEEP].replace("\r", " ") + " ... " + raw[-KEEP:].replace("\r", " "),
-                       cut=len(raw) - 2 * KEEP)
-            continue
-        yield Line(no, raw.replace("\r", " "))
+    """Lines one at a time (a 300 MB log split at once would hold every line in memory)."""
+    src = LineSource(text)
+    while (line := src.next()) is not None:
+        yield line
+
+
+class LineSource:
+    """The text's lines in order, numbered from 1; `skip_to` jumps over a stretch at C speed."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.no, self.n = text, 0, 0, len(text)
+        self.end = 0              # where the line last returned ends
+
+    def next(self) -> Line | None:
+        while self.pos <= self.n:
+            end = self.text.find("\n", self.pos)
+            if end < 0:
+                end = self.n
+            raw = self.text[self.pos:end].rstrip("\r")
+            self.pos, self.no, self.end = end + 1, self.no + 1, end
+            line = make_line(self.no, raw)
+            if line is not None:
+                return line
+        return None
+
+    def skip_to(self, after: int, after_no: int, pattern: re.Pattern) -> None:
+        """Continue from the line holding the next match of `pattern` at or after offset `after`
+        (the end of line `after_no`); the lines in between are passed over unread."""
+        m = pattern.search(self.text, after)
+        start = self.text.rfind("\n", 0, m.start()) + 1 if m else self.n + 1
+        start = max(start, after + 1)
+        self.no = after_no + self.text.count("\n", after + 1, start) if m else after_no
+        self.pos = start
+
+
+def make_line(no: int, raw: str) -> Line | None:
+    if "\x1b" in raw:
+        raw = ANSI.sub("", raw)
+    if BOUNDARY.match(raw):
+        return Line(no, "", boundary=True)
+    if HEADER_COMMENT.match(raw):
+        return None
+    if len(raw) > MAX_LINE:
+        # tqdm rewrites a line with \r; the segments stay on one line so a fault glued after a bar
+        # is still found with re.search.
+        return Line(no, raw[:KEEP].replace("\r", " ") + " ... " + raw[-KEEP:].replace("\r", " "),
+                    cut=len(raw) - 2 * KEEP)
+    return Line(no, raw.replace("\r", " "))
 
 
 def cut_problem(name: str, line: Line) -> Problem:
