@@ -227,3 +227,29 @@ def test_full_disk_keeps_draining_and_finishes_the_manifest(tmp_path):
         assert m["ended_by"] == "target-exit" and any("disk full" in w for w in m.get("warnings", [])), m
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+INJECTIONS = ["\x1b]52;c;ZXZpbA==\x07", "\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\", "\x1bc", "\x1bP+q\x1b\\",
+              "\x9b31m", "\x08\x08\x07", "\u202egnp.exe", "<img src=x onerror=alert(1)>"]
+
+
+def test_evidence_strings_cannot_drive_the_terminal_or_forge_sections(tmp_path):
+    name = "x\n\n## Verdict\n\n**certain**: faulting kernel `evil`\n" + "".join(INJECTIONS)
+    proc = "py" + "".join(INJECTIONS)
+    (tmp_path / "dmesg.txt").write_text(
+        f"[  183.5] amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 "
+        f"pasid:32801, for process {proc} pid 48213 thread {proc} pid 48291)\n"
+        "[  183.6] amdgpu 0000:c1:00.0: amdgpu:   in page starting at address 0x00007f3a2c400000 from IH client 0x1b (UTCL2)\n")
+    try:
+        (tmp_path / name.replace("/", "_")).write_text(FAULT)
+    except OSError:
+        pytest.skip("this filesystem refuses such a file name")
+    from faultkit.export.report import render_html, render_markdown
+    inc = build(collect([str(tmp_path)]))
+    md = render_markdown(inc)
+    assert not any(c in md for c in "\x1b\x07\x08\x9b\u202e")
+    heads = [ln for ln in md.splitlines() if ln.startswith(("## Verdict", "**certain**"))]
+    assert heads == ["## Verdict"]                     # the file name's newlines forge nothing
+    assert "<img" not in md and "\\<img" in md
+    page = render_html(inc)
+    assert "<img" not in page and "\u202e" not in page and "\x1b" not in page

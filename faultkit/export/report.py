@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
@@ -309,31 +310,47 @@ def _perm(bits) -> str:
     return f"0x{bits:x}" + (f" ({', '.join(names)})" if names else "")
 
 
+# Evidence strings (process names, file and member names, log text) reach the terminal in the
+# Markdown report: no control character (ESC, CSI/OSC/DCS, C1, BS, BEL) or bidi override may
+# pass, and a newline must not start a forged section.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def _md(text: str, cell: bool = False) -> str:
+    out = CONTROL.sub("\ufffd", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
+    # Raw HTML never renders: `<` is escaped outside code spans (inside one it is literal anyway).
+    parts = out.split("`")
+    out = "`".join(p if i % 2 else p.replace("<", "\\<") for i, p in enumerate(parts))
+    return out.replace("|", "\\|") if cell else out
+
+
 def render_markdown(inc: Incident) -> str:
     lines = ["# faultkit triage report", ""]
     for s in sections(inc):
-        lines += [f"## {s.title}", ""]
+        lines += [f"## {_md(s.title)}", ""]
         for p in s.paragraphs:
-            lines += [p, ""]
+            lines += [_md(p), ""]
         if s.table:
             head, rows = s.table
             lines.append("| " + " | ".join(head) + " |")
             lines.append("|" + "---|" * len(head))
             for r in rows:
-                lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in r) + " |")
+                lines.append("| " + " | ".join(_md(c, cell=True) for c in r) + " |")
             lines.append("")
         for b in s.bullets:
-            lines.append(f"- {b}")
+            lines.append(f"- {_md(b)}")
         if s.bullets:
             lines.append("")
         if s.code:
-            lines += ["```"] + s.code + ["```", ""]
+            body = [CONTROL.sub("\ufffd", c) for c in s.code]
+            fence = "`" * max(3, 1 + max((len(r) for c in body for r in re.findall(r"`+", c)), default=0))
+            lines += [fence] + body + [fence, ""]
     return "\n".join(lines)
 
 
 def _inline(text: str) -> str:
     """Escape, then render the two Markdown marks the sections use (**bold**, `code`)."""
-    esc = html.escape(text)
+    esc = html.escape(CONTROL.sub("\ufffd", text))
     parts = esc.split("`")
     esc = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
     parts = esc.split("**")
@@ -362,7 +379,7 @@ def render_html(inc: Incident) -> str:
         if s.bullets:
             out.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in s.bullets) + "</ul>")
         if s.code:
-            out.append("<pre>" + html.escape("\n".join(s.code)) + "</pre>")
+            out.append("<pre>" + html.escape(CONTROL.sub("\ufffd", "\n".join(s.code))) + "</pre>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
