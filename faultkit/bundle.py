@@ -57,6 +57,7 @@ class Inputs:
     # lines capture read at one moment, sorted by line.
     stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     history: list[InputFile] = field(default_factory=list)   # the kernel log from before the capture
+    missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
 
     @property
     def captured(self) -> bool:
@@ -81,6 +82,7 @@ def collect(paths: list[str]) -> Inputs:
         path = Path(raw)
         if not path.exists():
             out.problems.append(Problem(raw, "no such file or directory"))
+            out.missing.append(raw)
         elif path.is_dir():
             _load(_dir_entries(path, out), out)
         elif raw.endswith((".tar.gz", ".tgz", ".tar")):
@@ -94,6 +96,8 @@ def collect(paths: list[str]) -> Inputs:
             entry = _file_entry(path, str(path), path.name, out)
             if entry is not None:
                 _load([entry], out, loose=True)
+            else:
+                out.missing.append(raw)
     return out
 
 

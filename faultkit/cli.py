@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import signal
 import sys
+from pathlib import Path
 
 import click
 
@@ -30,12 +33,19 @@ def main() -> None:
 @click.option("--debugger", metavar="PATH",
               help="the debugger that opens GPU core dumps among the inputs (default: cuda-gdb / rocgdb on PATH)")
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
+@click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
+              help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
-    Each file's kind is detected from its content."""
+    Each file's kind is detected from its content. Exit status: 0 report written; 1 an input was
+    missing or unreadable (the report covers the rest); 2 usage; 4 --fail-on was met.
+
+    \b
+    Example:
+      faultkit triage server.log dmesg.txt --format html -o report.html"""
     from .export.report import RENDERERS
     from .triage import TriageOptions, triage as run_triage
 
@@ -45,12 +55,19 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     incident = run_triage(list(inputs), opts)
     text = RENDERERS[fmt](incident)
     if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_output(output, text)
         v = incident.verdict
         click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
     else:
         sys.stdout.write(text)
+    for m in incident.missing:
+        click.echo(f"error: {m}: no such file, or not readable", err=True)
+    v = incident.verdict
+    if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
+                    or (fail_on == "any-fault" and incident.faults)):
+        sys.exit(EXIT_FAIL_ON)
+    if incident.missing:
+        sys.exit(EXIT_INPUT)
 
 
 @main.command()
@@ -81,6 +98,12 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .triage import TriageOptions, triage as run_triage
 
     win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
+    missing = [i for i in inputs if not os.path.exists(i)]
+    if missing:
+        raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
+    if output.endswith(".json"):
+        fmt = "json"                                 # -o x.json means Chrome JSON
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
     inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
     tl = build_timeline(inc, win)
     if fmt == "json":
@@ -90,6 +113,16 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         size = write_pftrace(tl, output)
         click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
                    err=True)
+
+
+EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
+
+
+def write_output(path: str, text: str) -> None:
+    """Writers create the folder they write into."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
 
 
 def parse_env(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -143,7 +176,7 @@ def trials() -> None:
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
 def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, out) -> None:
     """Run the trials (resumes an interrupted run in the same folder)."""
-    from pathlib import Path
+
 
     from .trials.runner import Arm, TrialsError, run_trials
 
@@ -177,7 +210,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 def trials_report(folder, fmt, output) -> None:
     """Crash rates, intervals, exact tests and signatures of a trials folder."""
-    from pathlib import Path
+
 
     from .trials.report import RENDERERS, summarise
     from .trials.runner import load_results
@@ -189,7 +222,8 @@ def trials_report(folder, fmt, output) -> None:
         raise click.ClickException(f"no finished trials in {folder}")
     text = RENDERERS[fmt](summarise(plan, results))
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        write_output(output, text)
+        click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)
 
@@ -281,7 +315,7 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
     import shlex
     import time
-    from pathlib import Path
+
 
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture
     from .triage import triage as run_triage
@@ -303,7 +337,42 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
                + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
+    click.echo(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace",
+               err=True)
+    sys.exit(capture_status(manifest))
+
+
+def capture_status(manifest: dict) -> int:
+    """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal."""
+    if manifest.get("ended_by") == "interrupted":
+        sig = getattr(signal, str(manifest.get("interrupted_by") or "SIGINT"), signal.SIGINT)
+        return 128 + int(sig)
+    code = manifest.get("exit_code")
+    if not isinstance(code, int):
+        return 0
+    return 128 - code if code < 0 else code
+
+
+def run() -> None:
+    """The entry point: any unexpected error is one line, with the traceback saved to a file."""
+    try:
+        main(standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:                         # noqa: BLE001 - the last line of defence
+        import tempfile
+        import traceback
+        path = Path(tempfile.gettempdir()) / f"faultkit-error-{os.getpid()}.txt"
+        try:
+            path.write_text(traceback.format_exc())
+            where = f"; details in {path}"
+        except OSError:
+            where = ""
+        click.echo(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -45,7 +45,8 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 
 
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
-    inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None)
+    inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None,
+                   missing=list(inputs.missing))
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])

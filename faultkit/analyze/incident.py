@@ -29,4 +29,5 @@ class Incident:
     cores: list[CoreRecord] = field(default_factory=list)
     running: list[RunningKernel] = field(default_factory=list)   # kernels in cores taken without an exception
     capture: dict | None = None      # what the capture armed and recorded (its manifest), where there was one
+    missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     problems: list[Problem] = field(default_factory=list)

@@ -1,0 +1,70 @@
+"""The real CLI, as a user runs it: exit statuses, folders created for outputs, one line for an
+internal error."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "traces" / "sglang-tp2-mi300x"
+
+
+def fk(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_capture_exits_like_a_shell(tmp_path):
+    assert fk("capture", "-o", tmp_path / "a", "--", sys.executable, "-c", "import os; os.kill(os.getpid(), 11)"
+              ).returncode == 128 + 11
+    assert fk("capture", "-o", tmp_path / "b", "--", "no-such-command-xyz").returncode == 127
+    assert fk("capture", "-o", tmp_path / "c", "--", "sh", "-c", "exit 3").returncode == 3
+    ok = fk("capture", "-o", tmp_path / "d", "--", "true")
+    assert ok.returncode == 0 and f"faultkit timeline {tmp_path / 'd'}" in ok.stderr
+
+
+def test_ctrl_c_ends_the_capture_with_130(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(tmp_path / "b"), "--", "sleep",
+                          "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    end = time.monotonic() + 20
+    while not (tmp_path / "b" / "server.times.tsv").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    assert p.wait(60) == 130
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["state"] == "finished"
+
+
+def test_triage_statuses(tmp_path):
+    missing = fk("triage", SAMPLE, tmp_path / "nope.log", "-o", tmp_path / "deep" / "er" / "r.json", "--format", "json")
+    assert missing.returncode == 1 and "nope.log" in missing.stderr
+    doc = json.loads((tmp_path / "deep" / "er" / "r.json").read_text())       # the rest is still reported
+    assert doc["faults"] and any("no such file" in p for p in doc["problems"])
+    assert fk("triage", SAMPLE).returncode == 0
+    assert fk("triage", SAMPLE, "--fail-on", "any-fault").returncode == 4
+    assert fk("triage", SAMPLE, "--fail-on", "certain").returncode == 0           # the sample is not certain
+
+
+def test_writers_create_their_folders(tmp_path):
+    t = fk("timeline", SAMPLE, "-o", tmp_path / "x" / "y" / "t.json")
+    assert t.returncode == 0 and json.loads((tmp_path / "x" / "y" / "t.json").read_text())["traceEvents"]
+    assert fk("timeline", tmp_path / "missing", "-o", tmp_path / "t.pftrace").returncode == 2
+
+
+def test_internal_error_is_one_line_with_a_saved_traceback(tmp_path, monkeypatch):
+    code = ("import faultkit.triage as t, faultkit.cli as c\n"
+            "def boom(*a, **k): raise RuntimeError('planted')\n"
+            "t.triage = boom\n"
+            "import sys; sys.argv = ['faultkit', 'triage', sys.argv[1]]; c.run()\n")
+    res = subprocess.run([sys.executable, "-c", code, str(SAMPLE)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 70 and "Traceback" not in res.stderr
+    line = res.stderr.strip()
+    assert line.startswith("faultkit: internal error: RuntimeError: planted; details in ")
+    assert "RuntimeError: planted" in Path(line.split("details in ")[1]).read_text()
