@@ -107,6 +107,8 @@ class WaveDump:
     source_lines: list[str] = field(default_factory=list)
     exec_mask: str | None = None
     waves_at_pc: int | None = None   # v1: "N wavefront(s) found in @PC"
+    pid: int | None = None           # from the line's worker prefix, where the log interleaves processes
+    process_tag: str | None = None
 
 
 @dataclass

@@ -51,7 +51,7 @@ def test_multiprocess_server_crash_bundle(tmp_path):
     out = tmp_path / "bundle"
     res = capture(tmp_path, "--env", "AMD_SERIALIZE_KERNEL=3", "--timeout", "60s", "-o", str(out), "--",
                   sys.executable, str(script), env={"MY_API_TOKEN": "s3cret"})
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = json.loads((out / "manifest.json").read_text())
     assert m["schema"] == "faultkit.bundle/1" and m["state"] == "finished"
     assert m["ended_by"] == "target-exit" and m["exit_code"] == 1
@@ -81,7 +81,7 @@ def test_c_program_writing_through_bad_pointer(tmp_path):
     subprocess.run(["cc", "-O0", "-o", str(exe), str(src)], check=True)
     out = tmp_path / "b"
     res = capture(tmp_path, "-o", str(out), "--", str(exe))
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = json.loads((out / "manifest.json").read_text())
     assert "SIGSEGV" in m["exit"]
     kl = out / "kernel.log"
@@ -95,7 +95,7 @@ def test_timeout_path_says_no_fault_reproduced(tmp_path):
     out = tmp_path / "b"
     res = capture(tmp_path, "--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
                   "import time; print('serving', flush=True); time.sleep(60)  # fk_timeout_marker")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = json.loads((out / "manifest.json").read_text())
     assert m["ended_by"] == "timeout" and "no fault reproduced" in m["note"] and m["stopped_with"][0] == "SIGINT"
     assert no_survivors("fk_timeout_marker")
@@ -106,7 +106,7 @@ def test_ignoring_sigint_gets_sigterm_then_sigkill(tmp_path):
     res = capture(tmp_path, "--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
                   "import signal,time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                   "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('stubborn', flush=True); time.sleep(120)  # fk_stubborn")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = json.loads((out / "manifest.json").read_text())
     assert m["stopped_with"] == ["SIGINT", "SIGTERM", "SIGKILL"]
     assert no_survivors("fk_stubborn")
@@ -167,7 +167,7 @@ def test_runtime_log_backend_sets_amd_log_level(tmp_path):
     out = tmp_path / "b"
     res = capture(tmp_path, "--with", "runtime-log", "-o", str(out), "--", sys.executable, "-c",
                   "import os; print('LVL', os.environ.get('AMD_LOG_LEVEL'))")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     assert "LVL 4" in (out / "server.log").read_text()
     assert json.loads((out / "manifest.json").read_text())["env_check"]["wanted"]["AMD_LOG_LEVEL"] == "4"
 
@@ -205,7 +205,7 @@ def test_rocprofv3_backend_flags_watchdog_and_outputs(tmp_path, monkeypatch):
                   sys.executable, "-c", "import time; print('Memory access fault by GPU node-2 (Agent handle: 0x1) "
                   "on address 0x7f0000001000. Reason: Page not present or supervisor privilege.', flush=True); "
                   "time.sleep(60)")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = json.loads((out / "manifest.json").read_text())
     assert m["ended_by"] == "fault" and m["stopped_with"][:2] == ["SIGINT", "SIGTERM"]
     argv = (out / "rocprofv3" / "argv.txt").read_text()
@@ -228,3 +228,14 @@ def test_rocprofv3_flags_by_version(tmp_path):
     assert "-o" not in command_prefix("r", tmp_path, (6, 2))
     seven = command_prefix("r", tmp_path, (7, 1))
     assert seven[seven.index("--output-format") + 1] == "rocpd" and seven[-1] == "--"
+
+
+def assert_status(res):
+    """capture exits like a shell: the target's status, 128+N for a signal (README, exit statuses)."""
+    import json as _json
+    import re as _re
+    from faultkit.cli import capture_status
+    m = _re.search(r"^bundle: (.+?) \(", res.output, _re.M)
+    assert m, res.output
+    manifest = _json.loads((__import__("pathlib").Path(m.group(1)) / "manifest.json").read_text())
+    assert res.exit_code == capture_status(manifest), res.output

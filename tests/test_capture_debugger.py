@@ -72,7 +72,7 @@ def segv_program(tmp_path_factory):
 def test_launch_mode_stops_a_crashing_thread_and_harvests(tmp_path, segv_program):
     out = tmp_path / "b"
     res = run("--with", "gdb", "--timeout", "60s", "-o", str(out), "--", str(segv_program))
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == "debugger-stop" and m["debuggers"][0]["state"] == "closed"
     assert "unsupported" in m["debuggers"][0]["precise_memory"]       # GNU gdb: no AMD support, recorded
@@ -95,7 +95,7 @@ def test_launch_mode_follows_spawned_workers(tmp_path):
     script.write_text(MP_SERVER)
     out = tmp_path / "b"
     res = run("--with", "gdb", "--timeout", "90s", "-o", str(out), "--", sys.executable, str(script))
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     assert manifest(out)["ended_by"] == "debugger-stop"
     log = parse_debugger((out / "debugger.txt").read_bytes())
     st = [s for s in log.stops if s.signal == "SIGSEGV"][0]
@@ -111,7 +111,7 @@ def test_attach_mode_attaches_one_debugger_per_worker(tmp_path):
     out = tmp_path / "b"
     res = run("--with", "gdb", "--attach-match", "spawn_main", "--timeout", "60s", "-o", str(out), "--",
               sys.executable, str(script))
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == "debugger-stop", json.dumps([(d["pid"], d["outcome"], d["commands"][-3:])
                                                          for d in m["debuggers"]]) + (out / "server.log").read_text()
@@ -131,7 +131,7 @@ def test_no_fault_within_timeout(tmp_path):
     out = tmp_path / "b"
     res = run("--with", "gdb", "--timeout", "3s", "-o", str(out), "--", sys.executable, "-c",
               "import time; print('fk-idle', flush=True); time.sleep(60)")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == "timeout" and "no fault reproduced" in m["note"]
     assert m["debuggers"][0]["state"] == "closed"
@@ -163,7 +163,7 @@ def test_a_debugger_that_hangs_or_dies_is_recorded_and_killed(tmp_path, mode, en
     out = tmp_path / "b"
     res = run("--with", "gdb", "--debugger", str(fake), "--timeout", "3s", "--command-deadline", "2s",
               "-o", str(out), "--", "sleep", "30")
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == ended and m["state"] == "finished"
     d = m["debuggers"][0]
@@ -192,7 +192,7 @@ def test_attach_mode_leaves_helpers_of_attached_workers_alone(tmp_path):
     out = tmp_path / "b"
     res = run("--with", "gdb", "--attach-match", "spawn_main", "--timeout", "60s", "-o", str(out), "--",
               sys.executable, str(script))
-    assert res.exit_code == 0, res.output
+    assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == "debugger-stop" and len(m["debuggers"]) == 2
     assert any("has a debugger attached" in s["why"] for s in m["not_attached"])
@@ -213,3 +213,14 @@ def test_live_h200_attach_bundle_names_the_kernel_and_instruction():
     assert xids == ["xid-13", "xid-31"]
     m = json.loads((ROOT / "tests/data/live_h200_attach/manifest.json").read_text())
     assert m["ended_by"] == "debugger-stop" and m["not_attached"][0]["why"].startswith("runs under pid 492")
+
+
+def assert_status(res):
+    """capture exits like a shell: the target's status, 128+N for a signal (README, exit statuses)."""
+    import json as _json
+    import re as _re
+    from faultkit.cli import capture_status
+    m = _re.search(r"^bundle: (.+?) \(", res.output, _re.M)
+    assert m, res.output
+    manifest = _json.loads((__import__("pathlib").Path(m.group(1)) / "manifest.json").read_text())
+    assert res.exit_code == capture_status(manifest), res.output

@@ -79,7 +79,10 @@ def test_tarball_missing_path_and_non_utf8(tmp_path):
         tar.add(src / "dmesg.txt", arcname="incident/dmesg.txt")
     bad = tmp_path / "bad.log"
     bad.write_bytes(b"\xff\xfe\x00Memory access fault by GPU node-1 (Agent handle: 0x1) on address 0x2000. Reason: Unknown.\n")
-    report = json.loads(run(str(tar_path), str(bad), str(tmp_path / "missing.txt"), "--format", "json"))
+    # A missing input: exit 1 (README, exit statuses), and the report covers everything else.
+    result = CliRunner().invoke(main, ["triage", str(tar_path), str(bad), str(tmp_path / "missing.txt"), "--format", "json"])
+    assert result.exit_code == 1 and "missing.txt: no such file" in result.stderr
+    report = json.loads(result.stdout)
     assert report["verdict"]["candidates"][0]["kernel"] == "_fwd_grouped_kernel_stage1"
     assert any(f["address"] == "0x2000" for f in report["faults"])
     problems = " ".join(report["problems"])

@@ -53,6 +53,10 @@ def rank(suspects: list[Suspect], faults: list[Fault]) -> tuple[list[Suspect], i
                 score *= 0.3
                 ok = False
                 why.append(f"on node {s.agent_node}, not the faulting node {sorted(nodes)}")
+        elif nodes:
+            ok = False          # an unknown GPU is not agreement: it cannot make the kernel `likely`
+            why.append(f"its GPU is unknown (no agent_info maps the trace's agent ids), not compared with the "
+                       f"faulting node {sorted(nodes)}")
         if engine:
             if engine == s.engine:
                 score += 0.1

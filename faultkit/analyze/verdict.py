@@ -138,29 +138,65 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
             f"ROCclr hang analysis: the packet at the read pointer of HWq {d.hw_queue}"
             + (f" (rptr={d.rptr} < wptr={d.wptr}: in flight)" if pending else "") + f" ({d.origin})")
     logged = [d for d in runtime.dispatches if d.source in ("aql-packet", "shader-name")]
+    # The queue the runtime says aborted selects the dispatches: the last one on another queue is not
+    # a suspect for this fault.
+    aborting = {f.queue for f in runtime.faults if f.queue}
+    on_queue = [d for d in logged if d.hw_queue in aborting]
+    queue_note = ""
+    if on_queue:
+        logged, queue_note = on_queue, f" on the aborting queue {on_queue[-1].hw_queue}"
+    elif aborting and any(d.hw_queue for d in logged):
+        logged = []                # every logged dispatch ran on another queue than the one that aborted
     if logged:
         last = logged[-1]
         if last.source == "shader-name" or last.kernel:
             name = last.kernel
         else:
             name = f"kernel_obj={last.kernel_obj}"
-        add(name, 0.5, f"last dispatch in the AMD_LOG_LEVEL dispatch log before the end of the log "
+        add(name, 0.5, f"last dispatch{queue_note} in the AMD_LOG_LEVEL dispatch log before the end of the log "
                        f"({last.origin}); resolve kernel_obj against the code object's .kd symbols"
                        if name.startswith("kernel_obj") else
-                       f"last dispatch in the AMD_LOG_LEVEL dispatch log before the end of the log ({last.origin})")
+                       f"last dispatch{queue_note} in the AMD_LOG_LEVEL dispatch log before the end of the log "
+                       f"({last.origin})")
     for h in runtime.hints:
         add(h.kernel, 0.3, f"{h.kind} line names it just before the fault ({h.origin}): a hint only")
 
     copy_engine = [f for f in faults if f.source == "kernel-log" and f.engine == "copy"]
     shader = [f for f in faults if f.source == "kernel-log" and f.engine == "shader"]
+    # What the log-side evidence says of itself: its processes and fault addresses.
+    log_pids = {w.pid for ws in wave_kernels.values() for w in ws if w.pid is not None} | \
+        {f.pid for f in runtime.faults if f.pid is not None}
+    log_pages = {f.address >> 12 for f in runtime.faults if f.address}
+    agree = [f for f in shader if _agrees(f, log_pids, log_pages) is True]
+    differ = [f for f in shader if _agrees(f, log_pids, log_pages) is False]
     ranked = sorted(cands.values(), key=lambda c: -c.score)
     for c in ranked:
         if copy_engine and not shader:
             c.score = round(c.score * 0.5, 2)
             c.why += "; but the kernel log says the copy engine (SDMA) faulted, not a shader"
+        elif agree:
+            c.why += "; consistent with the kernel log (a shader memory client faulted in the same process or page)"
+        elif differ and not agree:
+            c.score = round(c.score * 0.7, 2)
+            f = differ[0]
+            c.why += (f"; the kernel log's shader fault is another process's or page's (pid {f.pid}, page "
+                      f"0x{(f.address or 0):x}): not corroborated")
         elif shader:
-            c.why += "; consistent with the kernel log (a shader memory client faulted)"
+            c.why += "; a shader fault is in the kernel log, but nothing it carries (pid, page) can be compared"
     ranked.sort(key=lambda c: -c.score)
+
+    # A wave dump corroborates the fault only when their processes agree.
+    wave_pids = {w.pid for ws in wave_kernels.values() for w in ws if w.pid is not None}
+    fault_pids = {f.pid for f in faults if f.pid is not None and is_address_fault(f)}
+    if wave_kernels and wave_pids and fault_pids and not wave_pids & fault_pids:
+        why = (f"the rocm-debug-agent waves are from pid {sorted(wave_pids)}, the fault from pid "
+               f"{sorted(fault_pids)}: another process's dump does not name this fault's kernel")
+        for c in ranked:
+            if c.kernel in wave_kernels:
+                c.score = round(c.score * 0.5, 2)
+                c.why += f"; but {why}"
+        ranked.sort(key=lambda c: -c.score)
+        return Verdict("candidates", None, why, ranked)
 
     if wave_kernels and len(cands) == 1:
         kernel = ranked[0].kernel
@@ -182,6 +218,19 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
         return Verdict("unknown", None, "the evidence shows a GPU error but names no kernel: runtime and kernel "
                                         "logs report the fault, not the kernel that caused it")
     return Verdict("unknown", None, "no GPU fault was found in the inputs")
+
+
+def _agrees(f: Fault, pids: set[int], pages: set[int]) -> bool | None:
+    """True when a key both sides carry agrees and none disagrees; False when one disagrees;
+    None when nothing can be compared (an unknown key is neither agreement nor disagreement)."""
+    verdicts = []
+    if f.pid is not None and pids:
+        verdicts.append(f.pid in pids)
+    if f.address and pages:
+        verdicts.append(f.address >> 12 in pages)
+    if not verdicts:
+        return None
+    return all(verdicts)
 
 
 def with_unopened_cores(v: Verdict, cores: list[CoreRecord]) -> Verdict:

@@ -193,6 +193,7 @@ class _Parser:
         self.log = DebuggerLog()
         self.stop: DebugStop | None = None       # the stop its following lines belong to
         self.stop_age = 0                        # lines since that stop
+        self.focus_moved = False                 # a command after the stop moved the focus to another thread
         self.pending_switch: tuple[str, str | None, GpuPlace | None] | None = None
         self.pending_age = 0
         self.pending_warning = False
@@ -211,6 +212,7 @@ class _Parser:
     def new_stop(self, stop: DebugStop) -> None:
         self.log.stops.append(stop)
         self.stop, self.stop_age = stop, 0
+        self.focus_moved = False
         if self.pending_warning:
             stop.imprecise_warning, self.pending_warning = True, False
         if self.pending_switch and self.pending_age <= 3:
@@ -228,7 +230,7 @@ class _Parser:
         st = self.stop
         implied = st is not None and st.gpu is not None and st.gpu.implied
         if st and self.stop_age <= 4 and (st.thread in (None, tid) or st.kind in ("cuda-exception", "core")) \
-                and (st.gpu is None or implied) and st.host_systag is None:
+                and (st.gpu is None or implied) and st.host_systag is None and not self.focus_moved:
             self.apply_switch(st, tid, systag, place)
             self.want_frame = st.frame is None
         else:
@@ -520,7 +522,12 @@ class _Parser:
         self.pending_age += 1
         m = PROMPT.match(s)
         if m:
-            self.command(s[m.end():].strip(), no)
+            cmd = s[m.end():].strip()
+            # After a stop, `thread N` / `cuda thread ...` move the focus: a switch line they print is
+            # not the stop's thread (a host SIGSEGV followed by `thread 5` is still a host stop).
+            if self.stop is not None and re.match(r"(?:thread|cuda|lane|t)\b", cmd):
+                self.focus_moved = True
+            self.command(cmd, no)
             self.want_frame = self.want_source = False
             self.disasm = None
             return

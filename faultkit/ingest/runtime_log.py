@@ -461,7 +461,7 @@ def _match_debug_agent(st: _State, rest: str, org: Origin, pid, tag) -> None:
         st.out.waves.append(WaveDump(
             origin=org, generation=gen, wave=int(m.group("wave")), pc=int(m.group("pc"), 16),
             kernel=m.group("sym"), kernel_code_entry=_addr(m.group("kce")), kernargs=_addr(m.group("kargs")),
-            reasons=reasons, running=bool(m.group("running"))))
+            reasons=reasons, running=bool(m.group("running")), pid=pid, process_tag=tag))
         return
     m = DISASM_START.search(rest)
     if m:
