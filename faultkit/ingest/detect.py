@@ -9,8 +9,8 @@ from .text import ANSI
 HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b.*$", re.M)
 
 KERNEL_MARKERS = re.compile(
-    r"^(?:\[\s*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[\s*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
-    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?\s*(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
+    r"^(?:\d\d:\d\d:\d\d(?:\.\d+)? |\[\s*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[\s*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
+    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?\s*(?:\[\s*\d+\.\d+\]\s*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
     r"Evicting PASID|qcm fence|\S+\[\d+\]: segfault at )", re.M)
 RUNTIME_MARKERS = re.compile(
     r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"

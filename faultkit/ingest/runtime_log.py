@@ -34,6 +34,8 @@ CALLBACK = re.compile(
     r"(?: status: 0x(?P<code_old>[0-9a-f]+)| error\s*:\s*(?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+|\(null\)):?"
     r"\s*(?P<desc>.*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
     r"(?: \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+), kernel: (?P<kernel>.*)\])?)")
+BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::[^\n]*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
+                         r"\s+0x(?P<code2>[0-9a-fA-F]+))")
 CALLBACK_START = re.compile(r"(?:Device::callbackQueue|Callback: Queue \S+) [Aa]borting with error")
 FALLBACK_STATUS = re.compile(r"(HSA_(?:EXT_)?STATUS_[A-Z_]+)")
 FALLBACK_CODE = re.compile(r"[Cc]ode: 0x([0-9a-f]+)")
@@ -327,6 +329,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
         return 1
 
     consumed = 1
+    faults_before = len(st.out.faults)
     m = VM_FAULT.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(
@@ -369,6 +372,15 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
         st.out.notes.append(Note(org, "hsakmt-fault-analysis", m.group(0),
                                  {"address": m.group("addr"), "node": int(m.group("node")), "why": m.group("why")}))
 
+    if len(st.out.faults) == faults_before:
+        # What users quote: a status line with no callback prefix around it.
+        m = BARE_STATUS.search(rest)
+        if m and not rest.lstrip().startswith("Queue error ("):
+            status = m.group("status")
+            st.out.faults.append(RuntimeFault(kind="queue-error", origin=org, text=m.group(0).strip(), status=status,
+                                              code=int(m.group("code") or m.group("code2"), 16) if (m.group("code") or m.group("code2"))
+                                              else HSA_STATUS_BY_NAME.get(status), pid=pid, process_tag=tag,
+                                              stamp=stamp))
     _match_debug_agent(st, rest, org, pid, tag)
     _match_dispatch_info(st, rest, org, line)
     _match_host_errors(st, rest, org, tag)
