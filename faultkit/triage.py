@@ -30,6 +30,9 @@ from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .model import CoreRecord, Problem
 
+AFTER_FAULT_NS = 10_000_000_000     # trace rows kept after the fault: written at completion, they come later
+
+
 @dataclass(frozen=True)
 class TriageOptions:
     env: dict[str, str] | None = None    # variables the user says the run had (else the capture's record)
@@ -164,8 +167,12 @@ def _read_traces(inputs: Inputs, inc: Incident, opts: TriageOptions) -> None:
     anchors = (inputs.manifest or {}).get("start") if inputs.captured else None
     ft = fault_time(inc.runtime, inc.kernel, anchors, inputs.stamps if inputs.captured else {}, trace_end_ns(files))
     span = max(opts.window_ns, opts.read_ns or 0)
-    since = (ft.boottime_ns - span) if ft.boottime_ns is not None and not opts.read_all else None
-    trace = read_trace_paths(files, since_ns=since)
+    bounded = ft.boottime_ns is not None and not opts.read_all
+    since = ft.boottime_ns - span if bounded else None
+    # Both sides of the window: a fault in the middle of a long trace (one rank died, the others
+    # ran on) reads only the window around it, with a margin after for work that ended later.
+    until = ft.boottime_ns + AFTER_FAULT_NS if bounded else None
+    trace = read_trace_paths(files, since_ns=since, until_ns=until)
     env, source = opts.env, "--env given to triage"
     if env is None and inputs.captured:
         env, source = gpu_process_env(inputs.environ), "the capture's process environment record"

@@ -309,6 +309,18 @@ def test_large_trace_is_read_from_the_window(tmp_path):
     assert doc["trace"]["rows"]["dispatches"] == f["rows"]
 
 
+def test_fault_mid_trace_is_read_on_both_sides_of_the_window(tmp_path):
+    """One rank faulted and the others ran on for 200 s: the rows long after the fault are not read."""
+    rows = [k70(1, 1, 1, 9, i, f"k{i % 7}", i, FAULT_NS - (200_000 - i) * MS, FAULT_NS - (200_000 - i) * MS + 1000)
+            for i in range(1, 400_001)]       # 200 s before the fault and 200 s after it
+    b = bundle(tmp_path, kernels=rows)
+    _, doc = tri(b)
+    f = next(x for x in doc["trace"]["files"] if x["table"] == "dispatches")
+    size = (b / "rocprofv3" / "host" / "4242_kernel_trace.csv").stat().st_size
+    assert 0 < f["read_from_byte"] < f["read_to_byte"] < size // 2 + size // 10
+    assert 2_000 <= f["rows"] <= 2_600 + 10_000 + 200       # the window, its slack, and 10 s after the fault
+
+
 def test_locked_database_is_a_problem_not_a_hang(tmp_path):
     db = tmp_path / "7_results.db"
     _rocpd(db)

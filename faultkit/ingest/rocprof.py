@@ -133,12 +133,14 @@ WINDOW_MIN_BYTES = 32 << 20
 SLACK_NS = 500_000_000         # rows are in buffer-flush order: read this much earlier than asked
 
 
-def read_csv(path: Path, trace: Trace, since_ns: int | None = None) -> int:
+def read_csv(path: Path, trace: Trace, since_ns: int | None = None, until_ns: int | None = None) -> int:
     """Read one rocprofv3 CSV into `trace`. Returns the rows kept.
 
     With `since_ns`, a large trace is read only from about that time on: a binary search over
     byte offsets finds where Start_Timestamp passes it (rows are nearly time-ordered), so a
-    triage of a multi-GB trace reads the window before the fault, not the whole file."""
+    triage of a multi-GB trace reads the window before the fault, not the whole file. With
+    `until_ns` it also stops where Start_Timestamp passes that time (rows are written when they
+    complete, so the caller keeps a margin after the fault for work that ended after it)."""
     name = str(path)
     try:
         limit, cut = _complete_bytes(path)
@@ -162,6 +164,10 @@ def read_csv(path: Path, trace: Trace, since_ns: int | None = None) -> int:
         at = _offset_of_time(path, cols, start_byte, limit, since_ns - SLACK_NS)
         if at > start_byte:
             start_byte, windowed_from = at, since_ns - SLACK_NS
+        if until_ns is not None:
+            end = _offset_of_time(path, cols, start_byte, limit, until_ns)
+            if start_byte < end < limit:
+                limit, cut = end, False     # the rest is after the window, not damage
     mapping = CSV_COLUMNS[table]
     wanted = {c: mapping[c.lower()] for c in cols if c.lower() in mapping}
     try:
@@ -188,6 +194,7 @@ def read_csv(path: Path, trace: Trace, since_ns: int | None = None) -> int:
     trace.add(table, conformed)
     trace.files.append({"path": name, "table": table, "rows": len(conformed), "format": "csv",
                         "read_from_byte": start_byte if windowed_from is not None else 0,
+                        "read_to_byte": limit,
                         "header": "rocpd-converted" if header.lower().startswith('"guid"') else "direct",
                         "state": "cut" if cut else "complete"})
     return len(conformed)

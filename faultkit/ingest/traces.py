@@ -18,12 +18,13 @@ def trace_files(paths: list[str | os.PathLike]) -> list[Path]:
     return out
 
 
-def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None) -> Trace:
+def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None,
+                     until_ns: int | None = None) -> Trace:
     """Read every rocprofv3 output under the given files and folders. The pid of each output
     comes from its name (`<pid>_kernel_trace.csv`, `<host>/<pid>_results.db`)."""
     trace = Trace()
     for f in trace_files(paths):
-        read_trace_file(f, trace, since_ns)
+        read_trace_file(f, trace, since_ns, until_ns)
     return trace.finish()
 
 
@@ -33,10 +34,10 @@ def trace_end_ns(paths: list[str | os.PathLike]) -> int | None:
     return max(ends) if ends else None
 
 
-def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None) -> None:
+def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None, until_ns: int | None = None) -> None:
     if f.suffix == ".csv":
         if not f.name.endswith("_stats.csv") and "counter_collection" not in f.name:
-            read_csv(f, trace, since_ns=since_ns)
+            read_csv(f, trace, since_ns=since_ns, until_ns=until_ns)
     elif f.name.endswith("_results.db") or f.suffix == ".db":
         read_rocpd(f, trace)
     elif f.name.endswith("_results.json"):
