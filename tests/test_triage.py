@@ -114,3 +114,9 @@ def test_no_fault_inputs(tmp_path):
     (tmp_path / "ok.log").write_text("all good\n")
     report = json.loads(run(str(tmp_path / "ok.log"), "--format", "json"))
     assert report["verdict"]["level"] == "unknown" and report["faults"] == []
+
+
+def test_html_verdict_is_a_coloured_badge_at_the_top(tmp_path):
+    page = run(SAMPLE, "--format", "html")
+    badge = page.index('<span class="level level-candidates">candidates</span>')
+    assert badge < page.index("<h2>") and ".level-candidates{background:" in page

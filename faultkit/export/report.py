@@ -360,12 +360,19 @@ def _inline(text: str) -> str:
 CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;color:#222}"
        "table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
        "vertical-align:top;text-align:left}code,pre{background:#f4f4f4}pre{padding:.5rem;overflow:auto}"
-       ".level{font-size:1.2rem}")
+       ".level{display:inline-block;font-size:1.2rem;font-weight:600;padding:.2rem .7rem;border-radius:.4rem;"
+       "color:#fff}.level-certain{background:#1b7f3b}.level-likely{background:#2f6fb3}"
+       ".level-candidates{background:#b07a00}.level-unknown{background:#777}")
 
 
 def render_html(inc: Incident) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\"><title>faultkit triage report</title>",
            f"<style>{CSS}</style></head><body>", "<h1>faultkit triage report</h1>"]
+    v = inc.verdict
+    if v is not None:
+        # The verdict first, as a badge coloured by how sure it is.
+        kernel = f" <code>{html.escape(CONTROL.sub(chr(0xfffd), v.kernel))}</code>" if v.kernel else ""
+        out.append(f'<p><span class="level level-{html.escape(v.level)}">{html.escape(v.level)}</span>{kernel}</p>')
     for s in sections(inc):
         out.append(f"<h2>{html.escape(s.title)}</h2>")
         for p in s.paragraphs:
