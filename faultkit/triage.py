@@ -30,6 +30,7 @@ from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .model import CoreRecord, Problem
 
+FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
 AFTER_FAULT_NS = 10_000_000_000     # trace rows kept after the fault: written at completion, they come later
 
 
@@ -71,7 +72,9 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
-    inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores)
+    inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
+                             {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
+                             bool(inputs.traces))
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
@@ -146,6 +149,7 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
         inc.problems.extend(problems)
         kinds = detect_kinds(text)
         kinds_seen |= kinds
+        kinds_seen |= {f"mentions:{w.lower()}" for w in FRAMEWORKS if w in text}
         inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
         if "kernel-log" in kinds:
             kl = parse_kernel_log(text, f.name)

@@ -120,3 +120,17 @@ def test_html_verdict_is_a_coloured_badge_at_the_top(tmp_path):
     page = run(SAMPLE, "--format", "html")
     badge = page.index('<span class="level level-candidates">candidates</span>')
     assert badge < page.index("<h2>") and ".level-candidates{background:" in page
+
+
+def test_next_steps_follow_the_evidence(tmp_path):
+    from faultkit.bundle import InputFile, Inputs
+    from faultkit.triage import build
+
+    fault = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+             "Reason: Page not present or supervisor privilege.\n")
+    plain = " ".join(build(Inputs(files=[InputFile("a.log", fault.encode())])).next_steps)
+    assert "SGLang" not in plain and "trials run" in plain
+    assert "HIP_LAUNCH_BLOCKING=1 is not the same" in plain and "host-side race" in plain
+    sglang = " ".join(build(Inputs(files=[InputFile("a.log", ("[2026-11-20 10:17:42 TP1] sglang scheduler\n"
+                                                                 + fault).encode())])).next_steps)
+    assert "--disable-overlap-schedule" in sglang

@@ -6,7 +6,11 @@ from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
-            kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = ()) -> list[str]:
+            kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = (),
+            frameworks: set[str] = frozenset(), have_trace: bool = False) -> list[str]:
+    """`frameworks`: servers the inputs mention (sglang, vllm); `have_trace`: a tracer's output is
+    among them. Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
+    where nothing is SGLang."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops)
     nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
@@ -24,7 +28,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
             steps.append("Or, cheaper than a debugger: run with the debug agent "
                          "(`HSA_TOOLS_LIB=librocm-debug-agent.so.2`, add `ROCM_DEBUG_AGENT_OPTIONS=--precise-memory`) "
                          "so every stopped wave is printed with its kernel and PC.")
-        if not runtime.dispatches:
+        if not runtime.dispatches and not have_trace:
             steps.append("Record what was dispatched before the fault: `faultkit capture --with rocprofv3` "
                          "(kernel, memory-copy, allocation and HIP API traces), or `--with runtime-log` "
                          "(AMD_LOG_LEVEL=4 dispatch log, crash-safe).")
@@ -52,15 +56,21 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     if amd and any(f.kind in ("memory-access-fault", "queue-error") or f.kind.startswith("page-fault")
                    for f in faults):
         steps.append("Serialize to make the report point honest: run with AMD_SERIALIZE_KERNEL=3 and "
-                     "AMD_SERIALIZE_COPY=3 (HIP_LAUNCH_BLOCKING=1) and verify they reached the GPU worker "
-                     "processes, not just the launcher: `faultkit capture --env AMD_SERIALIZE_KERNEL=3 --env "
-                     "AMD_SERIALIZE_COPY=3 -- ...` checks /proc/PID/environ of every GPU process (a server that "
-                     "was already running keeps its old environment).")
-    if faults:
+                     "AMD_SERIALIZE_COPY=3 and verify they reached the GPU worker processes, not just the "
+                     "launcher: `faultkit capture --env AMD_SERIALIZE_KERNEL=3 --env AMD_SERIALIZE_COPY=3 -- ...` "
+                     "checks /proc/PID/environ of every GPU process (a server that was already running keeps its "
+                     "old environment). HIP_LAUNCH_BLOCKING=1 is not the same: it does not serialize copies and "
+                     "graph replays. GPU serialization cannot rule out a host-side race either (a scheduler that "
+                     "prepares batch N+1 while batch N runs): test such a switch with trials.")
+    if faults and "sglang" in frameworks:
         steps.append("If the crash is intermittent, test one change at a time with repeated runs, e.g. the "
                      "overlap scheduler off (SGLang `--disable-overlap-schedule`): `faultkit trials run --arm "
                      "base='...' --arm fix='... --disable-overlap-schedule' -n 15` and `faultkit trials plan` "
                      "for how many runs it takes.")
+    elif faults:
+        steps.append("If the crash is intermittent, test one change at a time with repeated runs: `faultkit trials "
+                     "run --arm base='...' --arm fix='...' -n 15`, and `faultkit trials plan` for how many runs "
+                     "it takes to tell the rates apart.")
     if "kernel-log" not in kinds_seen and faults:
         steps.append("Add the kernel log from the time of the crash (`dmesg -T | grep -iE "
                      "'amdgpu|kfd|fault|VM_L2|NVRM'` or `journalctl -k --since ...`): it tells which engine "
