@@ -150,8 +150,12 @@ def xid_fault(x: Xid) -> Fault:
                  meaning=meaning, origin=x.origin)
 
 
+def driver_place(d: DriverException) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
+
+
 def driver_exception_fault(d: DriverException) -> Fault:
-    where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
+    where = driver_place(d)
     detail = {"exception": d.exception, "code": d.code, "device": d.device, "sm": d.sm, "warp": d.warp,
               "pc": f"0x{d.pc:x}" if d.pc is not None else None, "kernel": d.kernel}
     meaning = (f"The CUDA driver reported {d.exception} ({where}) while writing a GPU core dump"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..model import Candidate, CoreRecord, Fault, RuntimeLog, SanitizerReport, Verdict
 from .debug_stop import StopFinding
-from .faults import is_address_fault
+from .faults import driver_place, is_address_fault
 
 FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILLEGAL_INSTRUCTION",
                  "ASSERT_TRAP", "TRAP", "FP_DIVIDE_BY_0", "FP_INVALID_OPERATION", "INT_DIVIDE_BY_0",
@@ -47,8 +47,7 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
     for d in runtime.driver_exceptions:
         if not d.kernel:
             continue
-        where = ", ".join(f"{k} {v}" for k, v in (("device", d.device), ("SM", d.sm), ("warp", d.warp)) if v is not None)
-        text = (f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} ({where}, "
+        text = (f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} ({driver_place(d)}, "
                 f"PC 0x{d.pc or 0:x}); the excepting warp's stack frame #0 is this kernel ({d.origin})")
         same = next((c for c in exact if c.kernel == d.kernel), None)
         if same is not None:
