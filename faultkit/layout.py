@@ -73,6 +73,8 @@ def classify(rel: str, captured: bool) -> str:
         return MANIFEST_ROLE
     if captured and p.parts and p.parts[0] == ROCPROF_DIR:
         return TRACE
+    if captured and p.parts and p.parts[0] == CORES_DIR and name.endswith(".merged"):
+        return OUTPUT             # what roccoremerge made of a GPU core and a host core: opened already
     if captured and p.parts and p.parts[0] == CORES_DIR and not name.endswith(".txt"):
         return CORE
     if captured and top:
