@@ -254,3 +254,33 @@ def test_evidence_strings_cannot_drive_the_terminal_or_forge_sections(tmp_path):
     assert re.search(r"(?<!\\)<img", md) is None and "\\<img" in md     # escaped: shown, never rendered
     page = render_html(inc)
     assert "<img" not in page and "\u202e" not in page and "\x1b" not in page
+
+
+def test_mutated_rocprofv3_csvs_never_raise(corpus, tmp_path):
+    """Cut, spliced and corrupted copies of every corpus CSV (the mutations that raised before:
+    duplicated header names, `0x` cells that are not hex, cut rows) read without an exception."""
+    import random
+
+    from faultkit.ingest.traces import read_trace_paths
+    from faultkit.triage import triage
+
+    rng = random.Random(7)
+    files = sorted((corpus / "rocprofv3").glob("*.csv"))
+    for i in range(150):
+        src = files[i % len(files)]
+        data = bytearray(src.read_bytes())
+        for _ in range(rng.randint(1, 6)):
+            pos = rng.randrange(len(data)) if data else 0
+            op = rng.random()
+            if op < 0.3:
+                data[pos:pos + 1] = rng.choice([b'"', b",", b"\n", b"x", b"0x", b"", b"99999999999999999999", b"\xff"])
+            elif op < 0.5:
+                del data[pos:pos + rng.randint(1, 50)]
+            elif op < 0.7:
+                data[pos:pos] = data[rng.randrange(len(data) or 1):][:rng.randint(1, 80)]
+            else:
+                data = data[:pos]
+        target = tmp_path / src.name
+        target.write_bytes(bytes(data))
+        read_trace_paths([target])
+        triage([str(target)])

@@ -59,12 +59,20 @@ HEADER_KIND = [
 ]
 
 
+def _hex(x: str) -> int:
+    try:
+        v = int(x, 16)
+    except ValueError:
+        return MISSING              # a damaged cell: the row stays, this value is unknown
+    return v if v < 1 << 63 else MISSING
+
+
 def _hex_or_int(s: pd.Series) -> pd.Series:
     text = s.astype(str).str.strip().str.strip('"')
     hexes = text.str.startswith(("0x", "0X"))
     vals = pd.Series(np.full(len(text), MISSING, dtype=np.int64), index=s.index)
     if hexes.any():
-        vals[hexes] = [int(x, 16) for x in text[hexes]]
+        vals[hexes] = [_hex(x) for x in text[hexes]]
     rest = ~hexes
     if rest.any():
         vals[rest] = pd.to_numeric(text[rest], errors="coerce").fillna(MISSING).astype(np.int64)
@@ -159,6 +167,11 @@ def read_csv(path: Path, trace: Trace, since_ns: int | None = None, until_ns: in
         trace.problems.append(Problem(name, f"not a rocprofv3 trace this reader knows (header {header[:80]!r})"))
         return 0
     cols = [c.strip().strip('"') for c in header.split(",")]
+    seen_cols: set[str] = set()
+    for k, c in enumerate(cols):
+        if c.lower() in seen_cols:          # a damaged header repeats a name: the repeat is not read
+            cols[k] = f"{c}#{k}"
+        seen_cols.add(cols[k].lower())
     windowed_from = None
     if since_ns is not None and table in WINDOWED and limit > WINDOW_MIN_BYTES:
         at = _offset_of_time(path, cols, start_byte, limit, since_ns - SLACK_NS)
