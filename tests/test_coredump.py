@@ -391,3 +391,13 @@ def test_rocm_hang_snapshot_attaches_and_detaches_leaving_the_process_running(tm
     order = [text.index(c) for c in ("attach", "info agents", "info queues", "info dispatches", "thread apply all bt",
                                      "detach")]
     assert order == sorted(order) and 'Undefined info command: "agents"' in text
+
+
+def test_live_hang_after_silence_makes_the_spinning_kernel_likely():
+    """H200, `capture --hang-after 20s -- gpu_fault_server.py --inline --hang`: the silence ended the
+    capture, the user-triggered dump showed one kernel running: `likely`."""
+    doc = to_json(build(collect([str(LIVE / "hang_after")])))
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("likely", "spin_kernel")
+    assert "printed nothing for the --hang-after time" in doc["verdict"]["why"]
+    m = json.loads((LIVE / "hang_after" / "manifest.json").read_text())
+    assert m["ended_by"] == "hang" and m["hang_dumps"] == {"473": "dumped to cuda.vm.473.1796077208"}

@@ -316,11 +316,15 @@ def _perm(bits) -> str:
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 
 
+HTML_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def _md(text: str, cell: bool = False) -> str:
     out = CONTROL.sub("\ufffd", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
-    # Raw HTML never renders: `<` is escaped outside code spans (inside one it is literal anyway).
+    # Raw HTML never renders: a `<` that could open a tag is escaped outside code spans (inside one it
+    # is literal anyway); `gather_kernel<<<(1024,1,1)...>>>` stays readable.
     parts = out.split("`")
-    out = "`".join(p if i % 2 else p.replace("<", "\\<") for i, p in enumerate(parts))
+    out = "`".join(p if i % 2 else HTML_OPEN.sub(r"\\<", p) for i, p in enumerate(parts))
     return out.replace("|", "\\|") if cell else out
 
 
