@@ -199,3 +199,16 @@ def test_interrupt_and_resume(tmp_path):
         assert results[name] == mtime
     b = [json.loads(p.read_text()) for p in out.glob("trial-*-b/result.json")]
     assert all(r["ended_by"] == "timeout" and not r["crashed"] for r in b)
+
+
+def test_plan_answers_quickly_when_no_n_can_reach_the_power():
+    import time as _time
+
+    from faultkit.trials.stats import _rejection_region, _rejects
+    t0 = _time.monotonic()
+    assert trials_for_power(0.4, 0.4)[0] is None and trials_for_power(0.2, 0.4)[0] is None
+    assert _time.monotonic() - t0 < 30          # a hang guard (it never returned before), not a speed target
+    # the vectorized rejection region is Fisher's test, table by table
+    for alt in ("greater", "less", "two-sided"):
+        region = _rejection_region(12, 10, 0.05, alt)
+        assert all(region[a, b] == _rejects(a, 12, b, 10, 0.05, alt) for a in range(13) for b in range(11))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from scipy import stats
 
 
@@ -53,28 +54,45 @@ def _rejects(c1: int, n1: int, c2: int, n2: int, alpha: float, alternative: str)
     return fisher(c1, n1, c2, n2, alternative) <= alpha
 
 
+@lru_cache(maxsize=64)
+def _rejection_region(n1: int, n2: int, alpha: float, alternative: str) -> np.ndarray:
+    """R[x1, x2]: Fisher's test rejects the table (x1 of n1, x2 of n2 crashed). Computed for all
+    tables at once: given the total t = x1 + x2, x1 is hypergeometric, and the p-value of each x1
+    is a sum over that distribution (the same p-values scipy's fisher_exact gives, one by one)."""
+    region = np.zeros((n1 + 1, n2 + 1), dtype=bool)
+    for t in range(n1 + n2 + 1):
+        lo, hi = max(0, t - n2), min(n1, t)
+        xs = np.arange(lo, hi + 1)
+        pmf = stats.hypergeom.pmf(xs, n1 + n2, t, n1)
+        if alternative == "greater":
+            p = np.cumsum(pmf[::-1])[::-1]                       # P(X >= x)
+        elif alternative == "less":
+            p = np.cumsum(pmf)                                   # P(X <= x)
+        else:                                                    # two-sided: tables as or less likely
+            order = np.sort(pmf)
+            cum = np.cumsum(order)
+            p = cum[np.searchsorted(order, pmf * (1 + 1e-7), side="right") - 1]
+        region[xs, t - xs] = np.minimum(p, 1.0) <= alpha
+    return region
+
+
 def power(p1: float, p2: float, n1: int, n2: int | None = None, alpha: float = 0.05,
           alternative: str = "greater") -> float:
     """Probability that Fisher's test rejects at `alpha` when the true crash rates are p1, p2:
     the sum over every outcome (x1, x2) of P(x1) P(x2) [p(x1, x2) <= alpha]."""
     n2 = n1 if n2 is None else n2
-    pmf1 = stats.binom.pmf(range(n1 + 1), n1, p1)
-    pmf2 = stats.binom.pmf(range(n2 + 1), n2, p2)
-    total = 0.0
-    for x1, a in enumerate(pmf1):
-        if a < 1e-12:
-            continue
-        for x2, b in enumerate(pmf2):
-            if b < 1e-12:
-                continue
-            if _rejects(x1, n1, x2, n2, alpha, alternative):
-                total += a * b
-    return float(total)
+    pmf1 = stats.binom.pmf(np.arange(n1 + 1), n1, p1)
+    pmf2 = stats.binom.pmf(np.arange(n2 + 1), n2, p2)
+    return float(pmf1 @ _rejection_region(n1, n2, alpha, alternative) @ pmf2)
 
 
 def trials_for_power(p1: float, p2: float, target: float = 0.9, alpha: float = 0.05,
                      alternative: str = "greater", max_n: int = 400) -> tuple[int | None, float]:
     """Smallest n per arm whose exact power reaches `target` (None if not within max_n)."""
+    no_effect = (p1 <= p2 if alternative == "greater" else p1 >= p2 if alternative == "less" else p1 == p2)
+    if no_effect:
+        # No difference in the tested direction: the test rejects at most alpha of the time, at any n.
+        return None, power(p1, p2, 15, 15, alpha, alternative)
     best = 0.0
     for n in range(2, max_n + 1):
         pw = power(p1, p2, n, n, alpha, alternative)
