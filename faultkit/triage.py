@@ -31,7 +31,7 @@ from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .model import CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
-AFTER_FAULT_NS = 10_000_000_000     # trace rows kept after the fault: written at completion, they come later
+AFTER_FAULT_NS = 1_000_000_000      # trace rows kept after the fault: written at completion, they come later
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _read_traces(inputs: Inputs, inc: Incident, opts: TriageOptions) -> None:
     bounded = ft.boottime_ns is not None and not opts.read_all
     since = ft.boottime_ns - span if bounded else None
     # Both sides of the window: a fault in the middle of a long trace (one rank died, the others
-    # ran on) reads only the window around it, with a margin after for work that ended later.
+    # ran on) reads only the window around it, with 1 s after for work that ended later.
     until = ft.boottime_ns + AFTER_FAULT_NS if bounded else None
     trace = read_trace_paths(files, since_ns=since, until_ns=until)
     env, source = opts.env, "--env given to triage"

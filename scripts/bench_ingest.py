@@ -38,10 +38,13 @@ T0 = 5_000_000_000_000        # boottime ns of the first dispatch
 STEP = 20_000                 # a dispatch every 20 µs
 
 
-def generate(root: Path, rows: int) -> Path:
+def generate(root: Path, rows: int, fault_at: float = 1.0) -> Path:
+    """`fault_at`: where in the trace the fault falls (1.0: after the last dispatch; 0.8: one rank
+    faulted and the others ran on for the last fifth of the trace)."""
     bundle = root / "bundle"
     trace = bundle / "rocprofv3" / "host" / "4242_kernel_trace.csv"
-    if trace.exists() and (bundle / "rows.txt").read_text() == str(rows):
+    key = f"{rows} {fault_at}"
+    if trace.exists() and (bundle / "rows.txt").read_text() == key:
         return bundle
     trace.parent.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
@@ -59,14 +62,14 @@ def generate(root: Path, rows: int) -> Path:
     (bundle / "rocprofv3" / "host" / "4242_agent_info.csv").write_text(
         '"Node_Id","Logical_Node_Id","Agent_Type","Name","Product_Name"\n0,0,"CPU","cpu","EPYC"\n'
         '2,1,"GPU","gfx942","MI300X"\n')
-    fault = T0 + (rows + 1) * STEP
+    fault = T0 + (int(rows * fault_at) + 1) * STEP
     (bundle / "server.log").write_text(
         "server started\nMemory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
         "Reason: Page not present or supervisor privilege.\n")
     (bundle / "server.times.tsv").write_text(f"1\t1.0\t{T0}\t{T0}\n2\t2.0\t{fault}\t{fault}\n")
     (bundle / "manifest.json").write_text(json.dumps({"schema": "faultkit.bundle/1", "command": "bench",
                                                       "start": {"wall": 1.0, "monotonic_ns": T0, "boottime_ns": T0}}))
-    (bundle / "rows.txt").write_text(str(rows))
+    (bundle / "rows.txt").write_text(key)
     print(f"generated {rows:,} dispatches ({trace.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - t:.1f} s")
     return bundle
 
@@ -89,9 +92,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--dir", default="/tmp/fk-bench")
     ap.add_argument("--keep", action="store_true", help="keep the generated bundle")
+    ap.add_argument("--fault-at", type=float, default=1.0,
+                    help="where the fault falls in the trace, as a fraction (0.8: mid-file, the other ranks ran on)")
     args = ap.parse_args()
     root = Path(args.dir)
-    bundle = generate(root, args.rows)
+    bundle = generate(root, args.rows, args.fault_at)
     trace = bundle / "rocprofv3" / "host" / "4242_kernel_trace.csv"
     bare = root / "bare"
     if bare.exists():

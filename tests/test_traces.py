@@ -318,7 +318,7 @@ def test_fault_mid_trace_is_read_on_both_sides_of_the_window(tmp_path):
     f = next(x for x in doc["trace"]["files"] if x["table"] == "dispatches")
     size = (b / "rocprofv3" / "host" / "4242_kernel_trace.csv").stat().st_size
     assert 0 < f["read_from_byte"] < f["read_to_byte"] < size // 2 + size // 10
-    assert 2_000 <= f["rows"] <= 2_600 + 10_000 + 200       # the window, its slack, and 10 s after the fault
+    assert 2_000 <= f["rows"] <= 2_600 + 1_000 + 200        # the window, its slack, and 1 s after the fault
 
 
 def test_locked_database_is_a_problem_not_a_hang(tmp_path):
