@@ -79,7 +79,12 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
               help="check a .pftrace file instead of writing one")
 def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
-    """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one."""
+    """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one.
+
+    \b
+    Example:
+      faultkit timeline bundle/ -o incident.pftrace
+      faultkit timeline --check incident.pftrace"""
     from .export.pftrace_check import check_trace
 
     if check_file:
@@ -175,7 +180,12 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
 def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, out) -> None:
-    """Run the trials (resumes an interrupted run in the same folder)."""
+    """Run the trials (resumes an interrupted run in the same folder).
+
+    \b
+    Example:
+      faultkit trials run --arm base='python -m server' --arm fix='python -m server --no-overlap' \\
+          --env-arm fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
 
 
     from .trials.runner import Arm, TrialsError, run_trials
@@ -209,7 +219,11 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 def trials_report(folder, fmt, output) -> None:
-    """Crash rates, intervals, exact tests and signatures of a trials folder."""
+    """Crash rates, intervals, exact tests and signatures of a trials folder.
+
+    \b
+    Example:
+      faultkit trials report trials/ --format html -o trials.html"""
 
 
     from .trials.report import RENDERERS, summarise
@@ -235,7 +249,11 @@ def trials_report(folder, fmt, output) -> None:
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 def trials_plan(rates, alpha, target, n, fmt) -> None:
-    """How many trials per arm reach the power asked (exact enumeration under Fisher's test)."""
+    """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
+
+    \b
+    Example:
+      faultkit trials plan --rate base=0.4 --rate fix=0"""
     import json
 
     from .trials.report import plan_summary
@@ -312,7 +330,13 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
             command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force, out,
             command) -> None:
-    """Run COMMAND, record its output, kernel log, environments and system facts into a bundle."""
+    """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
+    with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
+
+    \b
+    Example:
+      faultkit capture -o bundle/ -- python -m sglang.launch_server --model-path ... --port 30000
+      faultkit capture --hang-after 5m --timeout 2h -o bundle/ -- python -m vllm.entrypoints.openai.api_server ..."""
     import shlex
     import time
 
