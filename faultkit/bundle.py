@@ -56,7 +56,6 @@ class Inputs:
     # Per log (its name as in `files`): (first line, CLOCK_BOOTTIME ns, wall ns) of each block of
     # lines capture read at one moment, sorted by line.
     stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
-    history: list[InputFile] = field(default_factory=list)   # the kernel log from before the capture
     missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
 
     @property
@@ -222,15 +221,15 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
         if role in (layout.OUTPUT, layout.MANIFEST_ROLE, layout.FACTS):
             continue
-        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + min(e.size, MAX_TEXT_BYTES) > MAX_TOTAL_BYTES) \
-                and not is_core_header(_peek(e)):
+        head = _peek(e) if role == layout.EVIDENCE else b""      # read once: for folders, each peek is I/O
+        if role == layout.EVIDENCE and OWN_REPORT in head:
+            continue                           # a report faultkit wrote: reading it back would count its faults twice
+        if role == layout.EVIDENCE and is_core_header(head):
+            role = layout.CORE                 # a core dump, whatever its name: read by its debugger
+        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + min(e.size, MAX_TEXT_BYTES) > MAX_TOTAL_BYTES):
             out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
                                                 f"{MAX_TOTAL_BYTES} in all; skipped"))
             continue
-        if role == layout.EVIDENCE and OWN_REPORT in _peek(e):
-            continue                           # a report faultkit wrote: reading it back would count its faults twice
-        if role == layout.EVIDENCE and is_core_header(_peek(e)):
-            role = layout.CORE                 # a core dump, whatever its name: read by its debugger
         if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and _is_torch_trace(e)):
             p = e.path()
             if p:
@@ -245,8 +244,6 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
         by_rel[e.rel] = e
         if role == layout.EVIDENCE:
             out.files.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
-        elif role == layout.HISTORY:
-            out.history.append(InputFile(e.name, _read(e, out)))
         elif role == layout.ENVIRONMENT:
             out.environ.extend(_environ(e, out))
     if captured:

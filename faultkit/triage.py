@@ -92,7 +92,7 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
     present = {Path(p).name for p in inputs.cores}
     for name, c in recorded.items():
         # A bundle passed on without its core files (they can be large) still has their transcripts.
-        saved = [f.name for f in inputs.files if Path(f.name).name.startswith(name + ".") and f.name.endswith(".txt")]
+        saved = _saved_transcripts(name, inputs.files)
         if name not in present and saved and c.get("platform") not in (None, HOST):
             inc.cores.append(CoreRecord(c["path"], str(c.get("platform")), c.get("pid"), c.get("size"),
                                         c.get("how_found"), c.get("analysed_with"), saved[0], None,
@@ -110,7 +110,7 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
         rec.problems += [p.message for p in core.problems]
         if core.platform == HOST:
             continue
-        saved = [f.name for f in inputs.files if Path(f.name).name.startswith(name + ".") and f.name.endswith(".txt")]
+        saved = _saved_transcripts(name, inputs.files)
         if saved:
             rec.analysed_with = (recorded.get(name) or {}).get("analysed_with") or "a debugger (transcript saved)"
             rec.transcript = saved[0]
@@ -129,6 +129,11 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
         else:
             rec.open_with = how_to_open(core, host_core=hosts.get(core.pid))
     return made
+
+
+def _saved_transcripts(core_name: str, files: list[InputFile]) -> list[str]:
+    """Transcripts a capture saved beside a core: `<core>.<debugger>.txt`."""
+    return [f.name for f in files if Path(f.name).name.startswith(core_name + ".") and f.name.endswith(".txt")]
 
 
 def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list, dict]:

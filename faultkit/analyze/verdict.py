@@ -163,11 +163,12 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     copy_engine = [f for f in faults if f.source == "kernel-log" and f.engine == "copy"]
     shader = [f for f in faults if f.source == "kernel-log" and f.engine == "shader"]
     # What the log-side evidence says of itself: its processes and fault addresses.
-    log_pids = {w.pid for ws in wave_kernels.values() for w in ws if w.pid is not None} | \
-        {f.pid for f in runtime.faults if f.pid is not None}
+    wave_pids = {w.pid for ws in wave_kernels.values() for w in ws if w.pid is not None}
+    log_pids = wave_pids | {f.pid for f in runtime.faults if f.pid is not None}
     log_pages = {f.address >> 12 for f in runtime.faults if f.address}
-    agree = [f for f in shader if _agrees(f, log_pids, log_pages) is True]
-    differ = [f for f in shader if _agrees(f, log_pids, log_pages) is False]
+    judged = [(f, _agrees(f, log_pids, log_pages)) for f in shader]
+    agree = [f for f, ok in judged if ok is True]
+    differ = [f for f, ok in judged if ok is False]
     ranked = sorted(cands.values(), key=lambda c: -c.score)
     for c in ranked:
         if copy_engine and not shader:
@@ -185,7 +186,6 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     ranked.sort(key=lambda c: -c.score)
 
     # A wave dump corroborates the fault only when their processes agree.
-    wave_pids = {w.pid for ws in wave_kernels.values() for w in ws if w.pid is not None}
     fault_pids = {f.pid for f in faults if f.pid is not None and is_address_fault(f)}
     if wave_kernels and wave_pids and fault_pids and not wave_pids & fault_pids:
         why = (f"the rocm-debug-agent waves are from pid {sorted(wave_pids)}, the fault from pid "

@@ -36,10 +36,7 @@ class Backend(Protocol):
     def fault_line(self) -> str | None: ...  # the first output line that means the GPU or process died
 
     @property
-    def last_output(self) -> float: ...     # time.monotonic() of the target's last output line
-
-    @property
-    def output(self) -> LineTee: ...        # the target's stamped output
+    def output(self) -> LineTee: ...        # the target's stamped output (and when its last line came)
 
     def step(self, sampler: TreeSampler) -> str | None: ...   # why the capture should end, or None
 
@@ -67,10 +64,6 @@ class PlainBackend:
     @property
     def fault_line(self) -> str | None:
         return self.target.fault_line
-
-    @property
-    def last_output(self) -> float:
-        return self.target.tee.last_output
 
     @property
     def output(self) -> LineTee:
@@ -130,10 +123,6 @@ class DebugLaunchBackend:
     @property
     def fault_line(self) -> str | None:
         return self.tee.fault_line
-
-    @property
-    def last_output(self) -> float:
-        return self.tee.last_output
 
     @property
     def output(self) -> LineTee:
@@ -202,10 +191,6 @@ class DebugAttachBackend:
     @property
     def fault_line(self) -> str | None:
         return self.target.fault_line
-
-    @property
-    def last_output(self) -> float:
-        return self.target.last_output
 
     @property
     def output(self) -> LineTee:

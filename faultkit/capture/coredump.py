@@ -112,19 +112,19 @@ def arm(out: Path, full: bool = False, rocm: str | None = None, target_env: dict
                        "rocgdb needs")
     # The core-size limit: ROCr stops writing at it (the CUDA driver does not need it). Raised only
     # where ROCm can run: elsewhere it would only make the kernel write host cores of every crash.
+    cap = min(hard, max(0, min(DEFAULT_CAP, free // 2)))
     if not (amd or ver) or not a.rocm:
         a.notes.append(f"core-size limit left at {_limit(soft)}: " + ("no AMD GPU or ROCm here (CUDA GPU cores do not "
                        "depend on it)" if not (amd or ver) else "ROCm dumps are not armed"))
     elif full:
         a.core_limit = resource.RLIM_INFINITY if hard >= INFINITE else hard
     elif ver is not None and ver < ROCM_LIGHTWEIGHT_SINCE:
-        cap = min(hard, max(0, min(DEFAULT_CAP, free // 2)))
         a.core_limit = cap
         a.notes.append(f"ROCm {ver[0]}.{ver[1]} cannot write lightweight GPU cores: the core-size limit is capped at "
                        f"{cap / GiB:.1f} GB (half the free disk, at most {DEFAULT_CAP // GiB} GB); ROCr stops writing "
                        f"there, keeping the agents, queues and the first segments")
     else:
-        a.core_limit = min(hard, max(0, min(DEFAULT_CAP, free // 2)))
+        a.core_limit = cap
         if a.core_limit != soft:
             a.notes.append(f"core-size limit for the target raised from {_limit(soft)} to {_limit(a.core_limit)} "
                            f"(capped by the hard limit {_limit(hard)} and the free disk)")

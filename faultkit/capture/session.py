@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
-from ..ingest.core_file import CoreFile, inspect_core
+from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
 from .core_debugger import debugger_for, how_to_open, open_core
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
@@ -160,7 +160,8 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         while ended_by is None:
             sampler.sample()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
-            if ended_by is None and opts.hang_after_s and time.monotonic() - backend.last_output > opts.hang_after_s:
+            silent = time.monotonic() - backend.output.last_output
+            if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
                 ended_by = "hang"
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
@@ -232,10 +233,11 @@ def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> li
     found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest["start"]["wall"], triggered,
                                 manifest.get("root_pid"))
     cmdlines = {r.pid: r.raw_cmdline for r in records}
-    hosts = {c.pid: c.path for c in found if (inspect_core(c.path) or _NOT_CORE).platform == "host"}
+    inspected = {c.path: inspect_core(c.path) for c in found}
+    hosts = {c.pid: c.path for c in found if inspected[c.path] is not None and inspected[c.path].platform == "host"}
     listed = []
     for c in found:
-        core = inspect_core(c.path)
+        core = inspected[c.path]
         entry = {**c.to_json(), "platform": core.platform if core else "not a core",
                  "problems": [p.message for p in core.problems] if core else []}
         if core is not None and core.platform != "host":
@@ -252,8 +254,6 @@ def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> li
         listed.append(entry)
     return listed
 
-
-_NOT_CORE = CoreFile("", "not a core", 0)
 
 
 def _exe(cmdline: list[str] | None) -> str | None:

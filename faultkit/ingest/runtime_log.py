@@ -256,7 +256,9 @@ class _Window:
         """Forget what was read after line i and go on from the next line that may matter."""
         k = i - self.first
         del self.buf[k + 1:], self.ends[k + 1:]
-        self.src.skip_to(self.ends[k], self.buf[k].no, SKIP_TO)
+        # Passing over stops at a line that may matter or an excerpt boundary (MAY_MATTER holds
+        # "# ---"); an over-long line passed over is not read at all, so it is not reported.
+        self.src.skip_to(self.ends[k], self.buf[k].no, MAY_MATTER)
         self.done = False
 
     def __getitem__(self, j: int) -> Line:
@@ -301,9 +303,6 @@ MAY_MATTER = _literals([
     "rptr", "# ---"])
 
 
-# Where passing over lines stops: a line that may matter or an excerpt boundary (an over-long line
-# passed over is not read at all, so it costs nothing and is not reported).
-SKIP_TO = MAY_MATTER
 
 
 def _quiet(st: _State) -> bool:
