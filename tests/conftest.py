@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,24 @@ def corpus_files(sub: str, pattern: str = "*.txt") -> list[Path]:
 
 def corpus_ids(files: list[Path]) -> list[str]:
     return [f.name for f in files]
+
+
+# The corpus's own markup (README "Use in tests"): provenance lines are dropped, and an excerpt
+# boundary becomes the elision line a poster would write between two stretches of a log.
+_MARKUP = re.compile(rb"^# (?:source|notes|Format|Version)\b[^\n]*\n?", re.M)
+_EXCERPT = re.compile(rb"^# ---[^\n]*$", re.M)
+
+
+def corpus_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix in (".csv", ".xz", ".cu", ".py", ".sh"):
+        return data
+    return _EXCERPT.sub(b"---", _MARKUP.sub(b"", data))
+
+
+def corpus_copy(path: Path, folder: Path) -> Path:
+    """The file as evidence a user would hold (markup stripped), for tests that go through triage."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / path.name
+    out.write_bytes(corpus_bytes(path))
+    return out

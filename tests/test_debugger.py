@@ -10,14 +10,14 @@ from faultkit.triage import build
 from faultkit.export.report import render_markdown, to_json
 from faultkit.ingest.debugger import parse_debugger, parse_frame
 
-from .conftest import CORPUS, corpus_files, corpus_ids
+from .conftest import CORPUS, corpus_bytes, corpus_copy, corpus_files, corpus_ids
 
 TRANSCRIPTS = corpus_files("gdb") + corpus_files("gdb/doc_examples") + corpus_files("cuda")
 
 
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=corpus_ids(TRANSCRIPTS))
 def test_every_transcript_parses(corpus, path):
-    log = parse_debugger(path.read_bytes(), path.name)
+    log = parse_debugger(corpus_bytes(path), path.name)
     for f in examine(log, path.name):
         assert f.stop.origin.line
     assert all(p.file == path.name for p in log.problems)
@@ -63,7 +63,7 @@ def _corpus(name):
 @pytest.mark.parametrize("name", sorted(STOPS))
 def test_corpus_stop(corpus, name):
     kind, sig, gpu, tid, func, line = STOPS[name]
-    log = parse_debugger(_corpus(name).read_bytes(), name)
+    log = parse_debugger(corpus_bytes(_corpus(name)), name)
     stop = [s for s in log.stops if s.kind != "attach"][-1]
     assert (stop.kind, stop.signal, stop.gpu is not None, stop.thread) == (kind, sig, gpu, tid)
     assert stop.frame is not None and stop.frame.function == func
@@ -71,10 +71,10 @@ def test_corpus_stop(corpus, name):
 
 
 def test_corpus_wave_and_lane_ids(corpus):
-    st = parse_debugger(_corpus("p1sin_crux_sigsegv_gfx1101_rocm612.txt").read_bytes()).stops[0]
+    st = parse_debugger(corpus_bytes(_corpus("p1sin_crux_sigsegv_gfx1101_rocm612.txt"))).stops[0]
     g = st.gpu
     assert (g.agent, g.queue, g.dispatch, g.wave, g.lane, g.workgroup, g.work_item) == (1, 2, 1, 1, 1, (31, 0, 0), (0, 0, 1))
-    st = parse_debugger(_corpus("h200_attach_gdb_1105.txt").read_bytes()).stops[-1]
+    st = parse_debugger(corpus_bytes(_corpus("h200_attach_gdb_1105.txt"))).stops[-1]
     g = st.gpu
     assert (g.grid, g.block, g.thread, g.sm, g.warp, g.device) == (17, (341, 0, 0), (64, 0, 0), 39, 8, 0)
     assert st.error_pc == 0x7efd0b7a5b90 and st.frame.pc == 0x7efd0b7a5ca0   # the exception PC is not $pc
@@ -82,63 +82,63 @@ def test_corpus_wave_and_lane_ids(corpus):
 
 
 def test_corpus_warnings_and_precise_memory(corpus):
-    log = parse_debugger(_corpus("rocke_sigsegv_imprecise_gfx950_rocm72.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("rocke_sigsegv_imprecise_gfx950_rocm72.txt")))
     assert log.stops[0].imprecise_warning and log.stops[0].lane_inactive
     assert precise_state(log, log.stops[0])[0] is False
-    log = parse_debugger(_corpus("nan_check_sigfpe_imprecise_alu.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("nan_check_sigfpe_imprecise_alu.txt")))
     st = log.stops[0]
     assert st.imprecise_warning and st.gpu.systag.startswith("AMDGPU Lane 1:64:1:1/0")   # warning between the lines
-    log = parse_debugger(_corpus("hpctraining_omp_offload_sigsegv.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("hpctraining_omp_offload_sigsegv.txt")))
     assert log.precise_memory == "requested" and precise_state(log, log.stops[0])[0] is True
-    log = parse_debugger(_corpus("bc250_gfx1013_unsupported_warnings.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("bc250_gfx1013_unsupported_warnings.txt")))
     assert log.precise_memory == "could-not-enable"
     assert [e.fields.get("arch") for e in log.events if e.kind == "unsupported-agent"][0] == "gfx1013"
-    log = parse_debugger((CORPUS / "gdb/doc_examples/doc_rocgdb_show_precise_memory.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(CORPUS / "gdb/doc_examples/doc_rocgdb_show_precise_memory.txt"))
     assert log.precise_memory == "could-not-enable"   # a later 'currently disabled' does not undo the failure
 
 
 def test_corpus_tables(corpus):
     g = CORPUS / "gdb"
     d = CORPUS / "gdb/doc_examples"
-    log = parse_debugger((g / "hpctraining_info_agents_mi250.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(g / "hpctraining_info_agents_mi250.txt"))
     a = log.agents[0]
     assert (a.gpuid, a.arch, a.name, a.location, a.current) == (64146, "gfx90a", "Aldebaran/MI200 [Instinct MI250X/MI250]",
                                                                 "29:00.0", True)
-    assert [a.location for a in parse_debugger((d / "doc_rocgdb_info_agents.txt").read_bytes()).agents] == \
+    assert [a.location for a in parse_debugger(corpus_bytes(d / "doc_rocgdb_info_agents.txt")).agents] == \
         ["0000:0a:00.0", "0000:44:00.0"]
-    q = parse_debugger((d / "doc_rocgdb_info_queues.txt").read_bytes()).queues
+    q = parse_debugger(corpus_bytes(d / "doc_rocgdb_info_queues.txt")).queues
     assert [(x.queue, x.qid, x.type, x.read, x.size) for x in q] == [(1, 1, "HSA", 0, 65536), (2, 2, "DMA", None, 1048576),
                                                                     (3, 0, "HSA", 4, 262144)]
-    full = parse_debugger((d / "doc_rocgdb_info_dispatches_full.txt").read_bytes()).dispatches[0]
+    full = parse_debugger(corpus_bytes(d / "doc_rocgdb_info_dispatches_full.txt")).dispatches[0]
     assert full.kernel == "bit_extract_kernel(unsigned int*, unsigned int const*, unsigned long)"
     assert (full.private, full.kernel_descriptor, full.fence) == (220, 0x7ffde5409800, "B|As")
-    rows = parse_debugger((d / "doc_rocgdb_testsuite_info_dispatches_samples.txt").read_bytes()).dispatches
+    rows = parse_debugger(corpus_bytes(d / "doc_rocgdb_testsuite_info_dispatches_samples.txt")).dispatches
     assert [(r.queue, r.dispatch, r.kernel) for r in rows[:2]] == [(1, 1, "single_wave_kernel1()"), (3, 2, "single_wave_kernel2()")]
-    threads = parse_debugger((g / "lumi_info_threads_rocm51.txt").read_bytes()).threads
+    threads = parse_debugger(corpus_bytes(g / "lumi_info_threads_rocm51.txt")).threads
     assert len(threads) == 6 and threads[2].current and threads[2].gpu.wave == 1
     assert threads[2].frame.endswith("at saxpy.hip:57") and "from /opt/rocm/lib/libhsa-runtime64.so.1" in threads[0].frame
-    unknown = parse_debugger((d / "doc_rocgdb_info_threads_unknown_coords.txt").read_bytes()).threads[-1].gpu
+    unknown = parse_debugger(corpus_bytes(d / "doc_rocgdb_info_threads_unknown_coords.txt")).threads[-1].gpu
     assert unknown.dispatch is None and unknown.workgroup == (None, None, None)
-    lanes = parse_debugger((d / "doc_rocgdb_info_lanes.txt").read_bytes()).lanes
+    lanes = parse_debugger(corpus_bytes(d / "doc_rocgdb_info_lanes.txt")).lanes
     assert [(x.state, x.gpu.lane, x.gpu.work_item) for x in lanes] == [("A", 2, (1, 2, 4)), ("I", 12, (1, 2, 3))]
-    assert len(parse_debugger((d / "doc_rocgdb_mi_lane_info.txt").read_bytes()).lanes) == 3
-    refs = parse_debugger((d / "doc_rocgdb_info_sharedlibrary.txt").read_bytes()).code_objects
+    assert len(parse_debugger(corpus_bytes(d / "doc_rocgdb_mi_lane_info.txt")).lanes) == 3
+    refs = parse_debugger(corpus_bytes(d / "doc_rocgdb_info_sharedlibrary.txt")).code_objects
     assert [(r.scheme, r.offset, r.size, r.low) for r in refs] == [("file", 6477, 10832, 0x7fd11d001000),
                                                                    ("memory", 0x7fd0083e7f60, 41416, 0x7fd11d008000)]
-    k = parse_debugger((g / "cuda_gdb_info_cuda_kernels_old.txt").read_bytes()).cuda_kernels[0]
+    k = parse_debugger(corpus_bytes(g / "cuda_gdb_info_cuda_kernels_old.txt")).cuda_kernels[0]
     assert (k.kernel_id, k.grid, k.grid_dim, k.name.split("(")[0]) == (5, 6, "(4801,1,1)", "render")
-    ev = parse_debugger((CORPUS / "cuda/h200_mp_cudagdb.txt").read_bytes())
+    ev = parse_debugger(corpus_bytes(CORPUS / "cuda/h200_mp_cudagdb.txt"))
     assert ev.debugger == "cuda-gdb" and any(e.kind == "debugger-internal-error" for e in ev.events)
     assert any(e.kind == "exec" and e.fields["program"] == "/usr/bin/python3.12" for e in ev.events)
-    assert any(e.kind == "inferior-exit" for e in parse_debugger((g / "p1sin_inferior_exit.txt").read_bytes()).events)
+    assert any(e.kind == "inferior-exit" for e in parse_debugger(corpus_bytes(g / "p1sin_inferior_exit.txt")).events)
 
 
 def test_corpus_disassembly_marks(corpus):
-    log = parse_debugger(_corpus("rocke_disassemble_around_pc.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("rocke_disassemble_around_pc.txt")))
     block = log.disassembly[0]
     assert [x.marker for x in block] == ["", "", "=>", ""]
     assert block[1].instruction.startswith("global_store_dwordx4")
-    log = parse_debugger(_corpus("p1sin_crux_sigsegv_gfx1101_rocm612.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(_corpus("p1sin_crux_sigsegv_gfx1101_rocm612.txt")))
     cur = [x for x in log.disassembly[0] if x.marker == "=>"][0]
     assert (cur.pc, cur.symbol, cur.offset, cur.instruction) == (0x7fffed2b8b18, "_Z10crux_p1sinPd", 24, "s_mov_b32 exec_lo, s0")
     st = log.stops[0]
@@ -148,7 +148,7 @@ def test_corpus_disassembly_marks(corpus):
 
 
 def test_corpus_sanitizer(corpus):
-    log = parse_debugger((CORPUS / "cuda/h200_oob_sanitizer.txt").read_bytes())
+    log = parse_debugger(corpus_bytes(CORPUS / "cuda/h200_oob_sanitizer.txt"))
     r = log.sanitizer[0]
     assert (r.space, r.access, r.size, r.kernel, r.offset, r.file, r.line) == \
         ("global", "write", 4, "scatter_oob_kernel(float *, const int *, int)", 0xf0, "oob.cu", 6)
@@ -156,7 +156,7 @@ def test_corpus_sanitizer(corpus):
         ((0, 0, 0), (2048, 0, 0), 0x7f8e2aa00000, 4158651905, "after", 0x7f8d32c00000, 512)
     assert r.host_frames == ["main in oob.cu:16 [0x8eae] in oob"]
     assert [e.fields["code"] for e in log.events if e.kind == "sanitizer-api-error"] == [719]
-    mp = parse_debugger((CORPUS / "cuda/h200_sanitizer_mp.txt").read_bytes()).sanitizer[0]
+    mp = parse_debugger(corpus_bytes(CORPUS / "cuda/h200_sanitizer_mp.txt")).sanitizer[0]
     assert mp.kernel == "gather_kernel" and "worker in mp_server.py:22" in mp.host_frames
 
 
@@ -171,8 +171,8 @@ def test_corpus_sanitizer(corpus):
     ("gnu_gdb_clinfo_thread_received_sigsegv.txt", "unknown", None),
     ("rocgdb_pr68_cpu_thread_sigsegv.txt", "unknown", None),
 ])
-def test_corpus_triage_verdicts(corpus, name, level, kernel):
-    doc = to_json(build(collect([str(_corpus(name))])))
+def test_corpus_triage_verdicts(corpus, tmp_path, name, level, kernel):
+    doc = to_json(build(collect([str(corpus_copy(_corpus(name), tmp_path))])))
     assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == (level, kernel)
     if level == "unknown":
         assert "not a GPU fault" in doc["verdict"]["why"]

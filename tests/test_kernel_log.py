@@ -4,7 +4,7 @@ import pytest
 
 from faultkit.ingest.kernel_log import parse_kernel_log
 
-from .conftest import corpus_files, corpus_ids
+from .conftest import corpus_bytes, corpus_files, corpus_ids
 
 GMC9_610 = """\
 [ 4778.915423] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)
@@ -154,7 +154,7 @@ DMESG = corpus_files("dmesg")
 
 @pytest.mark.parametrize("path", DMESG, ids=corpus_ids(DMESG))
 def test_every_dmesg_corpus_file_parses(path):
-    k = parse_kernel_log(path.read_bytes(), path.name)
+    k = parse_kernel_log(corpus_bytes(path), path.name)
     if not path.name.startswith("rocr_"):
         assert k.faults or k.events or k.xids, f"{path.name}: nothing recognised"
 
@@ -190,7 +190,7 @@ EXPECTED_FAULTS = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_FAULTS))
 def test_dmesg_corpus_fault_pages_and_clients(corpus, name):
     pages, clients = EXPECTED_FAULTS[name]
-    k = parse_kernel_log((corpus / "dmesg" / name).read_bytes(), name)
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / name), name)
     found_pages = {f.address for f in k.faults}
     found_clients = {f.client_name for f in k.faults if f.client_name}
     assert pages <= found_pages, f"missing pages {[hex(p) for p in pages - found_pages]}"
@@ -198,10 +198,10 @@ def test_dmesg_corpus_fault_pages_and_clients(corpus, name):
 
 
 def test_dmesg_corpus_mi300_die_and_pids(corpus):
-    k = parse_kernel_log((corpus / "dmesg" / "gfx942_mi300x_mmhub0_sdma1_rocm_issue_4021.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / "gfx942_mi300x_mmhub0_sdma1_rocm_issue_4021.txt"))
     f = [f for f in k.faults if f.address][0]
     assert (f.die, f.pid, f.process, f.rw) == ("AID0", 6071, "python3.12", 1)
-    k = parse_kernel_log((corpus / "dmesg" / "gfx9_two_gpus_null_deref_dmesg_T_rocm_issue_2480.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / "gfx9_two_gpus_null_deref_dmesg_T_rocm_issue_2480.txt"))
     assert {f.pid for f in k.faults} >= {4277, 4278}
 
 
@@ -220,23 +220,23 @@ EXPECTED_EVENTS = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_EVENTS))
 def test_dmesg_corpus_events(corpus, name):
-    k = parse_kernel_log((corpus / "dmesg" / name).read_bytes(), name)
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / name), name)
     assert EXPECTED_EVENTS[name] <= {e.kind for e in k.events}
 
 
 def test_dmesg_corpus_reset_source_and_reverse(corpus):
-    k = parse_kernel_log((corpus / "dmesg" / "gfx1010_rx5700xt_gfx_timeout_ring_reset_cosmic_epoch_issue_3764.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / "gfx1010_rx5700xt_gfx_timeout_ring_reset_cosmic_epoch_issue_3764.txt"))
     reset = [e for e in k.events if e.kind == "gpu-reset"][0]
     timeout = [e for e in k.events if e.kind == "ring-timeout"][0]
     assert reset.fields["source"] == 1 and timeout.fields["pid"] == 2288
-    k = parse_kernel_log((corpus / "dmesg" / "gfx10_reverse_journal_scrubbed_host_thread_with_space_proton_issue_5030.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "dmesg" / "gfx10_reverse_journal_scrubbed_host_thread_with_space_proton_issue_5030.txt"))
     assert k.reversed_input
     assert any(f.process == "HaloInfinite.ex" and f.thread == "00 MAIN" for f in k.faults)
 
 
 def test_cuda_corpus_xids(corpus):
-    k = parse_kernel_log((corpus / "cuda" / "h200_dmesg_xid.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "cuda" / "h200_dmesg_xid.txt"))
     assert {x.xid for x in k.xids} == {13, 31, 43}
     assert any(x.xid == 31 and x.pid == 581 and x.address == 0x838c74800000 for x in k.xids)
-    k = parse_kernel_log((corpus / "cuda" / "h200_dmesg_tail.txt").read_bytes())
+    k = parse_kernel_log(corpus_bytes(corpus / "cuda" / "h200_dmesg_tail.txt"))
     assert k.xids

@@ -11,6 +11,8 @@ from faultkit.export.report import to_json
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.triage import build
 
+from .conftest import corpus_bytes, corpus_copy
+
 VM = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
       "Reason: Page not present or supervisor privilege.")
 SHAPES = {
@@ -57,9 +59,9 @@ def test_syslog_lines_with_a_monotonic_stamp_are_a_kernel_log():
     assert (f["address"], f["pid"], f["detail"]["pasid"]) == ("0x7f3a2c400000", 48213, 32801)
 
 
-def test_every_corpus_kernel_log_keeps_its_faults_through_triage(corpus):
+def test_every_corpus_kernel_log_keeps_its_faults_through_triage(corpus, tmp_path):
     for path in sorted((corpus / "dmesg").iterdir()):
-        parsed = parse_kernel_log(path.read_bytes(), str(path))
-        doc = to_json(build(collect([str(path)])))
+        parsed = parse_kernel_log(corpus_bytes(path), str(path))
+        doc = to_json(build(collect([str(corpus_copy(path, tmp_path / path.stem))])))
         got = [f for f in doc["faults"] if f["source"] == "kernel-log"]
         assert len(got) == len(parsed.faults) + len(parsed.xids), path.name

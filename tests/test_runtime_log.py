@@ -4,7 +4,7 @@ import pytest
 
 from faultkit.ingest.runtime_log import parse_runtime_log
 
-from .conftest import corpus_files, corpus_ids
+from .conftest import corpus_bytes, corpus_files, corpus_ids
 
 
 def parse(text):
@@ -205,7 +205,7 @@ RUNTIME = corpus_files("runtime")
 
 @pytest.mark.parametrize("path", RUNTIME, ids=corpus_ids(RUNTIME))
 def test_every_runtime_corpus_file_parses(path):
-    r = parse_runtime_log(path.read_bytes(), path.name)
+    r = parse_runtime_log(corpus_bytes(path), path.name)
     assert r.faults or r.waves or r.dispatches or r.host_errors or r.hints or r.notes or \
         path.name.startswith("rocgdb_"), f"{path.name}: nothing recognised"
 
@@ -240,7 +240,7 @@ EXPECTED_RUNTIME = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_RUNTIME))
 def test_runtime_corpus_fault_records(corpus, name):
     kind, node, address, reason_or_code = EXPECTED_RUNTIME[name]
-    r = parse_runtime_log((corpus / "runtime" / name).read_bytes(), name)
+    r = parse_runtime_log(corpus_bytes(corpus / "runtime" / name), name)
     match = [f for f in r.faults if f.kind == kind]
     assert match, f"{name}: no {kind} record"
     f = match[0]
@@ -252,14 +252,14 @@ def test_runtime_corpus_fault_records(corpus, name):
 
 
 def test_runtime_corpus_kernel_names(corpus):
-    r = parse_runtime_log((corpus / "runtime" / "memory_fault_error_kernel_name_therock_issue_6472.txt").read_bytes())
+    r = parse_runtime_log(corpus_bytes(corpus / "runtime" / "memory_fault_error_kernel_name_therock_issue_6472.txt"))
     assert r.faults[0].kernel.startswith("void rocsparse::csr2hyb_kernel<512u, float>(")
-    r = parse_runtime_log((corpus / "runtime" / "debug_agent_v2_mfc_fixture_rocm720_offload.txt").read_bytes())
+    r = parse_runtime_log(corpus_bytes(corpus / "runtime" / "debug_agent_v2_mfc_fixture_rocm720_offload.txt"))
     assert {w.kernel for w in r.waves} == {"__omp_offloading_8116438_1c00689b__QMm_time_steppersPs_tvd_rk_l486"}
     assert [w.wave for w in r.waves] == [249, 250]
-    r = parse_runtime_log((corpus / "runtime" / "debug_agent_v2_assert_trap_docs_sample.txt").read_bytes())
+    r = parse_runtime_log(corpus_bytes(corpus / "runtime" / "debug_agent_v2_assert_trap_docs_sample.txt"))
     assert r.waves[0].kernel == "vector_add_assert_trap(int*, int*, int*)" and r.waves[0].marked_pc == 0x7fd4f100d0e8
-    r = parse_runtime_log((corpus / "runtime" / "hang_analysis_kernel_name_cmssw_issue_50607.txt").read_bytes())
+    r = parse_runtime_log(corpus_bytes(corpus / "runtime" / "hang_analysis_kernel_name_cmssw_issue_50607.txt"))
     named = [d for d in r.dispatches if d.kernel]
     assert named[0].kernel.startswith("_ZN6alpaka6detail9gpuKernel") and (named[0].rptr, named[0].wptr) == (155, 442)
 
@@ -268,11 +268,11 @@ def test_runtime_corpus_glued_lines_in_dmesg_folder(corpus):
     for name, addr in [("rocr_memory_access_fault_mi300x_rocm_issue_4021.txt", 0x709843600000),
                        ("rocr_memory_access_fault_stderr_7900xtx_rocm_issue_3452.txt", 0x7f9587e00000),
                        ("rocr_memory_access_fault_core_dump_680m_rocm_issue_5225.txt", 0x7a6eedb80000)]:
-        r = parse_runtime_log((corpus / "dmesg" / name).read_bytes(), name)
+        r = parse_runtime_log(corpus_bytes(corpus / "dmesg" / name), name)
         assert r.faults[0].address == addr, name
 
 
 def test_cuda_corpus_host_errors(corpus):
-    r = parse_runtime_log((corpus / "cuda" / "h200_mp_plain.txt").read_bytes())
+    r = parse_runtime_log(corpus_bytes(corpus / "cuda" / "h200_mp_plain.txt"))
     assert r.host_errors[0].enum == "cudaErrorIllegalAddress"
     assert r.report_points[0].frame.endswith("in worker") and r.report_points[0].process_tag == "SpawnProcess-2"

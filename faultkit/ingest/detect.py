@@ -6,8 +6,6 @@ import re
 
 from .text import ANSI
 
-HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b.*$", re.M)
-
 KERNEL_MARKERS = re.compile(
     r"^(?:\d\d:\d\d:\d\d(?:\.\d+)? |\[\s*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[\s*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
     r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?\s*(?:\[\s*\d+\.\d+\]\s*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
@@ -26,7 +24,6 @@ def detect_kinds(text: str) -> set[str]:
     """Kinds of evidence in a text file. A file may hold several (a pasted issue with both
     the server's stderr and its dmesg); a file with none is read as a runtime log."""
     sample = text if len(text) < 4_000_000 else text[:2_000_000] + text[-2_000_000:]
-    sample = HEADER_COMMENT.sub("", sample)
     if "\x1b" in sample:
         sample = ANSI.sub("", sample)
     kinds: set[str] = set()

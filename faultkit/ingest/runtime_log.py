@@ -256,8 +256,8 @@ class _Window:
         """Forget what was read after line i and go on from the next line that may matter."""
         k = i - self.first
         del self.buf[k + 1:], self.ends[k + 1:]
-        # Passing over stops at a line that may matter or an excerpt boundary (MAY_MATTER holds
-        # "# ---"); an over-long line passed over is not read at all, so it is not reported.
+        # Passing over stops at a line that may matter or an elision (MAY_MATTER holds their
+        # words); an over-long line passed over is not read at all, so it is not reported.
         self.src.skip_to(self.ends[k], self.buf[k].no, MAY_MATTER)
         self.done = False
 
@@ -300,7 +300,7 @@ MAY_MATTER = _literals([
     "Kernel", "kernel", "VGPU", "core", "Core", "debug interface", "file-based", "Fatal", "SIGABRT", "exitcode",
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
-    "rptr", "# ---"])
+    "rptr", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
 

@@ -1,8 +1,9 @@
 """Turning raw bytes of a log into numbered lines, whatever state the log is in.
 
 Logs from crashed runs are cut mid-line, carry terminal escapes and progress-bar carriage
-returns, and are not always UTF-8. Shared corpus excerpts carry `# source:` headers and
-`# ---` excerpt boundaries; those are honoured here so every parser sees the same lines.
+returns, and are not always UTF-8. Pasted evidence is cut into stretches with marks such as
+`---`, `[...]` or `<snip>`: such a mark closes every open multi-line record, since what follows
+it is another stretch of the log. A bare `...` does not: posters write it inside a record too.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Iterator
 from ..model import Problem
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
-HEADER_COMMENT = re.compile(r"^# (?:source|notes|Format|Version)\b")
-BOUNDARY = re.compile(r"^# ---")
+BOUNDARY = re.compile(r"^\s*(?:#\s*)?(?:\[(?:\.{3}|\u2026)\]|[\[<](?:snip|snipped|truncated|cut)[\]>]|-{3,})\s*$", re.I)
 # A hex or base64 dump can put megabytes on one line. Messages sit at a line's start (or, glued
 # after a progress bar, at its end): the middle of an over-long line is dropped, and said.
 MAX_LINE = 8192
@@ -67,9 +67,7 @@ class LineSource:
                 end = self.n
             raw = self.text[self.pos:end].rstrip("\r")
             self.pos, self.no, self.end = end + 1, self.no + 1, end
-            line = make_line(self.no, raw)
-            if line is not None:
-                return line
+            return make_line(self.no, raw)
         return None
 
     def skip_to(self, after: int, after_no: int, pattern: re.Pattern) -> None:
@@ -82,13 +80,11 @@ class LineSource:
         self.pos = start
 
 
-def make_line(no: int, raw: str) -> Line | None:
+def make_line(no: int, raw: str) -> Line:
     if "\x1b" in raw:
         raw = ANSI.sub("", raw)
     if BOUNDARY.match(raw):
         return Line(no, "", boundary=True)
-    if HEADER_COMMENT.match(raw):
-        return None
     if len(raw) > MAX_LINE:
         # tqdm rewrites a line with \r; the segments stay on one line so a fault glued after a bar
         # is still found with re.search.
