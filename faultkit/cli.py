@@ -22,7 +22,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default="md",
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default="md",
               show_default=True, help="report format")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="write here instead of stdout")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
@@ -73,7 +73,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
 @main.command()
 @click.argument("inputs", nargs=-1)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="trace file to write")
-@click.option("--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
+@click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
               help="native Perfetto protobuf, or Chrome trace-event JSON")
 @click.option("--window", default="30s", show_default=True, help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
@@ -216,7 +216,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 
 @trials.command("report")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 def trials_report(folder, fmt, output) -> None:
     """Crash rates, intervals, exact tests and signatures of a trials folder.
@@ -247,7 +247,7 @@ def trials_report(folder, fmt, output) -> None:
 @click.option("--alpha", type=float, default=0.05, show_default=True)
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
-@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
 def trials_plan(rates, alpha, target, n, fmt) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
 

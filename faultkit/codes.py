@@ -18,8 +18,9 @@ HSA_STATUS: dict[int, tuple[str, str]] = {
            "an address above 48 bits)"),
     0x2a: ("HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION", "a wave executed an illegal shader instruction"),
     0x2b: ("HSA_STATUS_ERROR_MEMORY_FAULT",
-           "a wave accessed an inaccessible address (reported this way only by ROCm ~4.5-5.1; "
-           "newer ROCm prints 'Memory access fault by GPU node-N' instead)"),
+           "a wave accessed an inaccessible address (the queue callback's status on ROCm ~4.5-5.1, and "
+           "'Warning: Queue error - ...' from ROCr builds with assertions on, ROCm 7.x; newer callbacks print "
+           "'Memory access fault by GPU node-N' as well)"),
     0x2c: ("HSA_STATUS_CU_MASK_REDUCED", "the CU mask was reduced"),
     0x2d: ("HSA_STATUS_ERROR_OUT_OF_REGISTERS", "a kernel requested more VGPRs than the agent has"),
     0x2e: ("HSA_STATUS_ERROR_RESOURCE_BUSY", "resource busy"),
@@ -131,25 +132,33 @@ SOC21_IH_CLIENTS = {0: "IH", 2: "ATHUB", 3: "BIF", 4: "DCN", 5: "ISP", 6: "MP3",
 GFX8_MC_CLIENTS = {"TC": "TCP", "CB": "CB", "DB": "DB", "CP": "CPC", "SD": "SDMA", "TA": "TCP"}
 
 
-def decode_status(status: int) -> dict:
-    """Decode *_L2_PROTECTION_FAULT_STATUS; the layout is the same on gfx9-gfx12."""
-    return {
-        "more_faults": status & 1,
-        "walker_error": (status >> 1) & 0x7,
-        "permission_faults": (status >> 4) & 0xF,
-        "mapping_error": (status >> 8) & 1,
-        "cid": (status >> 9) & 0x1FF,
-        "rw": (status >> 18) & 1,
-        "vmid": (status >> 20) & 0xF,
-    }
+# field -> (shift, mask) of *_L2_PROTECTION_FAULT_STATUS
+STATUS_LAYOUT = {"more_faults": (0, 1), "walker_error": (1, 0x7), "permission_faults": (4, 0xF),
+                 "mapping_error": (8, 1), "cid": (9, 0x1FF), "rw": (18, 1), "vmid": (20, 0xF)}
+# GC 12.1's mmhub 4.2.0 MMVM_L2_PROTECTION_FAULT_STATUS_LO32 widens the walker and permission fields.
+STATUS_LAYOUT_MMHUB_4_2 = {"more_faults": (0, 1), "walker_error": (1, 0xF), "permission_faults": (5, 0x1F),
+                           "mapping_error": (10, 1), "cid": (11, 0x1FF), "rw": (20, 1), "vmid": (22, 0xF)}
 
 
-def utcl2_client_name(cid: int, generation: str | None, hub: str | None, rw: int = 0) -> str | None:
-    """Best-effort client name when the log printed only the raw status."""
+def decode_status(status: int, generation: str | None = None, hub: str | None = None) -> dict:
+    """Decode *_L2_PROTECTION_FAULT_STATUS: one layout on gfx9-gfx12, another on GC 12.1's mmhub."""
+    layout = STATUS_LAYOUT_MMHUB_4_2 if generation == "gc12.1" and (hub or "").startswith("mm") else STATUS_LAYOUT
+    return {k: (status >> shift) & mask for k, (shift, mask) in layout.items()}
+
+
+def utcl2_client_name(cid: int, generation: str | None, hub: str | None, rw: int = 0,
+                      die: str | None = None) -> str | None:
+    """Best-effort client name when the log printed only the raw status; None where the table
+    depends on a GPU model the log does not name."""
     if hub and hub.startswith("mm"):
-        if generation == "gfx9":
-            return MMHUB_ALDEBARAN.get(cid) or MMHUB_ARCTURUS.get(cid)
-        return None
+        if generation != "gfx9":
+            return None
+        if die:                      # the die cookie is printed on MI300 only (mmhub 1.8: aldebaran table)
+            return MMHUB_ALDEBARAN.get(cid)
+        # Vega10/12/20, Raven and Renoir index other tables by [cid][rw] for cids below 64; only the
+        # SDMA/OSS ids of MI100/MI200/MI300 (>= 256) read the same on every part that has them.
+        names = {MMHUB_ALDEBARAN.get(cid), MMHUB_ARCTURUS.get(cid)}
+        return names.pop() if cid >= 256 and len(names) == 1 else None
     table = {"gfx9": GFXHUB_GFX9, "gfx10": GFXHUB_GFX10_11, "gfx11": GFXHUB_GFX10_11,
              "gfx12": GFXHUB_GFX12}.get(generation or "")
     if table is None:

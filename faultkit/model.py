@@ -51,7 +51,7 @@ class Stamp:
 @dataclass
 class RuntimeFault:
     """A runtime line that reports a GPU error: ROCr, ROCclr, LLVM offload, old debug agent."""
-    kind: str  # vm-fault | hw-exception | queue-callback | queue-error | memory-fault-error | offload-fault | debug-agent-fault | system-event
+    kind: str  # vm-fault | hw-exception | queue-callback | queue-error | memory-fault-error | offload-fault | debug-agent-fault | system-event | hsakmt-fault | memory-error
     origin: Origin
     text: str
     node: int | None = None          # KFD topology node (ROCr node-N)
@@ -69,13 +69,14 @@ class RuntimeFault:
     process_tag: str | None = None   # e.g. "Worker_TP3_EP3 pid=891", "pid=63079", "9" (ctest)
     stamp: Stamp | None = None
     rocclr_line: int | None = None   # __LINE__ of the ClPrint: a version hint
+    buffer: str | None = None        # libhsakmt: which known buffer holds the address, if any
 
 
 @dataclass
 class Dispatch:
     """One kernel launch seen in a dispatch log (AMD_LOG_LEVEL) or a ROCclr hang analysis block."""
     origin: Origin
-    source: str                      # shader-name | aql-packet | hang-analysis
+    source: str                      # shader-name | aql-packet | hang-analysis | library-log
     kernel: str | None = None
     hw_queue: str | None = None
     kernel_obj: str | None = None
@@ -86,6 +87,7 @@ class Dispatch:
     wptr: int | None = None
     pid: int | None = None
     us: int | None = None
+    library: str | None = None       # library-log: the library that logged the launch (MIOpen)
 
 
 @dataclass
@@ -236,6 +238,7 @@ class Xid:
     engine: str | None = None
     client: str | None = None
     location: str | None = None      # GPC/TPC/SM
+    caused_by: int | None = None     # "caused by previous Xid N": a consequence, not a second error
     exception: str | None = None
     trusted: bool = True             # False for UNRECOGNIZED_* MMU fault records
 
@@ -439,7 +442,7 @@ class SanitizerReport:
     block: tuple[int, ...] | None = None
     address: int | None = None
     distance: int | None = None
-    direction: str | None = None     # after | before the nearest allocation
+    direction: str | None = None     # after | before | inside the nearest allocation
     allocation: int | None = None
     allocation_size: int | None = None
     host_frames: list[str] = field(default_factory=list)

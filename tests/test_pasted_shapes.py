@@ -65,3 +65,150 @@ def test_every_corpus_kernel_log_keeps_its_faults_through_triage(corpus, tmp_pat
         doc = to_json(build(collect([str(corpus_copy(path, tmp_path / path.stem))])))
         got = [f for f in doc["faults"] if f["source"] == "kernel-log"]
         assert len(got) == len(parsed.faults) + len(parsed.xids), path.name
+
+
+# ---------------- kernel-log shapes ----------------
+
+def _block(*lines: str, stamp: float = 1001.1, pci: str = "0000:3d:00.0") -> str:
+    return "".join(f"[{stamp + i / 1e6:12.6f}] amdgpu {pci}: amdgpu: {line}\n" for i, line in enumerate(lines))
+
+
+def test_mi300_die_cookie_and_stray_parenthesis():
+    doc = triage(_block("[gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 pasid:32770)",
+                        " for process python3 pid 4242 thread python3 pid 4242)",
+                        "  in page starting at address 0x00007f1234560000 from IH client 0x1b (UTCL2)",
+                        "  cookie node_id 1 fault from die AID0.XCD0",
+                        "VM_L2_PROTECTION_FAULT_STATUS:0x00901031",
+                        "\t Faulty UTCL2 client ID: TCP (0x8)"), "dmesg.txt")
+    (f,) = doc["faults"]
+    assert (f["address"], f["pid"], f["process"], f["engine"]) == ("0x7f1234560000", 4242, "python3", "shader")
+    assert (f["detail"]["die"], f["detail"]["client_name"], f["detail"]["generation"]) == ("AID0.XCD0", "TCP", "gfx9")
+
+
+def test_gc12_1_mmhub_status_uses_the_mmhub_4_2_layout():
+    # CID 19:11 = 6, RW 20 = 1, PERM 9:5 = 1, VMID 25:22 = 2, MORE_FAULTS = 1; the gfx9-12 layout
+    # would read CID 24, RW 0, PERM 2.
+    doc = triage(_block("[mmhub0] no-retry page fault (src_id:0 ring:40 vmid:2 pasid:32771)",
+                        " Process python3 pid 5151 thread python3 pid 5151",
+                        "  in page starting at address 0x0000000012345000 from IH client 18 (VMC)",
+                        "MMVM_L2_PROTECTION_FAULT_STATUS_LO32:0x00903021"), "dmesg.txt")
+    d = doc["faults"][0]["detail"]
+    assert (d["generation"], d["client_id"], d["rw"], d["permission_faults"], d["more_faults"]) == ("gc12.1", 6, 1, 1, 1)
+
+
+def test_gfx12_0_mmhub_lo32_keeps_the_common_layout():
+    doc = triage(_block("[mmhub] page fault (src_id:0 ring:40 vmid:2 pasid:32771)",
+                        "  in page starting at address 0x0000000012345000 from client 18",
+                        "MMVM_L2_PROTECTION_FAULT_STATUS_LO32:0x00240A31"), "dmesg.txt")
+    d = doc["faults"][0]["detail"]
+    assert (d["generation"], d["client_id"], d["rw"], d["permission_faults"]) == ("gfx12", 5, 1, 3)
+
+
+@pytest.mark.parametrize("status, die, name", [
+    ("0x00360251", None, "SDMA1"),      # cid 0x101: SDMA1 on MI100, MI200 and MI300 alike
+    ("0x00001E30", None, None),         # cid 15: SDMA1 on Vega10 reads, SDMA0 on Vega20: the model decides
+    ("0x00000630", "AID0", "MP0"),      # the die cookie says MI300: aldebaran table (cid 3)
+])
+def test_gfx9_mmhub_client_from_a_raw_status(status, die, name):
+    lines = ["[mmhub0] no-retry page fault (src_id:0 ring:158 vmid:3 pasid:32770, for process python3 pid 7 "
+             "thread python3 pid 7)", "  in page starting at address 0x0000000012345000 from client 18"]
+    if die:
+        lines.append(f"  cookie node_id 0 fault from die {die}")
+    doc = triage(_block(*lines, f"VM_L2_PROTECTION_FAULT_STATUS:{status}"), "dmesg.txt")
+    assert doc["faults"][0]["detail"].get("client_name") == name
+
+
+def test_xid_without_pid_and_a_chained_xid():
+    text = ("[ 4001.000000] NVRM: Xid (PCI:0000:01:00): 13, name=llama-server, Graphics Exception: channel 0x09, "
+            "Class 0000c7c0, Offset 00000000, Data 00000000, ErrorCode 00000000\n"
+            "[ 4002.000001] NVRM: Xid (PCI:0000:01:00): 45, pid=777, name=python3, Ch 00000010, caused by previous Xid 149\n")
+    doc = triage(text, "dmesg.txt")
+    x13, x45 = doc["faults"]
+    assert (x13["kind"], x13["pid"], x13["process"], x13["detail"]["channel"]) == ("xid-13", None, "llama-server", "09")
+    assert (x45["kind"], x45["pid"], x45["detail"]["caused_by"]) == ("xid-45", 777, 149)
+    assert "caused by the earlier Xid 149" in x45["detail"]["meaning"]
+    assert doc["verdict"]["why"].startswith("the evidence shows a GPU error")
+
+
+# ---------------- runtime shapes ----------------
+
+def test_rocm7_runtime_lines():
+    text = (":0:rocdevice.cpp            :3781: 1322868210220 us:  Memory Fault Error [host: node7, GPU index: 0,\n"
+            " faulting addr: 0x7f5c20000000, kernel: void vllm::paged_attention_kernel<float>(float*, int)]\n"
+            "Warning: Queue error - HSA_STATUS_ERROR_MEMORY_FAULT\n"
+            "Memory exception on virtual address 0x7f5c20000000, node id 3 : Page not present\n"
+            "Address does not belong to a known buffer\n"
+            "Memory critical error by agent node-0 (Agent handle: 0x55d1c0) on address 0x7f5c21000000. "
+            "Reason: Memory in use.\n")
+    doc = triage(text)
+    got = [(f["kind"], f["address"], f["gpu"]) for f in doc["faults"]]
+    assert got == [("memory-access-fault", "0x7f5c20000000", "GPU index 0"), ("queue-error", None, None),
+                   ("memory-access-fault", "0x7f5c20000000", "node-3"), ("memory-in-use", "0x7f5c21000000", "node-0")]
+    assert doc["faults"][2]["detail"]["buffer"] == "in no known buffer"
+    assert "ROCm 7.x" in doc["faults"][1]["detail"]["meaning"]
+    # ROCclr's named kernel stays a candidate: it walks every queue
+    v = doc["verdict"]
+    assert (v["level"], v["candidates"][0]["kernel"]) == ("candidates", "void vllm::paged_attention_kernel<float>(float*, int)")
+
+
+def test_faulthandler_dump_at_the_end_of_the_file_is_kept():
+    text = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. Reason: Page not "
+            "present or supervisor privilege.\nFatal Python error: Aborted\n\n"
+            "Thread 0x00007f0000000700 (most recent call first):\n  File \"/srv/model.py\", line 88 in forward\n"
+            "  File \"/srv/serve.py\", line 12 in step")
+    (rp,) = triage(text)["report_points"]
+    assert (rp["kind"], rp["frame"], rp["exception"]) == ("fatal-python-error", "/srv/model.py:88 in forward",
+                                                          "Fatal Python error: Aborted")
+
+
+def test_library_lines_rank_below_a_dispatch_and_never_above_it():
+    text = ("MIOpen(HIP): Info2 [run] kernel_name = MIOpenBatchNormFwdTrainSpatial, global_work_dim = { 256, 1, 1 }, "
+            "local_work_dim = { 256, 1, 1 }\n"
+            "WARNING 11-30 10:00:00 Triton kernel JIT compilation during inference: _fwd_kernel\n"
+            "[aiter] LoadKernel: fmoe_bf16_kernel hsaco: /x.co\n" + VM + "\n")
+    v = triage(text)["verdict"]
+    assert v["level"] == "candidates"
+    assert [c["kernel"] for c in v["candidates"]] == ["MIOpenBatchNormFwdTrainSpatial", "_fwd_kernel", "fmoe_bf16_kernel"]
+
+
+def test_hip_illegal_address_without_an_abort_is_a_gpu_error():
+    text = ("torch.AcceleratorError: HIP error: an illegal memory access was encountered\n"
+            "Search for `hipErrorIllegalAddress' in https://rocm.docs.amd.com/projects/HIP/en/latest/index.html "
+            "for more information.\n")
+    doc = triage(text)
+    assert [f["kind"] for f in doc["faults"]] == ["hip-error"]
+    assert doc["verdict"]["why"].startswith("the evidence shows a GPU error")
+
+
+# ---------------- NVIDIA shapes ----------------
+
+def test_older_sanitizer_report_keeps_kernel_and_allocation():
+    text = ("========= Invalid __global__ read of size 4 bytes\n=========     at 0x440 in triton__0d1d2d\n"
+            "=========     by thread (0,0,0) in block (0,0,0)\n"
+            "=========     Address 0x7f0000000002 is misaligned and is inside the nearest allocation at 0x7f0000000000 "
+            "of size 1024 bytes\n=========\n")
+    doc = triage(text, "sanitizer.txt")
+    (f,) = doc["faults"]
+    assert (f["detail"]["kernel"], f["detail"]["offset"], f["detail"]["allocation"], f["detail"]["allocation_size"],
+            f["detail"]["allocation_relation"]) == ("triton__0d1d2d", "0x440", "0x7f0000000000", 1024, "inside")
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "triton__0d1d2d")
+
+
+CORE_SUMMARY = ("(cuda-gdb) target cudacore core.cuda.host.1234\nOpening GPU coredump: core.cuda.host.1234\n\n"
+                "CUDA Exception: Warp Out-of-range Address\nThe exception was triggered at PC 0x7fffd2c0f2a0\n"
+                "[Current focus set to CUDA kernel 0, grid 3, block (2,0,0), thread (32,0,0), device 0, sm 0, warp 1, "
+                "lane 0]\nKernel: triton.0d1d2d<<<(8,1,1),(128,1,1)>>>\n"
+                "#0  0x00007fffd2c0f2a0 in triton.0d1d2d<<<(8,1,1),(128,1,1)>>> ()\n")
+
+
+def test_cuda_gdb_core_summary_names_the_kernel():
+    v = triage(CORE_SUMMARY, "core.txt")["verdict"]
+    assert (v["level"], v["kernel"]) == ("certain", "triton.0d1d2d")
+
+
+def test_cuda_gdb_and_sanitizer_spellings_of_a_triton_kernel_are_one_kernel():
+    san = ("========= Invalid __global__ read of size 4 bytes\n=========     at 0x440 in triton__0d1d2d\n"
+           "=========     Address 0x7f0000000002 is out of bounds\n")
+    doc = to_json(build(Inputs(files=[InputFile("core.txt", CORE_SUMMARY.encode()), InputFile("san.txt", san.encode())])))
+    v = doc["verdict"]
+    assert v["level"] == "certain" and len(v["candidates"]) == 1, v["candidates"]

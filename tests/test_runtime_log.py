@@ -188,7 +188,8 @@ def test_hints_core_dump_offload_and_hsakmt():
     assert [h.kernel for h in r.hints] == ["MIOpenCvBwdWrW_rdc", "_ZN5aiter3fooE"]
     assert any(n.kind == "gpu-core-dump" and n.fields["file"] == "gpucore.574720" for n in r.notes)
     assert r.faults[0].kind == "offload-fault" and r.faults[0].address == 0x7ffb61f02000
-    assert any(n.kind == "hsakmt-fault-analysis" for n in r.notes)
+    hsakmt = r.faults[1]
+    assert (hsakmt.kind, hsakmt.address, hsakmt.node, hsakmt.reason) == ("hsakmt-fault", 0x7f0000001000, 2, "Page not present")
 
 
 def test_non_utf8_input_is_reported_and_parsed():

@@ -258,12 +258,20 @@ def stop_fault(f: StopFinding) -> Fault:
 
 
 def sanitizer_fault(r: SanitizerReport) -> Fault:
-    where = (f"{r.distance:,} bytes {r.direction} the nearest allocation at 0x{r.allocation:x} "
-             f"({r.allocation_size:,} bytes)") if r.distance is not None else "no allocation near it"
+    if r.direction == "inside":
+        where = f"misaligned, inside the allocation at 0x{r.allocation:x} ({r.allocation_size:,} bytes)"
+    elif r.distance is not None:
+        where = (f"{r.distance:,} bytes {r.direction} the nearest allocation at 0x{r.allocation:x} "
+                 f"({r.allocation_size:,} bytes)")
+    else:
+        where = "no allocation near it"
     detail = {"kernel": r.kernel, "offset": f"0x{r.offset:x}" if r.offset is not None else None,
               "source": f"{r.file}:{r.line}" if r.file else None,
-              "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12]}
+              "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12],
+              "allocation": f"0x{r.allocation:x}" if r.allocation is not None else None,
+              "allocation_size": r.allocation_size, "allocation_relation": r.direction}
     return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
                  detail={k: v for k, v in detail.items() if v is not None},
-                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in {r.kernel}: {where}.",
+                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in "
+                         f"{r.kernel or 'a kernel it did not name'}: {where}.",
                  origin=r.origin, kernel=r.kernel, engine="shader")

@@ -11,7 +11,7 @@ PAGE = 0xFFF
 
 def runtime_fault(f: RuntimeFault) -> Fault:
     detail = {"text": f.text}
-    for key in ("reason", "status", "queue", "agent_handle", "kernel", "host", "process_tag", "rocclr_line"):
+    for key in ("reason", "status", "queue", "agent_handle", "kernel", "host", "process_tag", "rocclr_line", "buffer"):
         value = getattr(f, key)
         if value is not None:
             detail[key] = value
@@ -32,6 +32,8 @@ def runtime_fault(f: RuntimeFault) -> Fault:
         "offload-fault": "memory-access-fault",
         "debug-agent-fault": "memory-access-fault",
         "system-event": "memory-access-fault",
+        "hsakmt-fault": "memory-access-fault",
+        "memory-error": "memory-in-use",
     }.get(f.kind, f.kind)
     if f.kind == "vm-fault" and f.reason:
         detail["reason_kind"] = VM_FAULT_REASONS.get(f.reason)
@@ -49,6 +51,15 @@ def explain_runtime(f: RuntimeFault) -> str:
         zero = " Address 0 is a null-pointer dereference on the GPU." if f.address == 0 else ""
         return (f"A GPU memory access fault{where}{addr}: {reason}.{zero}{extra} The runtime aborts the process "
                 f"from its event thread: the host stack shows only where the abort landed.")
+    if f.kind == "hsakmt-fault":
+        where = f", {f.buffer}" if f.buffer else ""
+        oob = (" An address outside every buffer is an out-of-bounds access (or a freed or never-allocated pointer)."
+               if f.buffer == "in no known buffer" else "")
+        return f"libhsakmt's analysis of a GPU memory fault at 0x{f.address:x} on node {f.node}: {f.reason}{where}.{oob}"
+    if f.kind == "memory-error":
+        return (f"ROCr reports a memory error on GPU node-{f.node} at 0x{(f.address or 0):x}: {f.reason or 'no reason'}. "
+                "Memory the GPU was still using was unmapped or freed (a free, an eviction or a migration while a "
+                "kernel or copy used it): look for a free of this address just before.")
     if f.kind == "hw-exception":
         if f.reason == "GPU Hang":
             return ("The GPU hung (a wave or queue stopped making progress) and was reset; expect ring timeouts, "
@@ -132,13 +143,15 @@ def explain_vm_fault(f: VMFault) -> str:
 
 def xid_fault(x: Xid) -> Fault:
     detail = {"xid": x.xid, "text": x.text}
-    for key in ("channel", "fault_type", "access", "engine", "client", "location", "exception"):
+    for key in ("channel", "fault_type", "access", "engine", "client", "location", "exception", "caused_by"):
         value = getattr(x, key)
         if value is not None:
             detail[key] = value
     if not x.trusted:
         detail["untrusted"] = "UNRECOGNIZED_* MMU fault record: keep the pid, distrust address and type"
     meaning = f"NVIDIA Xid {x.xid}: {XID_MEANINGS.get(x.xid, 'see NVIDIA Xid documentation')}."
+    if x.caused_by is not None:
+        meaning += f" The driver says it was caused by the earlier Xid {x.caused_by}: a consequence, not a new error."
     if x.exception:
         meaning += f" Exception: {x.exception}."
         if "Invalid Address Space" in x.exception:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..model import Candidate, CoreRecord, Fault, RuntimeLog, SanitizerReport, Verdict
 from .debug_stop import StopFinding
 from .faults import driver_place, is_address_fault
+from .kernel_names import kernel_key, same_kernel
 
 FAULT_REASONS = {"MEMORY_VIOLATION", "ADDRESS_ERROR", "APERTURE_VIOLATION", "ILLEGAL_INSTRUCTION",
                  "ASSERT_TRAP", "TRAP", "FP_DIVIDE_BY_0", "FP_INVALID_OPERATION", "INT_DIVIDE_BY_0",
@@ -24,7 +25,7 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
     from_logs = _with_trace(_from_logs(runtime, faults), traced, plausible)
     exact: list[Candidate] = []
     for r in sanitizer:
-        if r.kernel and all(c.kernel != r.kernel for c in exact):
+        if r.kernel and not any(same_kernel(c.kernel, r.kernel) for c in exact):
             exact.append(Candidate(r.kernel, 1.0, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes "
                                                   f"in this kernel at +0x{r.offset or 0:x}"
                                                   + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})"))
@@ -42,14 +43,14 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
                    "without precise memory the wave's PC is past the faulting access" if core else
                    f"PC may be past the faulting instruction: {f.precise_basis}") + f" ({f.stop.origin})")
         pool, score = (exact, 1.0) if f.precise or core else (approx, 0.9)
-        if all(c.kernel != f.kernel for c in pool):
+        if not any(same_kernel(c.kernel, f.kernel) for c in pool):
             pool.append(Candidate(f.kernel, score, text))
     for d in runtime.driver_exceptions:
         if not d.kernel:
             continue
         text = (f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} ({driver_place(d)}, "
                 f"PC 0x{d.pc or 0:x}); the excepting warp's stack frame #0 is this kernel ({d.origin})")
-        same = next((c for c in exact if c.kernel == d.kernel), None)
+        same = next((c for c in exact if same_kernel(c.kernel, d.kernel)), None)
         if same is not None:
             same.why += f"; also {text}"
         else:
@@ -63,7 +64,7 @@ def decide(runtime: RuntimeLog, faults: list[Fault], stops: list[StopFinding] = 
             return Verdict("unknown", None, f"the debugger stopped a host thread on {h.stop.signal} in {where} "
                                             f"({h.stop.origin}): a CPU crash, not a GPU fault; no GPU wave stopped")
         return from_logs
-    others = [c for c in from_logs.candidates if c.kernel not in {n.kernel for n in named}]
+    others = [c for c in from_logs.candidates if kernel_key(c.kernel) not in {kernel_key(n.kernel) for n in named}]
     for c in others:
         c.why += "; named only by logs, not by the debugger or sanitizer"
     level = "certain" if exact else "likely"
@@ -83,19 +84,20 @@ def _with_trace(v: Verdict, traced: list[tuple[str, float, str, bool]], plausibl
     one plausible suspect remains, it is named, and the logs name no other kernel."""
     if not traced:
         return v
-    cands = {c.kernel: c for c in v.candidates}
+    cands = {kernel_key(c.kernel): c for c in v.candidates}
     for name, score, why, _ in traced:
-        if name in cands:
-            cands[name].score = max(cands[name].score, score) + 0.05
-            cands[name].why += f"; also {why}"
+        c = cands.get(kernel_key(name))
+        if c is not None:
+            c.score = max(c.score, score) + 0.05
+            c.why += f"; also {why}"
         else:
-            cands[name] = Candidate(name, score, why)
+            cands[kernel_key(name)] = Candidate(name, score, why)
     ranked = sorted(cands.values(), key=lambda c: -c.score)
     top = ranked[0]
     named = top.kernel not in {name for name, _, _, is_kernel in traced if not is_kernel}
     if v.level in ("certain", "likely"):
         return Verdict(v.level, v.kernel, v.why, ranked)
-    if plausible == 1 and named and len([c for c in v.candidates if c.kernel != top.kernel]) == 0:
+    if plausible == 1 and named and not [c for c in v.candidates if not same_kernel(c.kernel, top.kernel)]:
         return Verdict("likely", top.kernel, f"the trace leaves one plausible in-flight kernel: {top.why}", ranked)
     why = (f"{len(ranked)} candidate(s) from logs and trace, {plausible} plausible in the trace; the first is ranked "
            f"highest because: {top.why.split(';')[0]}")
@@ -108,11 +110,12 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     def add(kernel: str | None, score: float, why: str) -> None:
         if not kernel:
             return
-        c = cands.get(kernel)
+        key = kernel_key(kernel)
+        c = cands.get(key)
         if c is None:
-            cands[kernel] = Candidate(kernel, score, why)
+            cands[key] = Candidate(kernel, score, why)
         elif score > c.score:
-            cands[kernel] = Candidate(kernel, score, f"{why}; also: {c.why}")
+            cands[key] = Candidate(kernel, score, f"{why}; also: {c.why}")
         else:
             c.why += f"; also: {why}"
 
@@ -157,6 +160,12 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
                        if name.startswith("kernel_obj") else
                        f"last dispatch{queue_note} in the AMD_LOG_LEVEL dispatch log before the end of the log "
                        f"({last.origin})")
+    library = [d for d in runtime.dispatches if d.source == "library-log"]
+    if library:
+        add(library[-1].kernel, 0.45, f"the last kernel {library[-1].library} logged it ran before the end of the log "
+                                      f"({library[-1].origin})")
+    # Compilation and library-selection lines name kernels that were built or chosen, not run: never
+    # above a dispatch or a fault report.
     for h in runtime.hints:
         add(h.kernel, 0.3, f"{h.kind} line names it just before the fault ({h.origin}): a hint only")
 
@@ -191,7 +200,7 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
         why = (f"the rocm-debug-agent waves are from pid {sorted(wave_pids)}, the fault from pid "
                f"{sorted(fault_pids)}: another process's dump does not name this fault's kernel")
         for c in ranked:
-            if c.kernel in wave_kernels:
+            if any(same_kernel(c.kernel, k) for k in wave_kernels):
                 c.score = round(c.score * 0.5, 2)
                 c.why += f"; but {why}"
         ranked.sort(key=lambda c: -c.score)
@@ -212,8 +221,8 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     if copy_engine and not shader:
         return Verdict("unknown", None, "the kernel log says the SDMA copy engine faulted: a memory copy, not a "
                                         "kernel, touched the address; no copy or kernel is named by the evidence")
-    if any(is_address_fault(f) or f.kind.endswith("-error") or f.kind in ("queue-error", "gpu-hang")
-           for f in faults):
+    if any(is_address_fault(f) or f.kind.endswith("-error") or f.kind in ("queue-error", "gpu-hang", "memory-in-use")
+           or f.kind.startswith("xid-") for f in faults):
         return Verdict("unknown", None, "the evidence shows a GPU error but names no kernel: runtime and kernel "
                                         "logs report the fault, not the kernel that caused it")
     return Verdict("unknown", None, "no GPU fault was found in the inputs")

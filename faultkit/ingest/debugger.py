@@ -89,8 +89,10 @@ SAN_ACCESS = re.compile(r"^(?:Invalid|Misaligned) __(?P<space>\w+)__ (?P<rw>read
 SAN_AT = re.compile(r"^at (?P<func>.+?)\+0x(?P<off>[0-9a-f]+)(?: in (?P<file>\S+):(?P<line>\d+))?$")
 SAN_BY = re.compile(r"^by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)$")
 SAN_ADDR = re.compile(r"^(?:Access to|Address) (?P<addr>0x[0-9a-f]+) is (?:out of bounds|misaligned)")
-SAN_NEAR = re.compile(r"^and is (?P<dist>[\d,]+) bytes (?P<dir>after|before) the nearest allocation at (?P<base>0x[0-9a-f]+) "
-                      r"of size (?P<asize>[\d,]+) bytes$")
+SAN_NEAR = re.compile(r"(?:^|\s)and is (?:(?P<dist>[\d,]+) bytes (?P<dir>after|before)|(?P<inside>inside)) the nearest "
+                      r"allocation at (?P<base>0x[0-9a-f]+) of size (?P<asize>[\d,]+) bytes$")
+# Older compute-sanitizer / cuda-memcheck: `at 0x440 in triton__0d1d2d`, `at 0x148 in /src/t.cu:10:kern(int*)`
+SAN_AT_OLD = re.compile(r"^at 0x(?P<off>[0-9a-f]+) in (?:(?P<file>\S+?):(?P<line>\d+):)?(?P<func>\S.*?)$")
 SAN_API = re.compile(r'^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to "(?P<text>[^"]+)" on CUDA API call to (?P<api>\w+)\.$')
 SAN_FRAME = re.compile(r"^Host Frame:\s*(?P<frame>.*)$")
 
@@ -461,15 +463,16 @@ class _Parser:
         r = self.sanitizer
         if r is None:
             return True
-        if (m := SAN_AT.match(body)):
+        if (m := SAN_AT.match(body) or SAN_AT_OLD.match(body)):
             r.kernel, r.offset = m["func"], int(m["off"], 16)
             r.file, r.line = m["file"], int(m["line"]) if m["line"] else None
         elif (m := SAN_BY.match(body)):
             r.thread, r.block = _ints(m["thread"]), _ints(m["block"])
         elif (m := SAN_ADDR.match(body)):
             r.address = int(m["addr"], 16)
-        elif (m := SAN_NEAR.match(body)):
-            r.distance, r.direction = int(m["dist"].replace(",", "")), m["dir"]
+        if (m := SAN_NEAR.search(body)):
+            r.distance = int(m["dist"].replace(",", "")) if m["dist"] else 0
+            r.direction = m["dir"] or "inside"
             r.allocation, r.allocation_size = int(m["base"], 16), int(m["asize"].replace(",", ""))
         elif (m := SAN_FRAME.match(body)):
             r.host_frames.append(m["frame"].strip())
@@ -579,6 +582,8 @@ class _Parser:
             return
         if self.stop_lines(s, no):
             return
+        if s.startswith("Kernel: ") and "<<<" in s:
+            s = s[len("Kernel: "):]     # cuda-gdb's core summary names the kernel as a launch
         if self.frame_buf or (self.want_frame and self.stop and self.stop_age <= 6 and
                               (s.startswith(("0x", "#", "... ")) or " at " in s or " from " in s or "<<<" in s)):
             if self.take_frame(s):

@@ -96,6 +96,10 @@ X31 = re.compile(r"pid=(?P<pid>\d+|'<unknown>'), name=(?P<name>.*?), channel 0x(
                  r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
 X13 = re.compile(r"Graphics SM Warp Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\): (?P<exc>.+)$")
 XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
+# Some drivers print the process name without its pid (`13, name=llama-server, Graphics Exception: ...`).
+XNAME = re.compile(r"(?:^|, )(?:pid=(?P<pid>\d+), )?name=(?P<name>[^,]+)")
+XCHANNEL = re.compile(r"\b(?:[Cc]hannel|Ch) (?:0x)?(?P<ch>[0-9a-f]{2,8})\b")
+XCAUSE = re.compile(r"caused by previous Xid (?P<xid>\d+)")
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
@@ -311,7 +315,7 @@ class _Blocks:
         if f.generation is None:
             f.generation = self.generation_hint.get(f.pci or "?")
         if f.status is not None:
-            d = decode_status(f.status)
+            d = decode_status(f.status, f.generation, f.hub)
             f.secondary = f.status == 0
             f.client_id = d["cid"] if f.client_id is None else f.client_id
             for k in ("rw", "permission_faults", "walker_error", "mapping_error", "more_faults"):
@@ -322,9 +326,9 @@ class _Blocks:
                 # client (CB, CB/DB, MP0, unknown) is an artefact, not the faulting block.
                 f.client_name = None
             elif f.client_name is None:
-                f.client_name = utcl2_client_name(f.client_id, f.generation, f.hub, f.rw or 0)
+                f.client_name = utcl2_client_name(f.client_id, f.generation, f.hub, f.rw or 0, f.die)
         if f.ih_client is not None and f.ih_client_name is None:
-            table = SOC21_IH_CLIENTS if f.generation in ("gfx11", "gfx12") else SOC15_IH_CLIENTS
+            table = SOC21_IH_CLIENTS if f.generation in ("gfx11", "gfx12", "gc12.1") else SOC15_IH_CLIENTS
             f.ih_client_name = table.get(f.ih_client)
 
     def fault_line(self, msg: str, key: str, pci, p: _Parsed, org: Origin, fn) -> bool:
@@ -399,7 +403,11 @@ class _Blocks:
             f.status = int(m.group("status"), 16)
             f.status_register = m.group(0).split(":")[0].strip()
             reg = m.group("reg")
-            if f.generation is None or (reg != "VM" and f.generation == "gfx9"):
+            if m.group("lo32") and f.hub in ("gfxhub0", "mmhub0"):
+                f.generation = "gc12.1"      # gmc_v12_1 names hubs like gmc_v9, which never prints _LO32
+            elif m.group("lo32"):
+                f.generation = "gfx12"       # only gmc_v12 prints _LO32 (its decimal client looked like gmc_v11)
+            elif f.generation is None or (reg != "VM" and f.generation == "gfx9"):
                 f.generation = "gfx9" if reg == "VM" else ("gfx12" if m.group("lo32") else f.generation or None)
             if f.hub is None:
                 f.hub = "mmhub" if reg == "MMVM" else ("gfxhub" if reg == "GCVM" else None)
@@ -584,4 +592,14 @@ class _Blocks:
             mp = XPID.search(rest)
             if mp:
                 x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")
+            else:
+                mn, mc = XNAME.search(rest), XCHANNEL.search(rest)
+                if mn:
+                    x.pid = int(mn.group("pid")) if mn.group("pid") else None
+                    x.process = mn.group("name").strip()
+                if mc:
+                    x.channel = mc.group("ch")
+        mc = XCAUSE.search(rest)
+        if mc:
+            x.caused_by = int(mc.group("xid"))
         self.out.xids.append(x)

@@ -44,7 +44,13 @@ MEMORY_FAULT_ERROR = re.compile(
     r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*?)\]", re.S)
 OFFLOAD = re.compile(r"OFFLOAD ERROR: memory access fault by GPU (?P<dev>\d+) \(agent (?P<agent>0x[0-9a-f]+)\)"
                      r" at virtual address (?P<addr>0x[0-9a-f]+|\(nil\))\. Reasons: (?P<reasons>.+?)\s*$")
-HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+)$")
+HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+?)\s*$")
+HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)|GPU address (?P<base>0x[0-9a-f]+), "
+                           r"node id \d+, size in byte (?P<size>0x[0-9a-f]+)")
+# ROCr's handler of a KFD memory-error event (ROCm 6.x/7.x): the address the GPU still used.
+MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
+                          r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
+QUEUE_IDLE = re.compile(r"VGPU\((?P<vgpu>0x[0-9a-f]+)\) Queue\((?P<hwq>0x[0-9a-f]+)\) is idle")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -69,6 +75,8 @@ AQL_PACKET = re.compile(
     r"HWq=(?P<hwq>0x[0-9a-f]+),.*?Dispatch Header = ?0x[0-9a-f]+ .*?grid=\[(?P<grid>[\d, ]+)\], "
     r"workgroup=\[(?P<wg>[\d, ]+)\].*?kernel_obj=(?P<kobj>0x[0-9a-f]+)(?:.*?correlation_id=(?P<corr>\d+))?")
 KERNEL_NAME = re.compile(r"^\s*Kernel Name: (?P<kernel>\S.*?)\s*$")
+# MIOPEN_ENABLE_LOGGING=1 with MIOPEN_LOG_LEVEL>=5: one line per kernel MIOpen runs
+MIOPEN_RUN = re.compile(r"MIOpen\(\w+\): Info2 \[run\] kernel_name = (?P<kernel>[^,\s]+)")
 VGPU = re.compile(r"VGPU=(?P<vgpu>0x[0-9a-f]+) SWq=(?P<swq>0x[0-9a-f]+), HWq=(?P<hwq>0x[0-9a-f]+), id=(?P<id>\d+)")
 HANG_FIELD = {
     "grid": re.compile(r"grid=\[(?P<grid>[\d, ]+)\], workgroup=\[(?P<wg>[\d, ]+)\]"),
@@ -274,6 +282,7 @@ class _Window:
 
 def _close_all(st: _State) -> None:
     _close_traceback(st, None)
+    _close_faulthandler(st)
     _close_disasm(st)
     if st.hang is not None:
         st.out.dispatches.append(st.hang)
@@ -368,8 +377,21 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                                           reason=m.group("reasons"), pid=pid, process_tag=tag, stamp=stamp))
     m = HSAKMT.search(rest)
     if m:
-        st.out.notes.append(Note(org, "hsakmt-fault-analysis", m.group(0),
-                                 {"address": m.group("addr"), "node": int(m.group("node")), "why": m.group("why")}))
+        # libhsakmt's own analysis of the fault (HSAKMT_DEBUG_LEVEL >= 3); the next line says
+        # whether the address lies in a buffer it knows: outside every buffer is an out-of-bounds access.
+        buf = HSAKMT_BUFFER.search(lines[i + 1].text) if i + 1 < len(lines) and not lines[i + 1].boundary else None
+        where = None
+        if buf:
+            where = ("in no known buffer" if buf.group("none") else
+                     f"in the buffer at {buf.group('base')} of {int(buf.group('size'), 16)} bytes")
+        st.out.faults.append(RuntimeFault(kind="hsakmt-fault", origin=org, text=m.group(0), node=int(m.group("node")),
+                                          address=_addr(m.group("addr")), reason=m.group("why"), buffer=where,
+                                          pid=pid, process_tag=tag, stamp=stamp))
+    m = MEMORY_ERROR.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
+                                          agent_handle=m.group("agent"), address=_addr(m.group("addr")),
+                                          reason=m.group("reason"), pid=pid, process_tag=tag, stamp=stamp))
 
     if len(st.out.faults) == faults_before:
         # What users quote: a status line with no callback prefix around it.
@@ -628,6 +650,11 @@ def _match_dispatch_info(st: _State, rest: str, org: Origin, line: Line) -> None
     if m:
         st.pending_kernel_name = (org, m.group("kernel"))
         return
+    m = MIOPEN_RUN.search(rest)
+    if m:
+        st.out.dispatches.append(Dispatch(org, "library-log", kernel=m.group("kernel"), pid=pid, us=us,
+                                          library="MIOpen"))
+        return
     m = VGPU.search(rest)
     if m:
         korg, kname = st.pending_kernel_name or (org, None)
@@ -750,11 +777,20 @@ def _continue_faulthandler(st: _State, rest: str) -> bool:
         return True
     if rest.strip() == "" or rest.startswith(("Thread 0x", "Extension modules", "  <no Python")):
         return True
+    _close_faulthandler(st)
+    return False
+
+
+def _close_faulthandler(st: _State) -> None:
+    # Closed by the first line that is not part of the dump, an excerpt mark or the end of the
+    # file: the process died printing it, so it is often the log's last lines.
+    fh = st.faulthandler
+    if fh is None:
+        return
     frame = fh["frame"] or "(no Python frame printed)"
     st.out.report_points.append(ReportPoint(fh["origin"], "fatal-python-error", frame,
                                             exception=f"Fatal Python error: {fh['what']}", process_tag=fh["tag"]))
     st.faulthandler = None
-    return False
 
 
 def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: str | None) -> None:

@@ -1,0 +1,30 @@
+"""One kernel, many spellings: tools print the same kernel differently, and evidence agrees only
+when the names are compared as the same kernel."""
+
+from __future__ import annotations
+
+import re
+
+_LAUNCH = re.compile(r"<<<.*?>>>")
+
+
+def kernel_key(name: str) -> str:
+    """A comparison key: cuda-gdb prints Triton's `triton__0d1d2d` as `triton.0d1d2d`; ROCclr and
+    the sanitizer print a signature (`void k<float>(float*, int)`), debuggers print `k<float>`."""
+    key = _LAUNCH.sub("", name).strip()
+    if key.startswith("void "):
+        key = key[5:]
+    depth, cut = 0, len(key)
+    for i, ch in enumerate(key):     # the parameter list is the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    return key[:cut].strip().replace("__", ".")
+
+
+def same_kernel(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and kernel_key(a) == kernel_key(b)
