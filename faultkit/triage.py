@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
 from .analyze.fault_time import fault_time
+from .analyze.fault_groups import runtime_of, split
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.next_steps import suggest
@@ -63,13 +64,24 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         _read_traces(inputs, inc, opts)
-    inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer,
-                         trace_candidates(inc.traces) if inc.traces else (),
-                         inc.traces.plausible if inc.traces else 0)
+    traced = (trace_candidates(inc.traces), inc.traces.plausible) if inc.traces else ((), 0)
+    inc.groups = split(inc.faults)
+    if len(inc.groups) > 1:
+        # One verdict per process; evidence without a pid, the debugger's stops and the trace
+        # (read around the first fault) belong to the first.
+        for i, g in enumerate(inc.groups):
+            first = i == 0
+            g.verdict = decide(runtime_of(inc.runtime, g.pids, first), g.faults, inc.stops if first else (),
+                               inc.debugger.sanitizer if first else (), *(traced if first else ((), 0)))
+        inc.verdict = inc.groups[0].verdict
+    else:
+        inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer, *traced)
     if inc.verdict.level == "unknown" and not inc.faults:
         ended_by = (inputs.manifest or {}).get("ended_by") if inputs.captured else None
         inc.verdict = hang_verdict(inc.running, ended_by) or inc.verdict
     inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
+    if len(inc.groups) == 1:
+        inc.groups[0].verdict = inc.verdict
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,

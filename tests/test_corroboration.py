@@ -83,3 +83,28 @@ def test_trace_suspect_on_an_unknown_gpu_is_not_likely(tmp_path):
     (b / "rocprofv3" / "host" / "4242_agent_info.csv").unlink()
     doc = to_json(build(collect([str(b)])))
     assert doc["verdict"]["level"] == "candidates" and "its GPU is unknown" in doc["verdict"]["candidates"][0]["why"]
+
+
+def test_one_incident_per_faulting_process():
+    text = ("(Worker_TP0 pid=891) wave_0: pc=0x7f00aa001000 (kernel_code_entry=0x7f00aa000f00 <gemm_kernel>) "
+            "(stopped, reason: MEMORY_VIOLATION)\n"
+            "(Worker_TP0 pid=891) Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+            "Reason: Page not present or supervisor privilege.\n"
+            "(Worker_TP1 pid=893) Memory access fault by GPU node-3 (Agent handle: 0x55d2) on address 0x7f9000002000. "
+            "Reason: Page not present or supervisor privilege.\n")
+    doc = to_json(build(Inputs(files=[InputFile("server.log", text.encode())])))
+    first, second = doc["incidents"]
+    assert (first["pids"], first["gpus"], first["faults"]) == ([891], ["node-2"], [0])
+    assert (first["verdict"]["level"], first["verdict"]["kernel"]) == ("likely", "gemm_kernel")
+    # pid 893's fault is not explained by pid 891's wave dump
+    assert (second["pids"], second["faults"], second["verdict"]["level"]) == ([893], [1], "unknown")
+    assert second["verdict"]["candidates"] == []
+    assert doc["verdict"] == first["verdict"]
+
+
+def test_a_single_process_has_one_incident_equal_to_the_verdict():
+    text = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+            "Reason: Page not present or supervisor privilege.\n")
+    doc = to_json(build(Inputs(files=[InputFile("server.log", text.encode())])))
+    (only,) = doc["incidents"]
+    assert only["faults"] == [0] and only["verdict"] == doc["verdict"]

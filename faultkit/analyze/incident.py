@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
+from .fault_groups import FaultGroup
 from .running import RunningKernel
 from .trace_findings import TraceFindings
 
@@ -22,6 +23,7 @@ class Incident:
     stops: list[StopFinding] = field(default_factory=list)
     traces: TraceFindings | None = None
     faults: list[Fault] = field(default_factory=list)
+    groups: list[FaultGroup] = field(default_factory=list)   # one per faulting process, each with its verdict
     verdict: Verdict | None = None
     report_points: list[ReportPoint] = field(default_factory=list)
     kernel_events: list[KernelEvent] = field(default_factory=list)

@@ -34,6 +34,7 @@ def to_json(inc: Incident) -> dict:
         "schema": SCHEMA,
         "verdict": v.to_json() if v else {"level": "unknown", "kernel": None, "candidates": [], "why": ""},
         "faults": [f.to_json() for f in inc.faults],
+        "incidents": [g.to_json(inc.faults) for g in inc.groups],
         "report_points": [{"source": "runtime", "frame": r.frame, "kind": r.kind, "exception": r.exception,
                            "process": r.process_tag, "origin": str(r.origin)} for r in inc.report_points],
         "next_steps": inc.next_steps,
@@ -78,6 +79,20 @@ def render_json(inc: Incident) -> str:
     return json.dumps(to_json(inc), indent=2, default=str) + "\n"
 
 
+def _incidents_section(inc: Incident) -> Section:
+    s = Section("One incident per faulting process")
+    s.paragraphs.append(f"The faults belong to {len(inc.groups)} processes; each is judged on its own evidence "
+                        "(evidence without a pid goes with the first). The verdict above is the first one's.")
+    rows = []
+    for i, g in enumerate(inc.groups):
+        v = g.verdict
+        rows.append([str(i + 1), ", ".join(map(str, g.pids)) or "?", ", ".join(g.gpus), str(len(g.faults)),
+                     v.level, f"`{v.kernel}`" if v.kernel else
+                     (f"`{v.candidates[0].kernel}` (candidate)" if v.candidates else ""), v.why])
+    s.table = (["#", "pid", "GPU", "faults", "level", "kernel", "why"], rows)
+    return s
+
+
 def sections(inc: Incident) -> list[Section]:
     v = inc.verdict
     out: list[Section] = []
@@ -92,6 +107,8 @@ def sections(inc: Incident) -> list[Section]:
         s.table = (["#", "candidate kernel", "score", "why"],
                    [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
     out.append(s)
+    if len(inc.groups) > 1:
+        out.append(_incidents_section(inc))
 
     primary = [f for f in inc.faults if not f.secondary]
     s = Section("Fault facts")
