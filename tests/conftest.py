@@ -1,4 +1,6 @@
+import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -42,4 +44,31 @@ def corpus_copy(path: Path, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / path.name
     out.write_bytes(corpus_bytes(path))
+    return out
+
+
+# Every process this test run starts inherits this variable (setsid daemons too): leftover checks
+# look only at processes carrying it, so two test runs on one machine never see each other's.
+TREE_TOKEN = f"FK_TEST_TREE={uuid.uuid4().hex}"
+os.environ["FK_TEST_TREE"] = TREE_TOKEN.split("=", 1)[1]
+
+
+def own_processes(word: str, exclude: int | None = None) -> list[int]:
+    """Live processes of this test run whose command line contains `word`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (os.getpid(), exclude):
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if TREE_TOKEN.encode() not in fh.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                args = fh.read().replace(b"\0", b" ")
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if word.encode() in args and state != b"Z":
+            out.append(int(name))
     return out

@@ -15,6 +15,8 @@ from faultkit.bundle import collect
 from faultkit.cli import main
 from faultkit.ingest.debugger import parse_debugger
 
+from .conftest import own_processes
+
 needs_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="GNU gdb not installed (apt-get install gdb)")
 
 THREAD_SEGV = r"""
@@ -55,7 +57,7 @@ def manifest(out):
 
 
 def survivors(marker):
-    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    return own_processes(marker)
 
 
 @pytest.fixture(scope="module")

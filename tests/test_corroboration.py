@@ -74,7 +74,7 @@ def test_kernel_log_fault_of_another_process_is_not_consistent():
 
 def test_trace_suspect_on_an_unknown_gpu_is_not_likely(tmp_path):
     from faultkit.bundle import collect
-    from tests.test_traces import AG, FAULT_NS, MS, bundle, k70
+    from tests.test_traces import FAULT_NS, MS, bundle, k70
 
     ks = [k70(3, 1, 1, 9, 1, "only_kernel", 1, FAULT_NS - 3 * MS, FAULT_NS + 2 * MS)]
     b = bundle(tmp_path, kernels=ks, node=2)        # 'Agent 3' = logical 3 -> node? only agent_info says

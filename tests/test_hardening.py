@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -10,7 +9,6 @@ import subprocess
 import sys
 import tarfile
 import threading
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

@@ -10,36 +10,20 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-
-def alive_with(word: str, exclude: int | None = None) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == exclude:
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                args = fh.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if word.encode() in args and state != b"Z":
-            out.append(int(name))
-    return out
+from .conftest import own_processes
 
 
 def wait_gone(word: str, seconds: float = 10.0) -> list[int]:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        left = alive_with(word)
+        left = own_processes(word)
         if not left:
             return []
         time.sleep(0.1)
-    return alive_with(word)
+    return own_processes(word)
 
 
 def faultkit(*args) -> subprocess.Popen:
@@ -59,7 +43,7 @@ def test_setsid_daemon_does_not_survive(tmp_path):
         m = json.loads((tmp_path / "b" / "manifest.json").read_text())
         assert m["killed_leftovers"], m
     finally:
-        for pid in alive_with(word):
+        for pid in own_processes(word):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -69,7 +53,7 @@ def test_signals_to_faultkit_stop_the_tree_and_finish_the_manifest(tmp_path, sig
     p = faultkit("-o", str(tmp_path / "b"), "--", sys.executable, "-c", "import time; time.sleep(300)", word)
     try:
         end = time.monotonic() + 20
-        while not alive_with(word, p.pid) and time.monotonic() < end:
+        while not own_processes(word, p.pid) and time.monotonic() < end:
             time.sleep(0.1)
         time.sleep(0.5)
         p.send_signal(sig)
@@ -79,7 +63,7 @@ def test_signals_to_faultkit_stop_the_tree_and_finish_the_manifest(tmp_path, sig
         assert (m["state"], m["ended_by"], m["interrupted_by"]) == ("finished", "interrupted", sig.name)
     finally:
         p.kill()
-        for pid in alive_with(word):
+        for pid in own_processes(word):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -90,9 +74,9 @@ def test_sigkill_of_faultkit_leaves_no_server_and_a_cut_bundle(tmp_path):
     p = faultkit("-o", str(tmp_path / "b"), "--", sys.executable, "-c", child, word)
     try:
         end = time.monotonic() + 20
-        while len(alive_with(word, p.pid)) < 2 and time.monotonic() < end:
+        while len(own_processes(word, p.pid)) < 2 and time.monotonic() < end:
             time.sleep(0.1)
-        assert len(alive_with(word, p.pid)) == 2
+        assert len(own_processes(word, p.pid)) == 2
         p.kill()
         p.communicate(timeout=30)
         assert wait_gone(word) == []
@@ -106,5 +90,5 @@ def test_sigkill_of_faultkit_leaves_no_server_and_a_cut_bundle(tmp_path):
                              capture_output=True, text=True, timeout=60).stdout
         assert "was cut" in out
     finally:
-        for pid in alive_with(word):
+        for pid in own_processes(word):
             os.kill(pid, signal.SIGKILL)

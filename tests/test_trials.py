@@ -1,7 +1,6 @@
 """Crash-rate trials: exact statistics against known values, then live runs of real processes."""
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,6 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from faultkit.cli import main
+
+from .conftest import own_processes
 from faultkit.trials.runner import make_plan, Arm
 from faultkit.trials.stats import arm_rate, boschloo, fisher, min_crashes_vs_zero, power, trials_for_power
 
@@ -182,8 +183,7 @@ def test_interrupt_and_resume(tmp_path):
     finished = {p.parent.name: p.stat().st_mtime for p in out.glob("trial-*/result.json")}
     assert len(finished) < 4
     # nothing of the interrupted trial is left running
-    leftovers = subprocess.run(["pgrep", "-f", "--run-for 60"], capture_output=True, text=True).stdout.split()
-    assert not [p for p in leftovers if int(p) != os.getpid()]
+    assert not own_processes("--run-for 60")
     # resume: same command, with the long arm shortened would change the spec; so it must be refused
     changed = CliRunner().invoke(main, ["trials", "run", "--arm", f"a={CRASHY} --rate 0 --run-for 0.2", "--arm",
                                         f"b={CRASHY} --rate 0 --run-for 0.1", "-n", "2", "--seed", "3",
