@@ -86,7 +86,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces))
+                             bool(inputs.traces), inc.debugger.events)
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc

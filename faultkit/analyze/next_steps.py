@@ -7,11 +7,11 @@ from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
             kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = (),
-            frameworks: set[str] = frozenset(), have_trace: bool = False) -> list[str]:
+            frameworks: set[str] = frozenset(), have_trace: bool = False, debugger_events: list = ()) -> list[str]:
     """`frameworks`: servers the inputs mention (sglang, vllm); `have_trace`: a tracer's output is
     among them. Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
     where nothing is SGLang."""
-    steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops)
+    steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
     nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
     codes = {f.code for f in faults if f.code is not None}
@@ -115,8 +115,12 @@ def _for_cores(cores, runtime: RuntimeLog) -> list[str]:
     return steps
 
 
-def _after_debugger(stops) -> list[str]:
+def _after_debugger(stops, events) -> list[str]:
     steps = []
+    if any(e.kind == "debugger-internal-error" for e in events):
+        steps.append("The debugger itself failed (`internal-error` in its transcript): what it saw after that is "
+                     "lost. Re-run with fewer inferiors followed (attach to the GPU workers only: `faultkit capture "
+                     "--with cuda-gdb --attach-workers`), or use the GPU core dump, which needs no debugger attached.")
     amd = [f for f in stops if f.gpu and f.stop.kind != "cuda-exception"]
     if any(f.precise is not True for f in amd):
         steps.append("The wave's PC may be past the faulting instruction: re-run under rocgdb with "

@@ -17,7 +17,8 @@ RUNTIME_MARKERS = re.compile(
 DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
                               r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^========= |"
                               r"AMDGPU (?:Wave|Lane|Dispatch|Queue|Agent) |stopped because of SIG|\*stopped,reason=|"
-                              r"precise memory (?:violation )?signal reporting|^\s*Kernel Parent Dev Grid", re.M)
+                              r"precise memory (?:violation )?signal reporting|^\s*Kernel Parent Dev Grid|^\[Inferior \d+ \(process \d+\)|"
+                              r"^\[New inferior \d+|A problem internal to GDB has been detected", re.M)
 
 
 def detect_kinds(text: str) -> set[str]:

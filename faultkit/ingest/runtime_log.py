@@ -120,6 +120,13 @@ TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
+# A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
+# (`sync: operation not supported on global/shared address space (717)`). The strings are the
+# runtimes' own; 7xx numbers are the device-side errors that end a context.
+RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
+                           r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
+                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter)"
+                           r"\W{0,3}\(?(?:error |code )?(?P<code>7\d\d)\)?")
 # Python tracebacks and faulthandler dumps
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
 PY_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
@@ -309,7 +316,8 @@ MAY_MATTER = _literals([
     "Kernel", "kernel", "VGPU", "core", "Core", "debug interface", "file-based", "Fatal", "SIGABRT", "exitcode",
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
-    "rptr", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
+    "rptr", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
+    "program counter", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
 
@@ -701,6 +709,10 @@ def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
             if err.enum is None:
                 err.enum = m.group("enum")
                 break
+        return
+    m = RT_ERROR_TEXT.search(rest)
+    if m:
+        st.out.host_errors.append(HostError(org, "CUDA/HIP", f"{m.group('text')} ({m.group('code')})"))
         return
     m = C10_ERROR.search(rest)
     if m and "c10" not in rest:
