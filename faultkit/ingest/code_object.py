@@ -14,7 +14,6 @@ import struct
 from dataclasses import dataclass
 
 import msgpack
-from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 from ..model import CodeObject, Kernel, KernelArg, Problem
@@ -53,6 +52,7 @@ def read_code_object(data: bytes, name: str = "<code object>") -> CodeObject | N
     one comes back with its problems and whatever could be read."""
     if data[:4] != b"\x7fELF":
         return None
+    co = None
     try:
         elf = ELFFile(io.BytesIO(data))
         if elf["e_machine"] not in ("EM_AMDGPU", EM_AMDGPU):
@@ -63,8 +63,11 @@ def read_code_object(data: bytes, name: str = "<code object>") -> CodeObject | N
         _symbols(elf, co)
         _metadata(elf, co, name)
         _lines(elf, co, name)
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, AttributeError) as exc:
-        return CodeObject("unknown", problems=[Problem(name, f"not a readable AMDGPU ELF ({exc})")])
+    except Exception as exc:  # noqa: BLE001 - pyelftools raises many types (OverflowError, TypeError...) on damaged ELF
+        problem = Problem(name, f"not a readable AMDGPU ELF ({type(exc).__name__}: {exc})")
+        if co is None:
+            return CodeObject("unknown", problems=[problem])
+        co.problems.append(problem)          # what was read before the damage is kept
     return co
 
 

@@ -51,6 +51,9 @@ def read_trace_file(f: Path, trace: Trace, since_ns: int | None = None, until_ns
             return
         if looks_like_torch_trace(head):
             read_torch_trace(f, trace)
+        else:
+            trace.problems.append(Problem(str(f), "JSON that is neither a PyTorch profiler trace (no traceEvents) "
+                                                  "nor rocprofv3's *_results.json: not read"))
     elif f.suffix == ".dat":
         trace.problems.append(Problem(str(f), "rocprofv3 buffer residue: finalization never ran, so this "
                                               "run's trace was not written (undocumented binary format, not read)"))
