@@ -443,6 +443,7 @@ class SanitizerReport:
     address: int | None = None
     distance: int | None = None
     direction: str | None = None     # after | before | inside the nearest allocation
+    misaligned: bool = False         # the address is misaligned (not out of bounds)
     allocation: int | None = None
     allocation_size: int | None = None
     host_frames: list[str] = field(default_factory=list)

@@ -596,11 +596,11 @@ EXPECTED = {
         'stops': []},
     'cuda/h200_dmesg_tail.txt': {
         'kinds': ['kernel-log'], 'verdict': ['unknown', None],
-        'faults': ['xid-13', 'xid-13', 'xid-43 pid=494', 'xid-13', 'xid-13', 'xid-43 pid=570', 'xid-31 0x838c74800000 pid=581', 'xid-31 0x83b754800000 pid=621', 'xid-13', 'xid-13', 'xid-31 pid=694'],
+        'faults': ['xid-13 engine=shader', 'xid-13', 'xid-43 pid=494', 'xid-13 engine=shader', 'xid-13', 'xid-43 pid=570', 'xid-31 0x838c74800000 pid=581 engine=shader', 'xid-31 0x83b754800000 pid=621 engine=shader', 'xid-13 engine=shader', 'xid-13', 'xid-31 pid=694'],
         'stops': []},
     'cuda/h200_dmesg_xid.txt': {
         'kinds': ['kernel-log'], 'verdict': ['unknown', None],
-        'faults': ['xid-43 pid=570', 'xid-31 0x838c74800000 pid=581', 'xid-31 0x83b754800000 pid=621', 'xid-13', 'xid-13', 'xid-31 pid=694', 'xid-31 0x837f1c800000 pid=799', 'xid-13', 'xid-13', 'xid-31 pid=963'],
+        'faults': ['xid-43 pid=570', 'xid-31 0x838c74800000 pid=581 engine=shader', 'xid-31 0x83b754800000 pid=621 engine=shader', 'xid-13 engine=shader', 'xid-13', 'xid-31 pid=694', 'xid-31 0x837f1c800000 pid=799 engine=shader', 'xid-13 engine=shader', 'xid-13', 'xid-31 pid=963'],
         'stops': []},
     'cuda/h200_mp_cudagdb.txt': {
         'kinds': ['debugger', 'runtime-log'], 'verdict': ['unknown', None],

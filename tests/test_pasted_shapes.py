@@ -212,3 +212,41 @@ def test_cuda_gdb_and_sanitizer_spellings_of_a_triton_kernel_are_one_kernel():
     doc = to_json(build(Inputs(files=[InputFile("core.txt", CORE_SUMMARY.encode()), InputFile("san.txt", san.encode())])))
     v = doc["verdict"]
     assert v["level"] == "certain" and len(v["candidates"]) == 1, v["candidates"]
+
+
+# ---------------- shapes of real public reports (tests/data/shapes/SOURCES.md) ----------------
+
+SHAPES_DIR = __import__("pathlib").Path(__file__).parent / "data" / "shapes"
+REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict level, kernel, a detail to check)
+    "sanitizer_ci_indented.txt": ([("invalid-global-read", "0x7f3a11e00190", None, "shader")], "certain",
+                                  "resize_rows(const unsigned int *, unsigned int *, int, int)",
+                                  ("allocation_relation", "after")),
+    "sanitizer_old_file_line_func.txt": ([("invalid-global-read", "0x7f20aa81f000", None, "shader")], "certain",
+                                         "moe_gate_kernel", ("source", "/srv/app/kernels/moe_gate.py:141")),
+    "sanitizer_inside_expandable.txt": ([("invalid-global-write", "0x7f5510ffff80", None, "shader")], "certain",
+                                        "tail_copy(unsigned char *, int)", ("allocation_relation", "inside")),
+    "journal_gfx11_interleaved.txt": ([("page-fault", "0x7f61c2a48000", 38804, "shader")], "unknown", None,
+                                      ("ih_client_name", "GFX")),
+    "glued_nil_address.txt": ([("memory-access-fault", "0x0", None, None)], "unknown", None,
+                              ("reason", "Page not present or supervisor privilege")),
+    "title_wrapped_reason.txt": ([("memory-access-fault", "0x7f13c4d05000", None, None)], "unknown", None,
+                                 ("reason", "Page not present or supervisor privilege")),
+    "xid31_ch_format.txt": ([("xid-31", "0x7f1122334000", 7716, "copy"), ("xid-62", None, None, None),
+                             ("xid-45", None, None, None)], "unknown", None, ("engine", "CE2")),
+    "xid31_title_no_comma.txt": ([("xid-31", "0x7e0211c4a000", None, "shader")], "unknown", None,
+                                 ("access", "ACCESS_TYPE_VIRT_WRITE")),
+}
+
+
+def test_every_shape_file_has_expected_values():
+    assert {p.name for p in SHAPES_DIR.glob("*.txt")} == set(REAL_SHAPES)
+
+
+@pytest.mark.parametrize("name", sorted(REAL_SHAPES))
+def test_real_report_shapes(name):
+    faults, level, kernel, (key, value) = REAL_SHAPES[name]
+    doc = to_json(build(collect([str(SHAPES_DIR / name)])))
+    assert [(f["kind"], f["address"], f["pid"], f["engine"]) for f in doc["faults"]] == faults
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == (level, kernel)
+    assert doc["faults"][0]["detail"][key] == value
+    assert not [p for p in doc["problems"] if "cut before its Reason" in p]

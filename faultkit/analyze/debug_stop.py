@@ -259,7 +259,10 @@ def stop_fault(f: StopFinding) -> Fault:
 
 def sanitizer_fault(r: SanitizerReport) -> Fault:
     if r.direction == "inside":
-        where = f"misaligned, inside the allocation at 0x{r.allocation:x} ({r.allocation_size:,} bytes)"
+        where = (f"{'misaligned' if r.misaligned else 'out of bounds though'} inside the allocation at "
+                 f"0x{r.allocation:x} ({r.allocation_size:,} bytes)"
+                 + ("" if r.misaligned else ": a part of it not mapped for the GPU (e.g. an expandable segment "
+                                            "not yet backed), or freed and reused"))
     elif r.distance is not None:
         where = (f"{r.distance:,} bytes {r.direction} the nearest allocation at 0x{r.allocation:x} "
                  f"({r.allocation_size:,} bytes)")
@@ -269,7 +272,8 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
               "source": f"{r.file}:{r.line}" if r.file else None,
               "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12],
               "allocation": f"0x{r.allocation:x}" if r.allocation is not None else None,
-              "allocation_size": r.allocation_size, "allocation_relation": r.direction}
+              "allocation_size": r.allocation_size, "allocation_relation": r.direction,
+              "misaligned": r.misaligned or None}
     return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
                  detail={k: v for k, v in detail.items() if v is not None},
                  meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in "

@@ -160,7 +160,21 @@ def xid_fault(x: Xid) -> Fault:
         meaning += f" {x.access.replace('ACCESS_TYPE_', '').lower().replace('_', ' ')} at 0x{x.address:x}, {x.fault_type}."
     return Fault(source="kernel-log", kind=f"xid-{x.xid}", address=x.address if x.trusted else None,
                  gpu=x.pci, pid=x.pid, process=x.process, time=x.stamp.raw if x.stamp else None, detail=detail,
-                 meaning=meaning, origin=x.origin)
+                 meaning=meaning, origin=x.origin, engine=_xid_engine(x))
+
+
+def _xid_engine(x: Xid) -> str | None:
+    """The MMU fault's engine: a copy engine (CE*) or the graphics/compute engine's GPC clients
+    (the SMs' memory path: a kernel's access); Xid 13 is an SM exception."""
+    if x.xid == 13 and x.exception:
+        return "shader"
+    if not x.engine or not x.trusted:
+        return None               # an UNRECOGNIZED_* record names no client worth trusting
+    if x.engine.startswith("CE"):
+        return "copy"
+    if x.engine == "GRAPHICS" and (x.client or "").startswith("GPCCLIENT"):
+        return "shader"
+    return "other"
 
 
 def driver_place(d: DriverException) -> str:

@@ -88,7 +88,7 @@ RAW_BYTES = re.compile(r"^(?:[0-9a-f]{2} )+\s*")
 SAN_ACCESS = re.compile(r"^(?:Invalid|Misaligned) __(?P<space>\w+)__ (?P<rw>read|write|atomic) of size (?P<size>\d+) bytes?$")
 SAN_AT = re.compile(r"^at (?P<func>.+?)\+0x(?P<off>[0-9a-f]+)(?: in (?P<file>\S+):(?P<line>\d+))?$")
 SAN_BY = re.compile(r"^by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)$")
-SAN_ADDR = re.compile(r"^(?:Access to|Address) (?P<addr>0x[0-9a-f]+) is (?:out of bounds|misaligned)")
+SAN_ADDR = re.compile(r"^(?:Access (?:to|at)|Address) (?P<addr>0x[0-9a-f]+) is (?P<why>out of bounds|misaligned)")
 SAN_NEAR = re.compile(r"(?:^|\s)and is (?:(?P<dist>[\d,]+) bytes (?P<dir>after|before)|(?P<inside>inside)) the nearest "
                       r"allocation at (?P<base>0x[0-9a-f]+) of size (?P<asize>[\d,]+) bytes$")
 # Older compute-sanitizer / cuda-memcheck: `at 0x440 in triton__0d1d2d`, `at 0x148 in /src/t.cu:10:kern(int*)`
@@ -443,6 +443,7 @@ class _Parser:
         return True
 
     def sanitizer_line(self, s: str, no: int) -> bool:
+        s = s.lstrip()                  # CI logs indent the tool's output
         if not s.startswith("========="):
             return False
         self.log.debugger = self.log.debugger or "compute-sanitizer"
@@ -469,7 +470,7 @@ class _Parser:
         elif (m := SAN_BY.match(body)):
             r.thread, r.block = _ints(m["thread"]), _ints(m["block"])
         elif (m := SAN_ADDR.match(body)):
-            r.address = int(m["addr"], 16)
+            r.address, r.misaligned = int(m["addr"], 16), m["why"] == "misaligned"
         if (m := SAN_NEAR.search(body)):
             r.distance = int(m["dist"].replace(",", "")) if m["dist"] else 0
             r.direction = m["dir"] or "inside"

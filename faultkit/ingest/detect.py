@@ -15,7 +15,7 @@ RUNTIME_MARKERS = re.compile(
     r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|GPU coredump|coredump: |"
     r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD")
 DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
-                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^========= |"
+                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^\s*========= |"
                               r"AMDGPU (?:Wave|Lane|Dispatch|Queue|Agent) |stopped because of SIG|\*stopped,reason=|"
                               r"precise memory (?:violation )?signal reporting|^\s*Kernel Parent Dev Grid|^\[Inferior \d+ \(process \d+\)|"
                               r"^\[New inferior \d+|A problem internal to GDB has been detected", re.M)

@@ -90,9 +90,10 @@ CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limi
 DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
 
 # ---- NVIDIA ----
-XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\): (?P<xid>\d+), (?P<rest>.*?)\s*$")
-X31 = re.compile(r"pid=(?P<pid>\d+|'<unknown>'), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+), intr (?P<intr>[0-9a-f]+)\. "
-                 r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
+XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\): (?P<xid>\d+),? (?P<rest>.*?)\s*$")
+# The MMU fault itself; pid, name and channel come before it in several spellings (`channel 0x..`,
+# older `Ch 000000..`, none at all in a shortened title).
+X31 = re.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
                  r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
 X13 = re.compile(r"Graphics SM Warp Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\): (?P<exc>.+)$")
 XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
@@ -576,29 +577,25 @@ class _Blocks:
         x = Xid(origin=org, xid=int(m.group("xid")), pci=m.group("pci"), text=m.group(0), stamp=p.stamp)
         m31 = X31.search(rest)
         if m31:
-            x.pid = int(m31.group("pid")) if m31.group("pid").isdigit() else None
-            x.process = m31.group("name")
-            x.channel = m31.group("ch")
             x.engine, x.client = m31.group("engine"), m31.group("client")
             x.location = (m31.group("gpc") or "").strip() or None
             x.address = int(m31.group("va").replace("_", ""), 16)
             x.fault_type, x.access = m31.group("ftype"), m31.group("access")
             x.trusted = "UNRECOGNIZED" not in rest
+        m13 = X13.search(rest)
+        if m13:
+            x.location = f"GPC {m13.group('gpc')}, TPC {m13.group('tpc')}, SM {m13.group('sm')}"
+            x.exception = m13.group("exc")
+        mp = XPID.search(rest)
+        if mp:
+            x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")
         else:
-            m13 = X13.search(rest)
-            if m13:
-                x.location = f"GPC {m13.group('gpc')}, TPC {m13.group('tpc')}, SM {m13.group('sm')}"
-                x.exception = m13.group("exc")
-            mp = XPID.search(rest)
-            if mp:
-                x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")
-            else:
-                mn, mc = XNAME.search(rest), XCHANNEL.search(rest)
-                if mn:
-                    x.pid = int(mn.group("pid")) if mn.group("pid") else None
-                    x.process = mn.group("name").strip()
-                if mc:
-                    x.channel = mc.group("ch")
+            mn, mc = XNAME.search(rest), XCHANNEL.search(rest)
+            if mn and mn.group("name").strip() != "<unknown>":
+                x.pid = int(mn.group("pid")) if mn.group("pid") else None
+                x.process = mn.group("name").strip()
+            if mc:
+                x.channel = mc.group("ch")
         mc = XCAUSE.search(rest)
         if mc:
             x.caused_by = int(mc.group("xid"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..codes import HSA_STATUS_BY_NAME
+from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
 from ..model import (Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
                      RuntimeLog, Stamp, WaveDump)
 from .text import Line, LineSource, cut_problem, decode
@@ -287,6 +287,15 @@ class _Window:
         return self.first + len(self.buf)
 
 
+_SQUASHED_REASONS = {r.replace(" ", "").lower(): r for r in VM_FAULT_REASONS}
+
+
+def _broken_reason(after: str) -> str | None:
+    """A reason a title or a wrapped paste broke with stray spaces (`supervisor p rivilege`)."""
+    m = re.match(r"\s*Reason:\s*([^.]{1,80})", after)
+    return _SQUASHED_REASONS.get(m.group(1).replace(" ", "").lower()) if m else None
+
+
 def _close_all(st: _State) -> None:
     _close_traceback(st, None)
     _close_faulthandler(st)
@@ -348,12 +357,13 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     faults_before = len(st.out.faults)
     m = VM_FAULT.search(rest)
     if m:
+        reason = m.group("reason") or _broken_reason(rest[m.end():])
         st.out.faults.append(RuntimeFault(
             kind="vm-fault", origin=org, text=m.group(0), node=int(m.group("node")),
             agent_handle=m.group("agent"), address=_addr(m.group("addr")),
-            imprecise=bool(m.group("imprecise")), reason=m.group("reason"),
+            imprecise=bool(m.group("imprecise")), reason=reason,
             pid=pid, process_tag=tag, stamp=stamp))
-        if m.group("reason") is None:
+        if reason is None:
             st.out.problems.append(Problem(st.name, "fault line cut before its Reason", line.no))
     m = HW_EXCEPTION.search(rest)
     if m:
