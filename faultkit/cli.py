@@ -178,8 +178,10 @@ def trials() -> None:
 @click.option("--port", type=click.IntRange(1, 65535),
               help="server port: must be free before each trial; readiness for --client")
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
+@click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
+                                                "the last match's first group (throughput, tokens served)")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, out) -> None:
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
 
     \b
@@ -204,7 +206,8 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         arms[name].env[k] = v
     try:
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
-                             parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True))
+                             parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True),
+                             metric=parse_regex(metric, "--metric"))
     except TrialsError as exc:
         raise click.ClickException(str(exc))
     except KeyboardInterrupt:
@@ -215,26 +218,50 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 
 
 @trials.command("report")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--counts", "count_specs", multiple=True, metavar="ARM=C/N",
+              help="crashes C of N trials counted by hand, instead of a folder; give two or more")
+@click.option("--metric", metavar="REGEX",
+              help="read a per-trial figure from each trial's client (else server) output: the last match's first "
+                   "group, e.g. 'throughput \\(token/s\\): ([\\d.]+)'")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
-def trials_report(folder, fmt, output) -> None:
-    """Crash rates, intervals, exact tests and signatures of a trials folder.
+def trials_report(folder, count_specs, metric, fmt, output) -> None:
+    """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
+    counts collected by hand.
 
     \b
     Example:
-      faultkit trials report trials/ --format html -o trials.html"""
+      faultkit trials report trials/ --format html -o trials.html
+      faultkit trials report --counts base=2/5 --counts fix=0/5"""
+    from .trials.metric import metric_from
+    from .trials.report import RENDERERS, summarise, summarise_counts
+    from .trials.runner import load_results, trial_dir
 
-
-    from .trials.report import RENDERERS, summarise
-    from .trials.runner import load_results
-
-    plan, results, problems = load_results(Path(folder))
-    for p in problems:
-        click.echo(f"warning: {p}", err=True)
-    if not results:
-        raise click.ClickException(f"no finished trials in {folder}")
-    text = RENDERERS[fmt](summarise(plan, results))
+    if bool(folder) == bool(count_specs):
+        raise click.UsageError("give a trials folder or --counts ARM=C/N (twice or more), not both")
+    if count_specs:
+        counts = {}
+        for spec in count_specs:
+            m = re.fullmatch(r"([^=]+)=(\d+)/(\d+)", spec.strip())
+            if not m or int(m.group(2)) > int(m.group(3)) or int(m.group(3)) == 0:
+                raise click.BadParameter(f"{spec!r}: expected ARM=C/N with 0 <= C <= N, N > 0", param_hint="--counts")
+            counts[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        if len(counts) < 2:
+            raise click.BadParameter("give two or more arms", param_hint="--counts")
+        summary = summarise_counts(counts)
+    else:
+        plan, results, problems = load_results(Path(folder))
+        for p in problems:
+            click.echo(f"warning: {p}", err=True)
+        if not results:
+            raise click.ClickException(f"no finished trials in {folder}")
+        if metric:
+            regex = parse_regex(metric, "--metric")
+            for r in results:
+                r["metric"], r["metric_regex"] = metric_from(trial_dir(Path(folder), r), regex), regex
+        summary = summarise(plan, results)
+    text = RENDERERS[fmt](summary)
     if output:
         write_output(output, text)
         click.echo(f"wrote {output}", err=True)
@@ -285,7 +312,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
     if s.get("crashes_needed_vs_zero") is not None:
         click.echo(f"  the test needs at least {s['crashes_needed_vs_zero']} crashes against 0 at that size")
     two = s["two_sided"]
-    if two["trials_per_arm"]:
+    if n is None and two["trials_per_arm"] and s["alternative"] != "two-sided":
         click.echo(f"  two-sided: {two['trials_per_arm']} per arm (power {two['power']:.0%})")
     click.echo(f"  method: {s['method']}")
 

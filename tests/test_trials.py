@@ -90,10 +90,11 @@ def test_live_trials_rates_env_and_report(tmp_path):
                   "--arm", f"base={CRASHY} --rate 1 --after 0.1 --run-for 0.2",
                   "--arm", f"fix={CRASHY} --rate 0 --run-for 0.2",
                   "--env-arm", "fix:AMD_SERIALIZE_KERNEL=3", "-n", "3", "--seed", "7", "--trial-timeout", "30s",
-                  "-o", str(out))
+                  "--metric", r"trial (\d+)", "-o", str(out))
     assert res.exit_code == 0, res.output
     results = [json.loads(p.read_text()) for p in sorted(out.glob("trial-*/result.json"))]
     assert len(results) == 6
+    assert all(r["metric"] == r["index"] for r in results)      # the server prints its trial index
     assert all(r["crashed"] for r in results if r["arm"] == "base")
     assert not any(r["crashed"] for r in results if r["arm"] == "fix")
     fix = [r for r in results if r["arm"] == "fix"]
@@ -108,8 +109,15 @@ def test_live_trials_rates_env_and_report(tmp_path):
     base, fixa = report["arms"]
     assert (base["crashes"], base["trials"], fixa["crashes"], fixa["trials"]) == (3, 3, 0, 3)
     assert report["comparisons"][0]["fisher_two_sided"] == pytest.approx(0.1, abs=0.001)
+    metric = {a["arm"]: a["metric"]["values"] for a in report["arms"]}
+    assert sorted(metric["base"] + metric["fix"]) == [0, 1, 2, 3, 4, 5]
+    assert report["comparisons"][0]["metric"]["mann_whitney_p"] is not None
+    again = json.loads(run_cli("trials", "report", str(out), "--metric", r"(will) crash", "--format", "json").output)
+    assert [a["metric"] for a in again["arms"]] == [None, None]     # no number in the group: no figure
     page = run_cli("trials", "report", str(out), "--format", "html").output
     assert "<svg" in page and "<circle" in page and "Fisher" in page
+    assert "95% exact (Clopper-Pearson) interval" in page and "No difference shown" in page
+    assert 'class="warn"' in page and "too few trials" in page
     assert "3 / 3" in run_cli("trials", "report", str(out)).output
 
 
@@ -212,3 +220,24 @@ def test_plan_answers_quickly_when_no_n_can_reach_the_power():
     for alt in ("greater", "less", "two-sided"):
         region = _rejection_region(12, 10, 0.05, alt)
         assert all(region[a, b] == _rejects(a, 12, b, 10, 0.05, alt) for a in range(13) for b in range(11))
+
+
+def test_report_of_counts_collected_by_hand():
+    res = run_cli("trials", "report", "--counts", "base=2/5", "--counts", "fix=0/5", "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    c = doc["comparisons"][0]
+    assert c["fisher_two_sided"] == pytest.approx(4 / 9)
+    assert c["too_few_trials"] and c["trials_per_arm_to_decide"] == 18
+    assert doc["by_hand"] and [a["crashes"] for a in doc["arms"]] == [2, 0]
+    md = run_cli("trials", "report", "--counts", "base=2/5", "--counts", "fix=0/5").output
+    assert "No difference shown: 2/5 vs 0/5 (Fisher two-sided p = 0.44)" in md and "Too few trials" in md
+    decided = json.loads(run_cli("trials", "report", "--counts", "a=9/10", "--counts", "b=0/10", "-f", "json").output)
+    assert decided["comparisons"][0]["conclusion"].startswith("a crashes more often than b")
+    assert run_cli("trials", "report", "--counts", "a=6/5", "--counts", "b=0/5").exit_code == 2
+    assert run_cli("trials", "report", "--counts", "a=1/5").exit_code == 2
+
+
+def test_plan_with_n_prints_no_unasked_two_sided_figure():
+    out = run_cli("trials", "plan", "--rate", "base=0.4", "--rate", "fix=0", "-n", "10").output
+    assert "10 trials per arm give power" in out and "two-sided" not in out

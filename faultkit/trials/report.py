@@ -8,7 +8,7 @@ import json
 import statistics
 from collections import Counter
 
-from .stats import arm_rate, boschloo, fisher
+from .stats import arm_rate, boschloo, fisher, metric_compare, trials_for_power
 
 SCHEMA = "faultkit.trials.report/1"
 CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm, two-sided (scipy.stats."
@@ -23,31 +23,77 @@ def summarise(plan: dict | None, results: list[dict]) -> dict:
     for name in arm_names:
         rs = [r for r in results if r["arm"] == name]
         crashes = sum(1 for r in rs if r["crashed"])
-        rate = arm_rate(name, crashes, len(rs))
         ttc = [r["time_to_crash_s"] for r in rs if r["crashed"] and r["time_to_crash_s"] is not None]
-        arms.append({
-            "arm": name, "crashes": crashes, "trials": len(rs), "rate": rate.rate,
-            "exact_ci": [float(x) for x in rate.exact_ci], "wilson_ci": [float(x) for x in rate.wilson_ci],
+        values = [float(r["metric"]) for r in rs if isinstance(r.get("metric"), (int, float))]
+        arms.append(_arm(name, crashes, len(rs)) | {
             "time_to_crash_s": {"median": statistics.median(ttc), "min": min(ttc), "max": max(ttc)} if ttc else None,
             "signatures": dict(Counter(r["signature"] or "unknown" for r in rs if r["crashed"]).most_common()),
             "env_mismatch_trials": [r["index"] for r in rs if not r["env"]["ok"]],
             "ended_by": dict(Counter(r["ended_by"] for r in rs)),
+            "metric": {"values": values, "n": len(values), "median": statistics.median(values),
+                       "min": min(values), "max": max(values)} if values else None,
         })
+    planned = len(plan["order"]) if plan else len(results)
+    regex = next((r.get("metric_regex") for r in results if r.get("metric_regex")), None)
+    return _finish(arms, planned, len(results), plan["spec"]["seed"] if plan else None,
+                   sorted(((r["index"], r["arm"], r["crashed"]) for r in results)), regex)
+
+
+def summarise_counts(counts: dict[str, tuple[int, int]]) -> dict:
+    """Counts a user collected by hand (`--counts base=2/5`): the same tests, no per-trial detail."""
+    arms = [_arm(name, c, n) | {"time_to_crash_s": None, "signatures": {}, "env_mismatch_trials": [],
+                                "ended_by": {}, "metric": None} for name, (c, n) in counts.items()]
+    total = sum(n for _, n in counts.values())
+    return _finish(arms, total, total, None, [], None, by_hand=True)
+
+
+def _arm(name: str, crashes: int, trials: int) -> dict:
+    rate = arm_rate(name, crashes, trials)
+    return {"arm": name, "crashes": crashes, "trials": trials, "rate": rate.rate,
+            "exact_ci": [float(x) for x in rate.exact_ci], "wilson_ci": [float(x) for x in rate.wilson_ci]}
+
+
+def _finish(arms: list[dict], planned: int, finished: int, seed, order, metric_regex, by_hand=False) -> dict:
     comparisons = []
     for i in range(len(arms)):
         for j in range(i + 1, len(arms)):
             a, b = arms[i], arms[j]
             if a["trials"] and b["trials"]:
                 args = (a["crashes"], a["trials"], b["crashes"], b["trials"])
-                comparisons.append({
-                    "arms": [a["arm"], b["arm"]],
-                    "fisher_two_sided": fisher(*args), "fisher_greater": fisher(*args, alternative="greater"),
-                    "fisher_less": fisher(*args, alternative="less"), "boschloo_two_sided": boschloo(*args),
-                })
-    planned = len(plan["order"]) if plan else len(results)
-    return {"schema": SCHEMA, "convention": CONVENTION, "planned_trials": planned, "finished_trials": len(results),
-            "seed": plan["spec"]["seed"] if plan else None, "arms": arms, "comparisons": comparisons,
-            "order": [(r["index"], r["arm"], r["crashed"]) for r in sorted(results, key=lambda r: r["index"])]}
+                c = {"arms": [a["arm"], b["arm"]],
+                     "fisher_two_sided": fisher(*args), "fisher_greater": fisher(*args, alternative="greater"),
+                     "fisher_less": fisher(*args, alternative="less"), "boschloo_two_sided": boschloo(*args)}
+                c.update(_decides(a, b, c["fisher_two_sided"]))
+                if a["metric"] and b["metric"]:
+                    c["metric"] = metric_compare(a["metric"]["values"], b["metric"]["values"])
+                comparisons.append(c)
+    return {"schema": SCHEMA, "convention": CONVENTION, "planned_trials": planned, "finished_trials": finished,
+            "seed": seed, "by_hand": by_hand, "metric_regex": metric_regex, "arms": arms,
+            "comparisons": comparisons, "order": order}
+
+
+def _decides(a: dict, b: dict, p: float, alpha: float = 0.05, target: float = 0.9) -> dict:
+    """A plain-language conclusion, and when the difference is not shown, whether that is because
+    the arms are alike or because there were too few trials to tell."""
+    ca, na, cb, nb = a["crashes"], a["trials"], b["crashes"], b["trials"]
+    counts = f"{ca}/{na} vs {cb}/{nb}"
+    if p < alpha:
+        hi, lo = (a, b) if a["rate"] > b["rate"] else (b, a)
+        return {"conclusion": f"{hi['arm']} crashes more often than {lo['arm']} ({counts}; Fisher two-sided "
+                              f"p = {_fmt_p(p)}): unlikely to be chance at alpha {alpha}.",
+                "too_few_trials": False, "trials_per_arm_to_decide": None}
+    hi_rate, lo_rate = max(a["rate"], b["rate"]), min(a["rate"], b["rate"])
+    need = trials_for_power(hi_rate, lo_rate, target, alpha, "two-sided")[0] if hi_rate > lo_rate else None
+    too_few = need is not None and need > min(na, nb)
+    text = f"No difference shown: {counts} (Fisher two-sided p = {_fmt_p(p)}) is consistent with chance."
+    if too_few:
+        text += (f" Too few trials to tell: if the rates really are {hi_rate:.0%} and {lo_rate:.0%}, {need} trials "
+                 f"per arm give {target:.0%} power (two-sided, alpha {alpha}); {min(na, nb)} per arm cannot.")
+    elif hi_rate == lo_rate:
+        text += " The observed rates are equal."
+    elif need is None:
+        text += f" At the observed rates no n up to 400 per arm reaches {target:.0%} power: the arms are alike."
+    return {"conclusion": text, "too_few_trials": too_few, "trials_per_arm_to_decide": need}
 
 
 def _fmt_p(p: float) -> str:
@@ -55,16 +101,35 @@ def _fmt_p(p: float) -> str:
 
 
 def render_markdown(s: dict) -> str:
-    out = ["# faultkit trials report", "",
-           f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']}).", "",
-           "| arm | crashes / trials | rate | 95% exact (Clopper-Pearson) | 95% Wilson | median time to crash | "
-           "env not verified in |", "|---|---|---|---|---|---|---|"]
+    source = ("Counts given by hand (`--counts`): no per-trial detail, environments not verified by faultkit."
+              if s.get("by_hand") else
+              f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']}).")
+    out = ["# faultkit trials report", "", source, "", "## Conclusion", ""]
+    for c in s["comparisons"]:
+        out.append(f"- {c['conclusion']}")
+        if c.get("too_few_trials"):
+            out.append(f"- **Warning:** too few trials: {c['arms'][0]} vs {c['arms'][1]} cannot show a difference of "
+                       f"this size; run {c['trials_per_arm_to_decide']} per arm "
+                       f"(`faultkit trials plan` gives the figure for other rates).")
+        m = c.get("metric")
+        if m and m["median_change"] is not None:
+            mw = f", Mann-Whitney p = {_fmt_p(m['mann_whitney_p'])}" if m["mann_whitney_p"] is not None else ""
+            out.append(f"- Metric: {c['arms'][1]}'s median is {m['median_change']:+.0%} against {c['arms'][0]}'s{mw}.")
+    out += ["", "| arm | crashes / trials | rate | 95% exact (Clopper-Pearson) | 95% Wilson | median time to crash | "
+            "env not verified in |", "|---|---|---|---|---|---|---|"]
     for a in s["arms"]:
         ttc = f"{a['time_to_crash_s']['median']:.1f} s" if a["time_to_crash_s"] else ""
         rate = f"{a['rate']:.0%}" if a["trials"] else ""
+        env = "n/a" if s.get("by_hand") else ", ".join(map(str, a["env_mismatch_trials"])) or "none"
         out.append(f"| {a['arm']} | {a['crashes']} / {a['trials']} | {rate} | {a['exact_ci'][0]:.2f}–{a['exact_ci'][1]:.2f}"
-                   f" | {a['wilson_ci'][0]:.2f}–{a['wilson_ci'][1]:.2f} | {ttc} | "
-                   f"{', '.join(map(str, a['env_mismatch_trials'])) or 'none'} |")
+                   f" | {a['wilson_ci'][0]:.2f}–{a['wilson_ci'][1]:.2f} | {ttc} | {env} |")
+    if any(a["metric"] for a in s["arms"]):
+        out += ["", f"## Metric (`{s['metric_regex']}`)", "", "| arm | trials with a value | median | min | max |",
+                "|---|---|---|---|---|"]
+        for a in s["arms"]:
+            m = a["metric"]
+            out.append(f"| {a['arm']} | {m['n']} | {m['median']:g} | {m['min']:g} | {m['max']:g} |" if m else
+                       f"| {a['arm']} | 0 | | | |")
     out += ["", "## Tests", ""]
     for c in s["comparisons"]:
         x, y = c["arms"]
@@ -84,13 +149,16 @@ def render_markdown(s: dict) -> str:
 def _svg(s: dict) -> str:
     width, row, left = 560, 34, 140
     h = row * len(s["arms"]) + 40
+    h += 18
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
-             f'aria-label="crash rate per arm with 95% exact interval">']
+             f'aria-label="crash rate per arm with 95% exact interval">',
+             f'<text x="{left}" y="{h - 2}" font-size="11">dot: observed crash rate; bar: 95% exact '
+             f'(Clopper-Pearson) interval</text>']
     scale = width - left - 20
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         x = left + tick * scale
-        parts.append(f'<line x1="{x:.1f}" y1="10" x2="{x:.1f}" y2="{h - 25}" stroke="#ddd"/>'
-                     f'<text x="{x:.1f}" y="{h - 8}" font-size="11" text-anchor="middle">{tick:.0%}</text>')
+        parts.append(f'<line x1="{x:.1f}" y1="10" x2="{x:.1f}" y2="{h - 43}" stroke="#ddd"/>'
+                     f'<text x="{x:.1f}" y="{h - 26}" font-size="11" text-anchor="middle">{tick:.0%}</text>')
     for i, a in enumerate(s["arms"]):
         y = 25 + i * row
         lo, hi = a["exact_ci"]
@@ -116,18 +184,30 @@ def render_html(s: dict) -> str:
             continue
         elif line.startswith("| "):
             cells = [c.strip() for c in line.strip("|").split("|")]
-            tag = "th" if line.startswith("| arm ") else "td"
+            tag = "th" if line.startswith("| arm |") else "td"
             body.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
+        elif line.startswith("- **Warning:**"):
+            body.append(f'<p class="warn">{html.escape(line[2:]).replace("**", "")}</p>')
         elif line.startswith("- "):
             body.append(f"<li>{html.escape(line[2:])}</li>")
         elif line:
             body.append(f"<p>{html.escape(line).replace('**', '')}</p>")
-    table_start = next(i for i, b in enumerate(body) if b.startswith("<tr>"))
-    rows_end = max(i for i, b in enumerate(body) if b.startswith("<tr>")) + 1
-    body[table_start:rows_end] = ["<table>"] + body[table_start:rows_end] + ["</table>", _svg(s)]
+    wrapped, tables = [], 0
+    for i, b in enumerate(body):          # each run of rows is one table; the plot follows the first
+        row, prev_row = b.startswith("<tr>"), i > 0 and body[i - 1].startswith("<tr>")
+        if row and not prev_row:
+            wrapped.append("<table>")
+        wrapped.append(b)
+        if row and not (i + 1 < len(body) and body[i + 1].startswith("<tr>")):
+            wrapped.append("</table>")
+            tables += 1
+            if tables == 1:
+                wrapped.append(_svg(s))
+    body = wrapped
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>faultkit trials</title><style>"
             "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto}td,th{border:1px solid #ccc;"
-            "padding:.2rem .5rem}table{border-collapse:collapse}</style></head><body>"
+            "padding:.2rem .5rem}table{border-collapse:collapse}.warn{background:#fdecea;border-left:4px solid #c0392b;"
+            "padding:.4rem .6rem}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
 
 

@@ -25,6 +25,7 @@ from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, verify_env
 from ..capture import watchdog
 from ..capture.session import private_dir
+from .metric import metric_from
 from .signature import crash_signature
 
 PLAN_SCHEMA = "faultkit.trials.plan/1"
@@ -88,7 +89,7 @@ def trial_dir(out: Path, entry: dict) -> Path:
 
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,
                port: int | None = None, timeout_s: float = 2400.0, ready_pattern: str | None = None,
-               port_wait_s: float = 30.0, echo=print) -> list[dict]:
+               port_wait_s: float = 30.0, echo=print, metric: str | None = None) -> list[dict]:
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise TrialsError("give at least two arms with different names")
     for a in arms:
@@ -112,9 +113,10 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
         if port is not None:
             _wait_port_free(port, port_wait_s)
         echo(f"trial {entry['index'] + 1}/{len(plan['order'])}: arm {entry['arm']} ...")
-        result = run_one(tdir, entry, by_name[entry["arm"]], client, port, timeout_s, ready_pattern)
+        result = run_one(tdir, entry, by_name[entry["arm"]], client, port, timeout_s, ready_pattern, metric)
+        figure = f", metric {result['metric']:g}" if result.get("metric") is not None else ""
         echo(f"  -> {'CRASH' if result['crashed'] else 'no crash'} ({result['ended_by']}, "
-             f"{result['duration_s']:.1f}s, env {'verified' if result['env']['ok'] else 'MISMATCH'})")
+             f"{result['duration_s']:.1f}s, env {'verified' if result['env']['ok'] else 'MISMATCH'}{figure})")
         results.append(result)
     return results
 
@@ -130,7 +132,7 @@ def _wait_port_free(port: int, wait_s: float) -> None:
 
 
 def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | None, timeout_s: float,
-            ready_pattern: str | None) -> dict:
+            ready_pattern: str | None, metric: str | None = None) -> dict:
     tdir.mkdir(parents=True, exist_ok=True)
     for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
@@ -187,6 +189,7 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
         "killed_leftovers": leftovers,
         "signature": crash_signature(tdir, exit_code) if crashed else None,
         "clocks": {"start": server.started, "end": end},
+        "metric": metric_from(tdir, metric) if metric else None, "metric_regex": metric,
     }
     (tdir / "environ.json").write_text(json.dumps([r.to_json() for r in records], indent=2))
     if ended_by == "interrupted":

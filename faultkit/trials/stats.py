@@ -102,6 +102,16 @@ def trials_for_power(p1: float, p2: float, target: float = 0.9, alpha: float = 0
     return None, best
 
 
+def metric_compare(a: list[float], b: list[float]) -> dict:
+    """The second arm's per-trial figure against the first's: the change of the medians and
+    Mann-Whitney's U test (no normality assumed; exact for small samples without ties)."""
+    ma, mb = float(np.median(a)), float(np.median(b))
+    out = {"median_change": (mb - ma) / ma if ma else None, "mann_whitney_p": None}
+    if len(a) >= 2 and len(b) >= 2:
+        out["mann_whitney_p"] = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    return out
+
+
 def min_crashes_vs_zero(n: int, alpha: float = 0.05, alternative: str = "greater") -> int | None:
     """How many crashes out of n (against 0 of n) the test needs to reject: a figure users can
     reason with ('4 crashes against 0 at 10 per arm')."""

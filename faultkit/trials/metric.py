@@ -1,0 +1,40 @@
+"""A per-trial figure read from the trial's own output (`--metric REGEX`): generated tokens,
+throughput, requests served. A fix that removes the crash but costs a third of the throughput is
+not a fix, so arms are compared on it as well as on the crash rate."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+MAX_READ = 64 << 20          # the end of a long log: the figure that counts is the last one printed
+
+
+def metric_from(trial_dir: Path, regex: str) -> float | None:
+    """The last match in the client's output, else the server's: the regex's first group (or the
+    whole match) read as a number, commas dropped."""
+    rx = re.compile(regex)
+    for log in ("client.log", "server.log"):
+        value = _last(trial_dir / log, rx)
+        if value is not None:
+            return value
+    return None
+
+
+def _last(path: Path, rx: re.Pattern) -> float | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - MAX_READ))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    found = None
+    for m in rx.finditer(text):
+        found = m
+    if found is None:
+        return None
+    n = NUMBER.search((found.group(1) if rx.groups else found.group(0)).replace(",", ""))
+    return float(n.group(0)) if n else None
