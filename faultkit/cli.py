@@ -351,11 +351,13 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
                    "records and the manifest (debugger transcripts are redacted always)")
 @click.option("--redact-output", is_flag=True, help="replace secrets in the target's own output as well")
 @click.option("--force", is_flag=True, help="write into an -o folder that is not empty")
+@click.option("-q", "--quiet", is_flag=True,
+              help="show neither the target's output nor the status line nor the summary (warnings still)")
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
-            command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force, out,
+            command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force, quiet, out,
             command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
     with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
@@ -368,6 +370,7 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     import time
 
 
+    from .capture.console import Console
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture
     from .triage import triage as run_triage
 
@@ -381,9 +384,12 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
                               coredump=not no_coredump, full_core=full_core,
                               hang_after_s=parse_duration(hang_after) if hang_after else None)
-        manifest = run_capture(opts, echo=lambda m: click.echo(m, err=True))
+        console = Console(quiet)
+        manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:
         raise click.ClickException(str(exc))
+    if quiet:
+        sys.exit(capture_status(manifest))
     v = run_triage([out]).verdict
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")

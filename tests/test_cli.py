@@ -67,3 +67,36 @@ def test_internal_error_is_one_line_with_a_saved_traceback(tmp_path, monkeypatch
     line = res.stderr.strip()
     assert line.startswith("faultkit: internal error: RuntimeError: planted; details in ")
     assert "RuntimeError: planted" in Path(line.split("details in ")[1]).read_text()
+
+
+def test_capture_on_a_terminal_shows_output_and_a_status_line(tmp_path):
+    import pexpect
+    script = "import time\nfor i in range(4): print('tick', i, flush=True); time.sleep(0.8)"
+    child = pexpect.spawn(sys.executable, ["-m", "faultkit.cli", "capture", "-o", str(tmp_path / "b"), "--",
+                                           sys.executable, "-c", script], cwd=str(ROOT), timeout=60,
+                          dimensions=(24, 160))
+    child.expect(r"tick 0")
+    child.expect(r"\[faultkit 0:00:0\d\] \d+ processes, 0 on a GPU, 0 debugger\(s\) attached, 0 kernel-log "
+                 r"fault\(s\), 0 core\(s\)")
+    child.expect(r"tick 3")
+    child.expect(r"bundle: .*\(target-exit, exit 0\)")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_capture_quiet_shows_nothing_of_the_target(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(tmp_path / "b"), "--",
+                          sys.executable, "-c", "print('hello from the target')"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "hello" not in res.stdout + res.stderr and "bundle:" not in res.stderr
+    assert "hello from the target" in (tmp_path / "b" / "server.log").read_text()
+
+
+def test_capture_without_a_terminal_passes_the_output_through_without_a_status_line(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(tmp_path / "b"), "--",
+                          sys.executable, "-c", "print('hello from the target')"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert res.stdout == "hello from the target\n"
+    assert "[faultkit" not in res.stderr and "bundle:" in res.stderr

@@ -40,6 +40,9 @@ class Backend(Protocol):
 
     def step(self, sampler: TreeSampler) -> str | None: ...   # why the capture should end, or None
 
+    @property
+    def debuggers(self) -> int: ...         # debuggers attached now (for the live status line)
+
     def stop(self) -> dict: ...             # stop everything started; manifest fields (`exit_code`, ...)
 MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
 
@@ -68,6 +71,10 @@ class PlainBackend:
     @property
     def output(self) -> LineTee:
         return self.target.tee
+
+    @property
+    def debuggers(self) -> int:
+        return 0
 
     def step(self, sampler: TreeSampler) -> str | None:
         if self.target.poll() is not None:
@@ -127,6 +134,10 @@ class DebugLaunchBackend:
     @property
     def output(self) -> LineTee:
         return self.tee
+
+    @property
+    def debuggers(self) -> int:
+        return int(self.driver.state in ("running", "hung"))
 
     def step(self, sampler: TreeSampler) -> str | None:
         seen = self.driver.poll_stop(0.2)
@@ -195,6 +206,10 @@ class DebugAttachBackend:
     @property
     def output(self) -> LineTee:
         return self.target.output
+
+    @property
+    def debuggers(self) -> int:
+        return sum(1 for s in self.sessions.values() if s.outcome == "running")
 
     def step(self, sampler: TreeSampler) -> str | None:
         records = {r.pid: r for r in sampler.records()}

@@ -8,6 +8,7 @@ works the bundle says so instead of pretending the kernel was silent.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -43,6 +44,9 @@ def kmsg_line(record: bytes) -> bytes | None:
     return b"[%5d.%06d] " % (usec // 1_000_000, usec % 1_000_000) + msg.split(b"\n")[0] + b"\n"
 
 
+FAULT_RECORD = re.compile(rb"\] (?:no-)?(?:retry )?(?:VMC )?page fault \(|NVRM: Xid |GPU fault detected")
+
+
 class KmsgFollower:
     def __init__(self, out: Path):
         self.out = out
@@ -50,6 +54,7 @@ class KmsgFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
+        self.faults = 0                      # GPU fault records seen (for the live status line)
 
     def start(self) -> bool:
         try:
@@ -77,6 +82,8 @@ class KmsgFollower:
                     return
                 line = kmsg_line(rec)
                 if line:
+                    if FAULT_RECORD.search(line):
+                        self.faults += 1
                     fh.write(line)
                     fh.flush()
 

@@ -89,6 +89,7 @@ class LineTee:
         self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
         self.redact = False                    # --redact-output: secrets in the target's own output replaced
         self.disk_error: str | None = None     # the disk filled up: said in the manifest
+        self.mirror = None                     # shows each block as it arrives (the capture's console)
         self._watch: list = []      # (compiled regex, threading.Event)
 
     def watch_for(self, pattern: str) -> threading.Event:
@@ -115,6 +116,8 @@ class LineTee:
                     break
                 c = clocks()
                 self.last_output = time.monotonic()
+                if self.mirror is not None:
+                    self.mirror(chunk)
                 pending += chunk
                 cut = pending.rfind(b"\n") + 1
                 if cut == 0 and len(pending) < MAX_PENDING:

@@ -22,6 +22,7 @@ from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
+from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
@@ -105,7 +106,8 @@ def stale_guard(opts: CaptureOptions) -> None:
                                f"--allow-running.")
 
 
-def capture(opts: CaptureOptions, echo=print) -> dict:
+def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
+    """`console` shows the target's output live and a status line; `echo` says faultkit's own steps."""
     if opts.backend not in BACKENDS_READY:
         raise CaptureError(f"--with {opts.backend} is not implemented yet; available: {', '.join(BACKENDS_READY)}")
     if not opts.allow_running:
@@ -128,6 +130,8 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
     backend = make_backend(opts, env, arming.core_limit if arming else None)
     backend.output.redact = opts.redact_output
+    if console is not None:
+        backend.output.mirror = console.output
     private_dir(out)
     lock = _lock(out)
     _reserve(out)
@@ -157,8 +161,12 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
         manifest["root_pid"] = backend.root_pid
         sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
+        shown = 0.0
         while ended_by is None:
             sampler.sample()
+            if console is not None and time.monotonic() - shown >= 1.0:
+                console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
+                shown = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
             silent = time.monotonic() - backend.output.last_output
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
@@ -176,6 +184,8 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
             if amd and rocgdb and opts.backend not in DEBUGGERS:
                 manifest["hang_snapshots"] = coredump.rocm_hang_snapshot(out, amd, rocgdb, echo=echo)
     finally:
+        if console is not None:
+            console.close()
         result = backend.stop()
         if sampler is not None:
             sampler.sample()
@@ -225,6 +235,19 @@ def capture(opts: CaptureOptions, echo=print) -> dict:
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest
+
+
+def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) -> str:
+    records = sampler.records()
+    alive = [r for r in records if os.path.exists(f"/proc/{r.pid}")]
+    try:
+        cores = sum(1 for p in (out / layout.CORES_DIR).iterdir() if not p.name.endswith(".txt"))
+    except OSError:
+        cores = 0
+    h, rest = divmod(int(elapsed), 3600)
+    return (f"[faultkit {h}:{rest // 60:02d}:{rest % 60:02d}] {len(alive)} processes, "
+            f"{sum(1 for r in alive if r.gpu)} on a GPU, {backend.debuggers} debugger(s) attached, "
+            f"{follower.faults} kernel-log fault(s), {cores} core(s) | {out}")
 
 
 def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> list[dict]:
