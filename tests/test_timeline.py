@@ -77,13 +77,24 @@ def test_json_format(tmp_path):
 
 
 def test_logs_only_bundle(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("server.log", "dmesg.txt"):
+        (logs / name).write_bytes((TRACES / "sglang-tp2-mi300x" / name).read_bytes())
     out = tmp_path / "t.pftrace"
-    res = run(str(TRACES / "sglang-tp2-mi300x"), "-o", str(out))
+    res = run(str(logs), "-o", str(out))
     assert res.exit_code == 0, res.output
     r = check_trace(out.read_bytes())
     assert r.ok and r.slices == 0
     incident = [n for t, ns in r.names.items() for n in ns if r.track_names[t] == "incident"]
     assert any("kernel-log" in n for n in incident) and any(n.startswith("verdict: candidates") for n in incident)
+
+
+def test_bundled_sample_has_slices(tmp_path):
+    out = tmp_path / "t.pftrace"
+    assert run(str(TRACES / "sglang-tp2-mi300x"), "-o", str(out), "--window", "all").exit_code == 0
+    r = check_trace(out.read_bytes())
+    assert r.ok and r.slices > 150 and r.flows >= 1
 
 
 def test_truncated_trace(tmp_path):

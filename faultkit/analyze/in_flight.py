@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from ..durations import when
 from ..trace_model import MISSING, Trace
 
 LAUNCH = re.compile(r"^(?:hip(?:Ext)?(?:Module)?LaunchKernel|hipLaunchCooperativeKernel\w*|hipExtLaunch\w*|"
@@ -68,7 +69,7 @@ def find_in_flight(trace: Trace, fault_ns: int | None, window_ns: int) -> list[S
             if (r.pid, r.correlation_id) in seen or (MISSING, r.correlation_id) in seen:
                 continue
             out.append(Suspect("launch-without-dispatch", int(r.pid), f"{r.function} (correlation id "
-                               f"{r.correlation_id}, thread {r.thread}) returned at {r.end} but no kernel record "
+                               f"{r.correlation_id}, thread {r.thread}) returned {when(r.end, fault_ns)} but no kernel record "
                                f"completed for it", thread=_opt(r.thread), correlation_id=int(r.correlation_id),
                                start=int(r.start), end=int(r.end)))
         copy_seen = set(zip(c["pid"].tolist(), c["correlation_id"].tolist())) if len(c) else set()
@@ -108,14 +109,14 @@ def find_in_flight(trace: Trace, fault_ns: int | None, window_ns: int) -> list[S
     if len(d) and fault_ns is not None:
         running = d[(d["start"] <= fault_ns) & (d["end"] >= fault_ns)]
         for r in running.itertuples(index=False):
-            out.append(Suspect("running-at-fault", int(r.pid), f"{r.kernel} ran from {r.start} to {r.end}, across the "
+            out.append(Suspect("running-at-fault", int(r.pid), f"{r.kernel} ran from {when(r.start, fault_ns)} to {when(r.end, fault_ns)}, across the "
                                f"fault time", kernel=str(r.kernel), agent_node=_opt(r.agent_node), queue=_opt(r.queue),
                                stream=_opt(r.stream), thread=_opt(r.thread), correlation_id=_opt(r.correlation_id),
                                dispatch_id=_opt(r.dispatch_id), start=int(r.start), end=int(r.end)))
     if len(c) and fault_ns is not None:
         running = c[(c["start"] <= fault_ns) & (c["end"] >= fault_ns)]
         for r in running.itertuples(index=False):
-            out.append(Suspect("copy-running", int(r.pid), f"copy {r.direction} ran from {r.start} to {r.end}, across "
+            out.append(Suspect("copy-running", int(r.pid), f"copy {r.direction} ran from {when(r.start, fault_ns)} to {when(r.end, fault_ns)}, across "
                                f"the fault time", engine="copy", agent_node=_opt(r.dst_node), stream=_opt(r.stream),
                                correlation_id=_opt(r.correlation_id), start=int(r.start), end=int(r.end)))
     _name_from_thread(out, d)

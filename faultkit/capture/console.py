@@ -8,18 +8,19 @@ partial line of the target's is never overwritten)."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
-ERASE = b"\r\x1b[K"
+ERASE = "\r\x1b[K"
 
 
 class Console:
-    def __init__(self, quiet: bool = False, out_fd: int = 1, err_fd: int = 2):
+    def __init__(self, quiet: bool = False, out=None, err=None):
         self.quiet = quiet
-        self.out_fd, self.err_fd = out_fd, err_fd
-        self.tty = not quiet and _isatty(err_fd)
+        self.out, self.err = out or sys.stdout, err or sys.stderr
+        self.tty = not quiet and _isatty(self.err)
         self._lock = threading.Lock()
-        self._line = b""               # the status line now on screen
+        self._line = ""                # the status line now on screen
         self._at_line_start = True
 
     def output(self, data: bytes) -> None:
@@ -28,7 +29,7 @@ class Console:
             return
         with self._lock:
             self._erase()
-            _write(self.out_fd, data)
+            _write_bytes(self.out, data)
             self._at_line_start = data.endswith(b"\n")
             self._draw()
 
@@ -36,49 +37,62 @@ class Console:
         if not self.tty:
             return
         try:
-            width = max(20, os.get_terminal_size(self.err_fd).columns - 1)   # the terminal's own width
-        except OSError:
+            width = max(20, os.get_terminal_size(self.err.fileno()).columns - 1)   # the terminal's own width
+        except (OSError, ValueError, AttributeError):
             width = 99
         with self._lock:
             self._erase()
-            self._line = text[:width].encode("utf-8", "replace")
+            self._line = text[:width]
             self._draw()
 
     def message(self, text: str) -> None:
         """faultkit's own line (a warning, a step): on stderr, never inside the status line."""
         with self._lock:
             self._erase()
-            if not self._at_line_start:
-                _write(self.err_fd, b"\n")
-                self._at_line_start = True
-            _write(self.err_fd, text.encode("utf-8", "replace") + b"\n")
+            prefix = "" if self._at_line_start else "\n"
+            self._at_line_start = True
+            _write_text(self.err, prefix + text + "\n")
             self._draw()
 
     def close(self) -> None:
         with self._lock:
             self._erase()
-            self._line = b""
+            self._line = ""
 
     def _erase(self) -> None:
         if self.tty and self._line and self._at_line_start:
-            _write(self.err_fd, ERASE)
+            _write_text(self.err, ERASE)
 
     def _draw(self) -> None:
         if self.tty and self._line and self._at_line_start:
-            _write(self.err_fd, self._line)
+            _write_text(self.err, self._line)
 
 
-def _isatty(fd: int) -> bool:
+def _isatty(stream) -> bool:
     try:
-        return os.isatty(fd)
-    except OSError:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
         return False
 
 
-def _write(fd: int, data: bytes) -> None:
+# A closed or broken terminal never stops the capture.
+def _write_bytes(stream, data: bytes) -> None:
     try:
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-    except OSError:          # a closed or broken terminal never stops the capture
+        buf = getattr(stream, "buffer", None)
+        if buf is not None:
+            stream.flush()
+            buf.write(data)
+            buf.flush()
+        else:
+            stream.write(data.decode("utf-8", "replace"))
+            stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _write_text(stream, text: str) -> None:
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):
         pass

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
 from ..analyze.trace_verdict import label
+from ..durations import relative
+from .last_moments import last_moments_svg
 from ..codes import status_meaning, status_name
 from ..model import hex_or_none
 
@@ -93,6 +95,22 @@ def _incidents_section(inc: Incident) -> Section:
     return s
 
 
+def decisive_finding(inc: Incident) -> str | None:
+    """The one fact that most narrows the search, said first: where the address lies, else what was in
+    flight at the fault, else the debugger's or sanitizer's stop."""
+    t = inc.traces
+    if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
+        return t.address.text
+    at = t.time.on(t.trace.clock) if t is not None else None
+    if t is not None and t.suspects:
+        x = t.suspects[0]
+        when = f", started {relative(x.start - at)} before it" if x.start is not None and at is not None else ""
+        return f"{label(x)} was in flight at the fault{when} ({x.why})"
+    if inc.verdict and inc.verdict.level == "certain" and inc.verdict.candidates:
+        return inc.verdict.candidates[0].why.split(";")[0]
+    return None
+
+
 def sections(inc: Incident) -> list[Section]:
     v = inc.verdict
     out: list[Section] = []
@@ -103,6 +121,9 @@ def sections(inc: Incident) -> list[Section]:
         s.paragraphs.append(f"**{v.level}**: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
+    finding = decisive_finding(inc)
+    if finding:
+        s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:
         s.table = (["#", "candidate kernel", "score", "why"],
                    [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
@@ -276,9 +297,10 @@ def _trace_sections(t) -> list[Section]:
     if t.suspects:
         s.paragraphs.append(f"In flight at the fault ({t.plausible} plausible): rocprofv3 records a kernel only when "
                             f"it completes, so the faulting one is inferred from what has no record.")
-        s.table = (["#", "suspect", "kind", "score", "why", "evidence"],
-                   [[str(i + 1), label(x), x.kind, f"{x.score:.2f}", x.why, x.evidence]
-                    for i, x in enumerate(t.suspects[:20])])
+        s.table = (["#", "suspect", "kind", "started", "score", "why", "evidence"],
+                   [[str(i + 1), label(x), x.kind,
+                     relative(x.start - when) if x.start is not None and when is not None else "", f"{x.score:.2f}",
+                     x.why, x.evidence] for i, x in enumerate(t.suspects[:20])])
     else:
         s.paragraphs.append("Nothing was found in flight at the fault time.")
     out = [s]
@@ -383,7 +405,8 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;p
        "vertical-align:top;text-align:left}code,pre{background:#f4f4f4}pre{padding:.5rem;overflow:auto}"
        ".level{display:inline-block;font-size:1.2rem;font-weight:600;padding:.2rem .7rem;border-radius:.4rem;"
        "color:#fff}.level-certain{background:#1b7f3b}.level-likely{background:#2f6fb3}"
-       ".level-candidates{background:#b07a00}.level-unknown{background:#777}")
+       ".level-candidates{background:#b07a00}.level-unknown{background:#777}"
+       ".wide{overflow-x:auto;max-width:100%}td{max-width:40rem;overflow-wrap:break-word}")
 
 
 def render_html(inc: Incident) -> str:
@@ -394,16 +417,20 @@ def render_html(inc: Incident) -> str:
         # The verdict first, as a badge coloured by how sure it is.
         kernel = f" <code>{html.escape(CONTROL.sub(chr(0xfffd), v.kernel))}</code>" if v.kernel else ""
         out.append(f'<p><span class="level level-{html.escape(v.level)}">{html.escape(v.level)}</span>{kernel}</p>')
-    for s in sections(inc):
+    svg = last_moments_svg(inc)
+    for i, s in enumerate(sections(inc)):
+        if i == 1 and svg:
+            out.append("<h2>The last moments before the fault</h2>")
+            out.append(f'<div class="wide">{svg}</div>')
         out.append(f"<h2>{html.escape(s.title)}</h2>")
         for p in s.paragraphs:
             out.append(f"<p>{_inline(p)}</p>")
         if s.table:
             head, rows = s.table
-            out.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+            out.append('<div class="wide"><table><tr>' + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
             for r in rows:
                 out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>")
-            out.append("</table>")
+            out.append("</table></div>")
         if s.bullets:
             out.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in s.bullets) + "</ul>")
         if s.code:
