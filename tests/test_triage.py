@@ -25,8 +25,12 @@ def test_sample_json_contract_and_verdict():
     assert set(v) >= {"level", "kernel", "candidates", "why"}
     # ROCclr names the kernel but walks every queue: a candidate, not a certainty.
     assert v["level"] == "candidates" and v["kernel"] is None
-    assert v["candidates"][0]["kernel"] == "_fwd_grouped_kernel_stage1"
-    assert "consistent with the kernel log" in v["candidates"][0]["why"]
+    # the trace's launch with no completion record on the faulting GPU, then ROCclr's name
+    assert v["candidates"][0]["kernel"].startswith("kernel launched by thread 48291 (correlation id 104")
+    assert "on the faulting GPU (node 3)" in v["candidates"][0]["why"]
+    assert v["candidates"][1]["kernel"] == "_fwd_grouped_kernel_stage1"
+    assert "consistent with the kernel log" in v["candidates"][1]["why"]
+    assert report["trace"]["address"]["verdict"] == "use-after-free"
     for f in report["faults"]:
         assert set(f) >= {"source", "kind", "address", "code", "gpu", "pid", "process", "time", "detail"}
         assert f["address"] is None or (f["address"].startswith("0x") and f["address"] == f["address"].lower())
@@ -38,8 +42,9 @@ def test_sample_json_contract_and_verdict():
     assert any("scheduler.py:987" in r["frame"] for r in report["report_points"])
     assert not any("scheduler" in c["kernel"] for c in v["candidates"])
     assert any("precise-memory" in s for s in report["next_steps"])
-    assert {i["name"].rsplit("/", 1)[-1]: i["kinds"] for i in report["inputs"]} == {
-        "server.log": ["runtime-log"], "dmesg.txt": ["kernel-log"]}
+    kinds = {i["name"].rsplit("/", 1)[-1]: i["kinds"] for i in report["inputs"]}
+    assert kinds["server.log"] == ["runtime-log"] and kinds["dmesg.txt"] == ["kernel-log"]
+    assert kinds["48213_kernel_trace.csv"] == ["trace:dispatches"]
 
 
 def test_sample_markdown_sections():
