@@ -53,8 +53,9 @@ TREE_TOKEN = f"FK_TEST_TREE={uuid.uuid4().hex}"
 os.environ["FK_TEST_TREE"] = TREE_TOKEN.split("=", 1)[1]
 
 
-def own_processes(word: str, exclude: int | None = None) -> list[int]:
-    """Live processes of this test run whose command line contains `word`."""
+def own_processes(word: str, exclude: int | None = None, whole_arg: bool = False) -> list[int]:
+    """Live processes of this test run whose command line contains `word` (`whole_arg`: as one
+    argument, not inside another: faultkit's watchdog carries the target's command as one string)."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) in (os.getpid(), exclude):
@@ -64,7 +65,8 @@ def own_processes(word: str, exclude: int | None = None) -> list[int]:
                 if TREE_TOKEN.encode() not in fh.read().split(b"\0"):
                     continue
             with open(f"/proc/{name}/cmdline", "rb") as fh:
-                args = fh.read().replace(b"\0", b" ")
+                raw = fh.read()
+            args = raw.split(b"\0") if whole_arg else raw.replace(b"\0", b" ")
             with open(f"/proc/{name}/stat", "rb") as fh:
                 state = fh.read().rsplit(b")", 1)[1].split()[0]
         except OSError:

@@ -19,11 +19,11 @@ from .conftest import own_processes
 def wait_gone(word: str, seconds: float = 10.0) -> list[int]:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        left = own_processes(word)
+        left = own_processes(word, whole_arg=True)
         if not left:
             return []
         time.sleep(0.1)
-    return own_processes(word)
+    return own_processes(word, whole_arg=True)
 
 
 def faultkit(*args) -> subprocess.Popen:
@@ -43,7 +43,7 @@ def test_setsid_daemon_does_not_survive(tmp_path):
         m = json.loads((tmp_path / "b" / "manifest.json").read_text())
         assert m["killed_leftovers"], m
     finally:
-        for pid in own_processes(word):
+        for pid in own_processes(word, whole_arg=True):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -53,7 +53,7 @@ def test_signals_to_faultkit_stop_the_tree_and_finish_the_manifest(tmp_path, sig
     p = faultkit("-o", str(tmp_path / "b"), "--", sys.executable, "-c", "import time; time.sleep(300)", word)
     try:
         end = time.monotonic() + 20
-        while not own_processes(word, p.pid) and time.monotonic() < end:
+        while not own_processes(word, p.pid, whole_arg=True) and time.monotonic() < end:
             time.sleep(0.1)
         time.sleep(0.5)
         p.send_signal(sig)
@@ -63,7 +63,7 @@ def test_signals_to_faultkit_stop_the_tree_and_finish_the_manifest(tmp_path, sig
         assert (m["state"], m["ended_by"], m["interrupted_by"]) == ("finished", "interrupted", sig.name)
     finally:
         p.kill()
-        for pid in own_processes(word):
+        for pid in own_processes(word, whole_arg=True):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -74,9 +74,9 @@ def test_sigkill_of_faultkit_leaves_no_server_and_a_cut_bundle(tmp_path):
     p = faultkit("-o", str(tmp_path / "b"), "--", sys.executable, "-c", child, word)
     try:
         end = time.monotonic() + 20
-        while len(own_processes(word, p.pid)) < 2 and time.monotonic() < end:
+        while len(own_processes(word, p.pid, whole_arg=True)) < 2 and time.monotonic() < end:
             time.sleep(0.1)
-        assert len(own_processes(word, p.pid)) == 2
+        assert len(own_processes(word, p.pid, whole_arg=True)) == 2
         p.kill()
         p.communicate(timeout=30)
         assert wait_gone(word) == []
@@ -90,5 +90,5 @@ def test_sigkill_of_faultkit_leaves_no_server_and_a_cut_bundle(tmp_path):
                              capture_output=True, text=True, timeout=60).stdout
         assert "was cut" in out
     finally:
-        for pid in own_processes(word):
+        for pid in own_processes(word, whole_arg=True):
             os.kill(pid, signal.SIGKILL)
