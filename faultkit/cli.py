@@ -77,7 +77,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
               help="native Perfetto protobuf, or Chrome trace-event JSON")
 @click.option("--window", default="30s", show_default=True, help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
-              help="check a .pftrace file instead of writing one")
+              help="check a .pftrace or Chrome JSON trace instead of writing one")
 def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
     """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one.
 
@@ -85,11 +85,12 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     Example:
       faultkit timeline bundle/ -o incident.pftrace
       faultkit timeline --check incident.pftrace"""
-    from .export.pftrace_check import check_trace
+    from .export.pftrace_check import check_json_trace, check_trace
 
     if check_file:
         with open(check_file, "rb") as fh:
-            res = check_trace(fh.read(), keep_names=False)
+            data = fh.read()
+        res = check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else check_trace(data, keep_names=False)
         click.echo(f"{check_file}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
                    f"{res.instants} instants, {res.counters} counter values, {res.flows} flows")
         for e in res.errors:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
-from .analyze.fault_time import fault_time
+from .analyze.fault_time import LogClock, fault_time
 from .analyze.fault_groups import runtime_of, split
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
@@ -52,6 +52,8 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None,
                    missing=list(inputs.missing))
+    if inputs.captured:
+        inc.log_clock = LogClock(inputs.stamps, (inputs.manifest or {}).get("start"))
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])

@@ -2,6 +2,7 @@
 and incident events; the Chrome JSON variant; the checker itself."""
 
 import json
+import re
 
 import numpy as np
 from click.testing import CliRunner
@@ -10,7 +11,7 @@ from faultkit.cli import main
 from faultkit.export.pftrace import BEGIN, END, PftraceWriter
 from faultkit.export.pftrace_check import check_trace
 
-from .conftest import TRACES
+from .conftest import ROOT, TRACES
 from .test_traces import FAULT_NS, K70, MS, alloc, bundle, k70
 
 
@@ -173,3 +174,28 @@ def test_bulk_slices_roundtrip(tmp_path):
 def test_timeline_cli_usage():
     res = run()
     assert res.exit_code == 2 and "-o FILE" in res.output
+
+
+def test_capture_bundle_without_a_trace_times_every_evidence_line(tmp_path):
+    """The live H200 bundle has no trace: its faults still sit at their real CLOCK_BOOTTIME (the
+    capture's arrival stamps and clock anchors), one track per process or log, not 1 ns apart."""
+    out = tmp_path / "t.json"
+    assert run(str(ROOT / "tests/data/live_h200_coredump/fault"), "-o", str(out)).exit_code == 0
+    doc = json.loads(out.read_text())
+    faults = [e for e in doc["traceEvents"] if e.get("ph") in ("i", "I") and e.get("cat") == "fault"]
+    ts = sorted(e["ts"] for e in faults)
+    assert len(faults) >= 3 and ts[-1] - ts[0] > 100_000          # spread over real time (µs), > 100 ms
+    names = {e["name"] for e in faults}
+    assert {"kernel-log: xid-13", "kernel-log: xid-31"} <= names
+    assert "the first fault line's capture stamp" in doc["metadata"]["faultkit.fault_time"]
+
+
+def test_check_reads_chrome_json_too(tmp_path):
+    out = tmp_path / "t.json"
+    assert run(str(TRACES / "sglang-tp2-mi300x"), "-o", str(out), "--window", "all").exit_code == 0
+    res = run("--check", str(out))
+    assert res.exit_code == 0 and re.search(r"\d+ packets, \d+ tracks, [1-9]\d* slices", res.output)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "f", "ts": 2, "id": 9}]}')
+    res = run("--check", str(bad))
+    assert res.exit_code == 1 and "slice without a non-negative dur" in res.output and "flow 9" in res.output

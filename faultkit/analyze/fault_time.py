@@ -36,6 +36,26 @@ def arrival(rows: list[tuple[int, int, int]], line: int) -> tuple[int, int] | No
     return (rows[i][1], rows[i][2]) if i >= 0 else None
 
 
+@dataclass
+class LogClock:
+    """CLOCK_BOOTTIME of any evidence line of a capture bundle: output lines by their arrival
+    stamps, kernel-log lines by their CLOCK_MONOTONIC stamp and the capture's clock anchors."""
+    stamps: dict[str, list[tuple[int, int, int]]]
+    anchors: dict | None
+
+    def of_line(self, file: str | None, line: int | None) -> int | None:
+        rows = self.stamps.get(file) if file else None
+        at = arrival(rows, line) if rows and line else None
+        return at[0] if at else None
+
+    def of_monotonic(self, seconds: float | None) -> int | None:
+        a = self.anchors if isinstance(self.anchors, dict) else {}
+        boot, mono = a.get("boottime_ns"), a.get("monotonic_ns")
+        if seconds is None or not isinstance(boot, int) or not isinstance(mono, int):
+            return None
+        return int(seconds * 1e9) + boot - mono
+
+
 def fault_time(runtime: RuntimeLog, kernel: KernelLog, anchors: dict | None,
                stamps: dict[str, list[tuple[int, int, int]]], trace_end_ns: int | None) -> FaultTime:
     """`anchors`: a capture's clocks at its start (`boottime_ns`, `monotonic_ns`); `stamps`: per log,

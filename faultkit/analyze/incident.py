@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
 from .fault_groups import FaultGroup
+from .fault_time import LogClock
 from .running import RunningKernel
 from .trace_findings import TraceFindings
 
@@ -32,4 +33,5 @@ class Incident:
     running: list[RunningKernel] = field(default_factory=list)   # kernels in cores taken without an exception
     capture: dict | None = None      # what the capture armed and recorded (its manifest), where there was one
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
+    log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)

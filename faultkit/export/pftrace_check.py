@@ -151,3 +151,50 @@ def check_trace(data: bytes, keep_names: bool = True) -> CheckResult:
     if dangling:
         res.error(f"{len(dangling)} flow(s) end without a start")
     return res
+
+
+def check_json_trace(data: bytes) -> CheckResult:
+    """The Chrome trace-event JSON faultkit writes: every event well formed, slices with a duration,
+    each flow's end matched by a start."""
+    import json
+    res = CheckResult()
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        res.errors.append(f"not JSON ({exc})")
+        return res
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
+    if not isinstance(events, list):
+        res.errors.append("no traceEvents list")
+        return res
+    res.metadata = {str(k): str(v) for k, v in (doc.get("metadata") or {}).items()} if isinstance(doc, dict) else {}
+    starts, ends, threads = set(), set(), set()
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or "ph" not in e:
+            res.errors.append(f"event {i}: not an object with 'ph'")
+            continue
+        ph = e["ph"]
+        res.packets += 1
+        if ph == "M":
+            threads.add((e.get("pid"), e.get("tid")))
+            continue
+        if not isinstance(e.get("ts"), (int, float)):
+            res.errors.append(f"event {i} ({ph}): no numeric ts")
+            continue
+        if ph == "X":
+            res.slices += 1
+            if not isinstance(e.get("dur"), (int, float)) or e["dur"] < 0:
+                res.errors.append(f"event {i}: slice without a non-negative dur")
+        elif ph in ("i", "I"):
+            res.instants += 1
+        elif ph == "C":
+            res.counters += 1
+        elif ph == "s":
+            starts.add(e.get("id"))
+        elif ph == "f":
+            ends.add(e.get("id"))
+    res.flows = len(starts & ends)
+    res.tracks = len(threads)
+    for fid in sorted(ends - starts, key=str)[:10]:
+        res.errors.append(f"flow {fid}: ends without a start")
+    return res

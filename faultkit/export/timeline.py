@@ -132,8 +132,62 @@ def build_timeline(inc: Incident, window_ns: int | None) -> Timeline:
         tl.clock = REALTIME if tf.trace.clock.startswith("wall") else BOOTTIME
         _trace_tracks(tl, inc, fault_at, window_ns)
         tl.metadata["faultkit.fault_time"] = f"{fault_at} ({tf.time.source})"
+    if tf is None and inc.log_clock is not None and _stamped_points(tl, inc):
+        return tl
     _incident_points(tl, inc, fault_at)
     return tl
+
+
+def _stamped_points(tl: Timeline, inc: Incident) -> bool:
+    """Without a trace, a capture bundle still times every evidence line: faults, report points and
+    kernel events at their real CLOCK_BOOTTIME on one track per process (or per log)."""
+    clock = inc.log_clock
+    kernel_stamps = {str(v.origin): v.stamp for v in list(inc.kernel.faults) + list(inc.kernel.xids)}
+    kernel_stamps.update({str(e.origin): e.stamp for e in inc.kernel.events})
+
+    def when(origin, source: str) -> int | None:
+        if origin is None:
+            return None
+        if source == "kernel-log":
+            st = kernel_stamps.get(str(origin))
+            return clock.of_monotonic(st.seconds) if st is not None and st.clock == "monotonic" else None
+        return clock.of_line(origin.file, origin.line)
+
+    def track(pid: int | None, origin) -> str:
+        key = f"p{pid}" if pid is not None else f"log:{origin.file if origin else '?'}"
+        if key not in tl.tracks:
+            tl.add(Track(key, f"process {pid}" if pid is not None else f"log {origin.file if origin else '?'}",
+                         pid=pid or 0))
+        return key
+    placed = []
+    for f in inc.faults:
+        ts = when(f.origin, f.source)
+        if ts is not None:
+            placed.append(Point(track(f.pid, f.origin), ts, INSTANT, f"{f.source}: {f.kind}",
+                                {"address": f"0x{f.address:x}" if f.address is not None else None, "gpu": f.gpu,
+                                 "evidence": str(f.origin), "meaning": f.meaning}, ("fault",)))
+    for r in inc.report_points[:50]:
+        ts = when(r.origin, "runtime")
+        if ts is not None:
+            placed.append(Point(track(None, r.origin), ts, INSTANT, f"report point: {r.frame}"[:200],
+                                {"evidence": str(r.origin)}, ("report-point",)))
+    for e in inc.kernel_events[:500]:
+        ts = when(e.origin, "kernel-log")
+        if ts is not None:
+            placed.append(Point(track(e.fields.get("pid") if isinstance(e.fields.get("pid"), int) else None,
+                                      e.origin), ts, INSTANT, f"kernel: {e.kind}", {"text": e.text[:300]}))
+    if not placed:
+        return False
+    tl.clock = BOOTTIME
+    tl.points += placed
+    first = min(p.ts for p in placed if "fault" in p.categories) if any("fault" in p.categories for p in placed) \
+        else min(p.ts for p in placed)
+    v = inc.verdict
+    if v:
+        tl.points.append(Point("incident", first, INSTANT, f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""),
+                               {"why": v.why[:500]}, ("verdict",)))
+    tl.metadata["faultkit.fault_time"] = f"{first} (the first fault line's capture stamp)"
+    return True
 
 
 def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: int | None) -> None:
