@@ -171,10 +171,12 @@ def trials() -> None:
 @trials.command("run")
 @click.option("--arm", "arm_specs", multiple=True, required=True, metavar="NAME='CMD'",
               help="an arm: a name and the server command; give two or more")
-@click.option("--env-arm", "env_specs", multiple=True, metavar="NAME:K=V", help="set K=V for one arm, verified in /proc")
+@click.option("--env", "--env-arm", "env_specs", multiple=True, metavar="ARM:K=V",
+              help="set K=V for one arm's server (K=V as in capture's --env), verified in /proc")
 @click.option("--client", help="load generator started once the server is ready; its end ends the trial")
 @click.option("-n", "n", type=click.IntRange(min=1), default=15, show_default=True, help="trials per arm")
-@click.option("--trial-timeout", default="40m", show_default=True, help="end a trial without a crash after this")
+@click.option("--timeout", "--trial-timeout", "trial_timeout", default="40m", show_default=True,
+              help="end a trial without a crash after this")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the order within each pair")
 @click.option("--port", type=click.IntRange(1, 65535),
               help="server port: must be free before each trial; readiness for --client")
@@ -188,7 +190,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
     \b
     Example:
       faultkit trials run --arm base='python -m server' --arm fix='python -m server --no-overlap' \\
-          --env-arm fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
+          --env fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
 
 
     from .trials.runner import Arm, TrialsError, run_trials
@@ -203,7 +205,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         name, sep, kv = spec.partition(":")
         k, sep2, v = kv.partition("=")
         if not sep or not sep2 or name not in arms:
-            raise click.BadParameter(f"{spec!r}: expected ARM:K=V with a known arm", param_hint="--env-arm")
+            raise click.BadParameter(f"{spec!r}: expected ARM:K=V with a known arm", param_hint="--env")
         arms[name].env[k] = v
     try:
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
@@ -341,7 +343,10 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="debuggers: wait this long after a worker opens the GPU before attaching (default: 15s for "
                    "cuda-gdb, 0 otherwise)")
 @click.option("--debugger", metavar="PATH", help="the debugger, compute-sanitizer or rocprofv3 binary to use")
-@click.option("--command-deadline", default="60s", show_default=True,
+@click.option("--rocprof-args", metavar="ARGS", default="",
+              help="more rocprofv3 flags, as one quoted string (e.g. '--kernel-include-regex gemm'); "
+                   "they come after faultkit's, so they win")
+@click.option("--command-timeout", "--command-deadline", "command_deadline", default="60s", show_default=True,
               help="debuggers: longest wait for one debugger command before it counts as hung")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
 @click.option("--port", type=click.IntRange(1, 65535), help="refuse to start if this port is already listening")
@@ -358,8 +363,8 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
-            command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force, quiet, out,
-            command) -> None:
+            rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
+            quiet, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
     with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
 
@@ -384,7 +389,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
                               coredump=not no_coredump, full_core=full_core,
-                              hang_after_s=parse_duration(hang_after) if hang_after else None)
+                              hang_after_s=parse_duration(hang_after) if hang_after else None,
+                              rocprof_args=shlex.split(rocprof_args))
         console = Console(quiet)
         manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:

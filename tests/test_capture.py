@@ -202,7 +202,8 @@ def test_rocprofv3_backend_flags_watchdog_and_outputs(tmp_path, monkeypatch):
     fake.write_text(FAKE_ROCPROF.replace("{python}", sys.executable))
     fake.chmod(0o755)
     out = tmp_path / "b"
-    res = capture(tmp_path, "--with", "rocprofv3", "--debugger", str(fake), "--timeout", "60s", "-o", str(out), "--",
+    res = capture(tmp_path, "--with", "rocprofv3", "--debugger", str(fake), "--timeout", "60s", "-o", str(out),
+                  "--rocprof-args", "--kernel-include-regex 'gemm|attn'", "--",
                   sys.executable, "-c", "import time; print('Memory access fault by GPU node-2 (Agent handle: 0x1) "
                   "on address 0x7f0000001000. Reason: Page not present or supervisor privilege.', flush=True); "
                   "time.sleep(60)")
@@ -211,6 +212,7 @@ def test_rocprofv3_backend_flags_watchdog_and_outputs(tmp_path, monkeypatch):
     assert m["ended_by"] == "fault" and m["stopped_with"][:2] == ["SIGINT", "SIGTERM"]
     argv = (out / "rocprofv3" / "argv.txt").read_text()
     assert "--memory-allocation-trace" in argv and "--output-format csv" in argv and "%hostname%/%pid%" in argv
+    assert "--kernel-include-regex gemm|attn --" in argv       # the user's flags, after faultkit's
     r = m["rocprofv3"]
     assert r["rocm_version"] == "6.4" and not r["complete"]
     states = {Path(o["file"]).suffix: o["state"] for o in r["outputs"]}

@@ -89,7 +89,7 @@ def test_live_trials_rates_env_and_report(tmp_path):
     res = run_cli("trials", "run",
                   "--arm", f"base={CRASHY} --rate 1 --after 0.1 --run-for 0.2",
                   "--arm", f"fix={CRASHY} --rate 0 --run-for 0.2",
-                  "--env-arm", "fix:AMD_SERIALIZE_KERNEL=3", "-n", "3", "--seed", "7", "--trial-timeout", "30s",
+                  "--env", "fix:AMD_SERIALIZE_KERNEL=3", "-n", "3", "--seed", "7", "--timeout", "30s",
                   "--metric", r"trial (\d+)", "-o", str(out))
     assert res.exit_code == 0, res.output
     results = [json.loads(p.read_text()) for p in sorted(out.glob("trial-*/result.json"))]

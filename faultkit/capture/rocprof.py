@@ -29,9 +29,11 @@ def rocm_version(binary: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def command_prefix(binary: str, out_dir: Path, version: tuple[int, int] | None) -> list[str]:
+def command_prefix(binary: str, out_dir: Path, version: tuple[int, int] | None,
+                   extra: list[str] = ()) -> list[str]:
     """Tracing flags for the version: CSV up to 6.4, the rocpd database from 7.0; allocation
-    tracing from 6.4; output names keyed by pid from 6.3 (6.2 names files by pid itself)."""
+    tracing from 6.4; output names keyed by pid from 6.3 (6.2 names files by pid itself). `extra`
+    (--rocprof-args) goes last, so a user's flag overrides faultkit's."""
     flags = ["--kernel-trace", "--memory-copy-trace", "--hip-trace"]
     v = version or (6, 3)
     if v >= (6, 4):
@@ -39,7 +41,7 @@ def command_prefix(binary: str, out_dir: Path, version: tuple[int, int] | None) 
     flags += ["--output-format", "rocpd" if v >= (7, 0) else "csv", "-d", str(out_dir)]
     if v >= (6, 3):
         flags += ["-o", "%hostname%/%pid%"]
-    return [binary, *flags, "--"]
+    return [binary, *flags, *extra, "--"]
 
 
 def describe_outputs(root: Path) -> list[dict]:
@@ -79,10 +81,10 @@ def _state(p: Path) -> str:
 
 class Rocprofv3Backend(PlainBackend):
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], grace_s: float,
-                 core_limit: int | None = None):
+                 core_limit: int | None = None, extra: list[str] = ()):
         self.version = rocm_version(binary)
         self.trace_dir = out / layout.ROCPROF_DIR
-        self.prefix = command_prefix(binary, self.trace_dir, self.version)
+        self.prefix = command_prefix(binary, self.trace_dir, self.version, list(extra))
         super().__init__(command, out, env, grace_s, self.prefix, core_limit)
 
     def stop(self) -> dict:

@@ -60,6 +60,7 @@ class CaptureOptions:
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
     redact_output: bool = False          # replace secrets in the target's own output too
     force: bool = False                  # write into a folder that is not empty
+    rocprof_args: list[str] = field(default_factory=list)   # --rocprof-args: passed to rocprofv3 as given
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
@@ -77,7 +78,7 @@ def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | No
         tool = opts.debugger or "rocprofv3"
         if shutil.which(tool) is None:
             raise CaptureError(f"--with rocprofv3: {tool!r} not found (give one with --debugger PATH)")
-        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s, core_limit)
+        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s, core_limit, opts.rocprof_args)
     if opts.backend == "sanitizer":
         tool = opts.debugger or SANITIZER[0]
         if shutil.which(tool) is None:

@@ -1,0 +1,45 @@
+"""docs/report-json.md names every key the JSON report writes: real reports are walked and each key
+path must appear there (backticked)."""
+
+from __future__ import annotations
+
+from faultkit.bundle import InputFile, Inputs
+from faultkit.export.report import to_json
+from faultkit.triage import build, triage
+
+from .conftest import ROOT
+
+DOC = (ROOT / "docs" / "report-json.md").read_text()
+FREE_FORM = (".detail", ".fields")          # keys that depend on the record's kind, documented as such
+
+WAVES_AND_EVENTS = (
+    "[  501.100000] amdgpu 0000:03:00.0: amdgpu: ring comp_1.0.0 timeout, signaled seq=10, emitted seq=12\n"
+    "wave_1: pc=0x7f00aa001000 (kernel_code_entry=0x7f00aa000f00 <gemm_kernel>) (stopped, reason: MEMORY_VIOLATION)\n"
+    "(gdb) info dispatches\n  Id   Target Id                   Grid        Workgroup Fence   Kernel Function\n"
+    "* 1    AMDGPU Dispatch 1:1:1 (PKID 0) [256,1,1] [64,1,1] B|As|Ar  gemm_kernel\n")
+
+
+def paths(obj, path="", out=None) -> set[str]:
+    out = set() if out is None else out
+    if isinstance(obj, dict):
+        if path.endswith(FREE_FORM):
+            return out
+        for k, v in obj.items():
+            p = f"{path}.{k}" if path else k
+            out.add(p)
+            paths(v, p, out)
+    elif isinstance(obj, list):
+        for x in obj[:5]:
+            paths(x, path + "[]", out)
+    return out
+
+
+def test_every_key_is_documented():
+    docs = [to_json(triage([str(ROOT / p)])) for p in ("traces/sglang-tp2-mi300x",
+                                                       "tests/data/live_h200_coredump/fault",
+                                                       "tests/data/live_h200_coredump/hang")]
+    docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
+    found = set().union(*(paths(d) for d in docs))
+    assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform"} <= found
+    missing = sorted(p for p in found if f"`{p}`" not in DOC)
+    assert not missing, f"keys the JSON writes that docs/report-json.md does not name: {missing}"
