@@ -357,21 +357,25 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
                    "records and the manifest (debugger transcripts are redacted always)")
 @click.option("--redact-output", is_flag=True, help="replace secrets in the target's own output as well")
 @click.option("--force", is_flag=True, help="write into an -o folder that is not empty")
+@click.option("--pid", type=click.IntRange(min=1),
+              help="follow a server that already runs instead of starting COMMAND: its output files, processes, "
+                   "kernel log and exit; it is never stopped (debuggers attach with --with gdb/rocgdb/cuda-gdb)")
 @click.option("-q", "--quiet", is_flag=True,
               help="show neither the target's output nor the status line nor the summary (warnings still)")
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
-            quiet, out, command) -> None:
+            pid, quiet, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
     with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
 
     \b
     Example:
       faultkit capture -o bundle/ -- python -m sglang.launch_server --model-path ... --port 30000
-      faultkit capture --hang-after 5m --timeout 2h -o bundle/ -- python -m vllm.entrypoints.openai.api_server ..."""
+      faultkit capture --hang-after 5m --timeout 2h -o bundle/ -- python -m vllm.entrypoints.openai.api_server ...
+      faultkit capture --pid 48213 -o bundle/"""
     import shlex
     import time
 
@@ -381,8 +385,13 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     from .triage import triage as run_triage
 
     out = out or time.strftime("faultkit-bundle-%Y%m%d-%H%M%S")
+    if bool(command) == (pid is not None):
+        raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
+    if pid is not None:
+        from .capture.proctree import cmdline_of
+        command = ("pid", str(pid), *(cmdline_of(pid) or []))
     try:
-        opts = CaptureOptions(command=shlex.join(command), out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
+        opts = CaptureOptions(command=shlex.join(command), pid=pid, out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
                               port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
                               redact=not no_redact, redact_output=redact_output, force=force, attach_workers=attach_workers,
                               attach_match=parse_regex(attach_match, "--attach-match"),

@@ -242,3 +242,67 @@ def assert_status(res):
     assert m, res.output
     manifest = _json.loads((__import__("pathlib").Path(m.group(1)) / "manifest.json").read_text())
     assert res.exit_code == capture_status(manifest), res.output
+
+
+FOLLOWED = """
+import os, sys, time
+for i in range(600):
+    print("serving", i, flush=True)
+    time.sleep(0.1)
+    if os.path.exists(sys.argv[1]):         # the test says when: after the capture is following
+        print("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+              "Reason: Page not present or supervisor privilege.", flush=True)
+        os.unlink(sys.argv[1])
+"""
+
+
+def test_capture_pid_follows_a_running_server_and_leaves_it_running(tmp_path):
+    script = tmp_path / "followed_fk.py"
+    script.write_text(FOLLOWED)
+    go = tmp_path / "go"
+    with open(tmp_path / "server.out", "wb") as log:
+        server = subprocess.Popen([sys.executable, str(script), str(go)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "b"
+        fk = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "--pid", str(server.pid), "--timeout",
+                               "60s", "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not ((out / "server.log").exists() and (out / "server.log").stat().st_size):
+            time.sleep(0.1)
+        go.touch()
+        output = fk.communicate(timeout=60)[0].decode()
+        assert fk.returncode == 0, output
+        m = json.loads((out / "manifest.json").read_text())
+        assert m["attached_to_pid"] == server.pid and m["ended_by"] == "fault", (m.get("fault_line"), (out / "server.log").read_text()[-300:])
+        assert m["followed"]["files"] == [str(tmp_path / "server.out")] and m["followed"]["unreadable"] == []
+        assert m["coredump"]["armed"] is False and "already running" in m["coredump"]["notes"][0]
+        assert m["exit"].startswith("exit status unknown")
+        log = (out / "server.log").read_text()
+        assert "serving 0\n" not in log                    # followed from where it was, not re-read
+        assert "Memory access fault by GPU node-2" in log
+        assert server.poll() is None                        # never stopped: not faultkit's server
+        from faultkit.triage import triage
+        assert triage([str(out)]).faults[0].address == 0x7F0000001000
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_capture_pid_says_what_it_cannot_do(tmp_path):
+    piped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], stdout=subprocess.PIPE)
+    try:
+        res = capture(tmp_path, "--pid", str(piped.pid), "--timeout", "1s", "-o", str(tmp_path / "b"))
+        assert_status(res)
+        m = json.loads((tmp_path / "b" / "manifest.json").read_text())
+        assert m["ended_by"] == "timeout" and any("pipe:" in u for u in m["followed"]["unreadable"])
+        assert piped.poll() is None
+        refused = capture(tmp_path, "--pid", str(piped.pid), "--env", "A=1", "-o", str(tmp_path / "c"))
+        assert refused.exit_code == 1 and "cannot reach a server that already runs" in refused.output
+        both = capture(tmp_path, "--pid", str(piped.pid), "-o", str(tmp_path / "d"), "--", "true")
+        assert both.exit_code == 2
+        gone = capture(tmp_path, "--pid", "999999999", "-o", str(tmp_path / "e"))
+        assert gone.exit_code != 0 and ("no such process" in gone.output or "999999999" in gone.output)
+    finally:
+        piped.kill()
+        piped.wait()

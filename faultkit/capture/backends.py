@@ -182,12 +182,15 @@ class DebugAttachBackend:
     which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
 
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
-                 grace_s: float, match: str | None = None, delay_s: float = 0.0, core_limit: int | None = None):
+                 grace_s: float, match: str | None = None, delay_s: float = 0.0, core_limit: int | None = None,
+                 target=None):
         self.binary, self.out = binary, out
         self.delay_s = delay_s
         self.match = re.compile(match) if match else None
         extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
-        self.target = PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit)
+        # `target`: a server that already runs (capture --pid): its root may be the GPU process itself.
+        self.attach_root = target is not None
+        self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit)
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
         self.skipped: dict[int, str] = {}
@@ -214,7 +217,8 @@ class DebugAttachBackend:
     def step(self, sampler: TreeSampler) -> str | None:
         records = {r.pid: r for r in sampler.records()}
         for rec in records.values():
-            if rec.pid in self.sessions or rec.pid in self.skipped or (rec.pid == self.root_pid and self.match is None):
+            if rec.pid in self.sessions or rec.pid in self.skipped or \
+                    (rec.pid == self.root_pid and self.match is None and not self.attach_root):
                 continue
             wanted = rec.gpu if self.match is None else bool(self.match.search(" ".join(rec.raw_cmdline)))
             if not wanted or not os.path.exists(f"/proc/{rec.pid}"):

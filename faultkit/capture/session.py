@@ -24,6 +24,7 @@ from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
+from .follow import NOT_ARMED, FollowBackend
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
@@ -61,9 +62,22 @@ class CaptureOptions:
     redact_output: bool = False          # replace secrets in the target's own output too
     force: bool = False                  # write into a folder that is not empty
     rocprof_args: list[str] = field(default_factory=list)   # --rocprof-args: passed to rocprofv3 as given
+    pid: int | None = None               # --pid: follow a server that already runs instead of starting one
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
+    if opts.pid is not None:
+        follow = FollowBackend(opts.pid, opts.out, opts.grace_s)
+        if opts.backend in DEBUGGERS:
+            binary = opts.debugger or opts.backend
+            if shutil.which(binary) is None:
+                raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
+            return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
+                                      opts.attach_match, opts.attach_delay_s or 0.0, target=follow)
+        if opts.backend not in ("none", "coredump"):
+            raise CaptureError(f"--with {opts.backend} changes how the server starts: it cannot be applied to a "
+                               f"running process (--pid); use none, or a debugger to attach")
+        return follow
     if opts.backend in DEBUGGERS:
         binary = opts.debugger or opts.backend
         if shutil.which(binary) is None:
@@ -111,7 +125,11 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     """`console` shows the target's output live and a status line; `echo` says faultkit's own steps."""
     if opts.backend not in BACKENDS_READY:
         raise CaptureError(f"--with {opts.backend} is not implemented yet; available: {', '.join(BACKENDS_READY)}")
-    if not opts.allow_running:
+    if opts.pid is not None and not os.path.exists(f"/proc/{opts.pid}"):
+        raise CaptureError(f"--pid {opts.pid}: no such process")
+    if opts.pid is not None and opts.env:
+        raise CaptureError("--env cannot reach a server that already runs (--pid): its environment was fixed at start")
+    if not opts.allow_running and opts.pid is None:
         stale_guard(opts)
     env = dict(opts.env)
     if opts.backend == "runtime-log":
@@ -121,7 +139,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         raise CaptureError(f"{out} is not empty: a capture never mixes into an existing bundle or folder. Give a new "
                            f"-o, or --force to write into it anyway")
     arming = None
-    if opts.coredump:
+    if opts.coredump and opts.pid is None:
         arming = coredump.arm(out, opts.full_core, facts.rocm_version_text(), env,
                               (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
         env = {**arming.env, **env}          # what the user set wins
@@ -143,7 +161,10 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
     manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": shown[0](opts.command), "backend": opts.backend,
                       "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
-                      "coredump": arming.to_json() if arming else {"armed": False, "notes": ["--no-coredump"]}}
+                      "coredump": arming.to_json() if arming else
+                      {"armed": False, "notes": [NOT_ARMED if opts.pid is not None else "--no-coredump"]}}
+    if opts.pid is not None:
+        manifest["attached_to_pid"] = opts.pid
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
     before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
@@ -188,7 +209,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if console is not None:
             console.close()
         result = backend.stop()
-        if sampler is not None:
+        if sampler is not None and opts.pid is None:      # a server we did not start is left running
             sampler.sample()
             result["killed_leftovers"] = kill_leftovers(sampler)
         result["killed_leftovers"] = sorted(set(result.get("killed_leftovers", [])) | set(watchdog.kill_marked(token)))

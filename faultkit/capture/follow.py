@@ -1,0 +1,118 @@
+"""`capture --pid PID`: a server that already runs. Its output files are followed from their end,
+its process tree sampled, its exit noticed; it is never stopped, and nothing is armed that a
+runtime reads only at start (GPU core-dump settings, serialization variables): the manifest says so.
+
+Output is readable only where the server writes to files (`python -m sglang... > server.log`):
+a pipe or a terminal belongs to whoever holds its other end, and is named as unreadable."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from .. import layout
+from .launcher import LineTee
+from .proctree import TreeSampler
+
+NOT_ARMED = ("capture --pid: the server was already running, so the runtimes' GPU core-dump settings "
+             "(read at start) could not be armed, and no variable could be given to it; restart it under "
+             "`faultkit capture -- COMMAND` for those")
+
+
+class FollowBackend:
+    def __init__(self, pid: int, out: Path, grace_s: float):
+        self.pid, self.grace_s = pid, grace_s
+        self.tee = LineTee(out, layout.SERVER)
+        self.files: list[str] = []
+        self.unreadable: list[str] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pipe: tuple[int, int] | None = None
+        self._fault_at: float | None = None
+
+    def start(self) -> None:
+        for fd in (1, 2):
+            try:
+                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError as exc:
+                self.unreadable.append(f"fd {fd}: {exc.strerror or exc}")
+                continue
+            if target.startswith("/") and os.path.isfile(target):
+                if target not in self.files:
+                    self.files.append(target)
+            else:
+                self.unreadable.append(f"fd {fd} is {target}: only a file can be followed")
+        self._pipe = os.pipe()
+        reader = os.fdopen(self._pipe[0], "rb", buffering=0)
+        self._threads.append(threading.Thread(target=self.tee.run, args=(reader,), daemon=True))
+        for path in self.files:
+            self._threads.append(threading.Thread(target=self._follow, args=(path,), daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def _follow(self, path: str) -> None:
+        try:
+            fh = open(path, "rb")
+        except OSError as exc:
+            self.unreadable.append(f"{path}: {exc.strerror or exc}")
+            return
+        with fh:
+            fh.seek(0, os.SEEK_END)              # what the server writes from now on
+            while not self._stop.is_set():
+                chunk = fh.read(1 << 16)
+                if chunk:
+                    try:
+                        os.write(self._pipe[1], chunk)
+                    except OSError:
+                        return
+                else:
+                    self._stop.wait(0.1)
+
+    @property
+    def root_pid(self) -> int:
+        return self.pid
+
+    @property
+    def fault_line(self) -> str | None:
+        return self.tee.fault_line
+
+    @property
+    def output(self) -> LineTee:
+        return self.tee
+
+    @property
+    def debuggers(self) -> int:
+        return 0
+
+    def step(self, sampler: TreeSampler) -> str | None:
+        if not _alive(self.pid):
+            return "target-exit"
+        if self.tee.fault_line and self._fault_at is None:
+            self._fault_at = time.monotonic()
+        elif self.tee.dumping:
+            self._fault_at = time.monotonic()
+        elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
+            return "fault"
+        return None
+
+    def stop(self) -> dict:
+        """Ends the following only: the server is not ours to stop."""
+        self._stop.set()
+        for t in self._threads[1:]:
+            t.join(timeout=2)
+        if self._pipe is not None:
+            os.close(self._pipe[1])
+            self._threads[0].join(timeout=5)
+        return {"exit_code": None, "stopped_with": [], "exit": "exit status unknown (not faultkit's child)",
+                "followed": {"pid": self.pid, "files": self.files, "unreadable": self.unreadable,
+                             "note": "not faultkit's child: its exit status cannot be read"}}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
