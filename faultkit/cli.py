@@ -87,10 +87,15 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
       faultkit timeline --check incident.pftrace"""
     from .export.pftrace_check import check_json_trace, check_trace
 
+    from .progress import Progress
+
     if check_file:
         with open(check_file, "rb") as fh:
             data = fh.read()
-        res = check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else check_trace(data, keep_names=False)
+        with Progress() as progress:
+            progress.stage("checking", "packets")
+            res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
+                   check_trace(data, keep_names=False, progress=progress))
         click.echo(f"{check_file}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
                    f"{res.instants} instants, {res.counters} counter values, {res.flows} flows")
         for e in res.errors:
@@ -110,13 +115,19 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     if output.endswith(".json"):
         fmt = "json"                                 # -o x.json means Chrome JSON
     Path(output).parent.mkdir(parents=True, exist_ok=True)
-    inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
-    tl = build_timeline(inc, win)
+    with Progress() as progress:
+        progress.stage("reading the inputs and the trace")
+        inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
+        progress.stage("laying out the tracks")
+        tl = build_timeline(inc, win)
+        progress.stage("writing", "slices")
+        if fmt == "json":
+            n = write_json(tl, output)
+        else:
+            size = write_pftrace(tl, output, progress)
     if fmt == "json":
-        n = write_json(tl, output)
         click.echo(f"wrote {output}: {n} events (Chrome trace JSON)", err=True)
     else:
-        size = write_pftrace(tl, output)
         click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
                    err=True)
 

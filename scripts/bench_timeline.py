@@ -1,11 +1,13 @@
 """Benchmark: Perfetto export of N slices, the perfetto package's TraceProtoBuilder against faultkit.
 
 Both write the same N kernel slices (begin and end TrackEvents with an interned name) on one track;
-the speed is slices per second and the size bytes per slice. Optionally (--bundle DIR) it also
-times `faultkit timeline` on a bundle, e.g. the 5M-dispatch one `bench_ingest.py --keep` leaves.
-Targets (issue 4): at least 1M slices/s, at most 20 bytes/slice; a 5M-dispatch bundle within 10 s.
+the speed is slices per second and the size bytes per slice (faultkit with and without
+`compressed_packets`). `--end-to-end` also generates an N-dispatch bundle (bench_ingest.py's
+generator) and times `faultkit timeline --window all` and `faultkit timeline --check` on it in fresh
+processes, stage by stage, with peak RSS; `--bundle DIR` times an existing bundle.
+Targets (issue 15): end to end >= 500k slices/s, <= 40 bytes/slice, --check of 1M slices <= 5 s.
 
-    python scripts/bench_timeline.py [-n 1000000] [--bundle /tmp/fk-bench/bundle]
+    python scripts/bench_timeline.py [-n 1000000] [--end-to-end] [--bundle /tmp/fk-bench/bundle]
 """
 
 from __future__ import annotations
@@ -62,10 +64,10 @@ def with_perfetto_builder(n: int, path: str) -> float:
     return time.perf_counter() - t
 
 
-def with_faultkit(n: int, path: str) -> float:
+def with_faultkit(n: int, path: str, compress: bool = True) -> float:
     t = time.perf_counter()
     starts = 1_000_000_000 + np.arange(n, dtype=np.int64) * 20_000
-    w = PftraceWriter(path)
+    w = PftraceWriter(path, compress=compress)
     track = w.track("queue 1")
     w.slices(track, starts, starts + 15_000, NAMES, np.arange(n) % len(NAMES))
     w.close()
@@ -76,16 +78,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=1_000_000)
     ap.add_argument("--bundle", help="also time `faultkit timeline` on this bundle")
+    ap.add_argument("--end-to-end", action="store_true", help="generate an N-dispatch bundle and time the CLI on it")
     args = ap.parse_args()
     n = args.n
     with tempfile.TemporaryDirectory() as d:
-        for label, fn in (("perfetto TraceProtoBuilder", with_perfetto_builder), ("faultkit", with_faultkit)):
+        runs = (("perfetto TraceProtoBuilder", with_perfetto_builder), ("faultkit", with_faultkit),
+                ("faultkit, uncompressed", lambda n, p: with_faultkit(n, p, compress=False)))
+        for label, fn in runs:
             path = os.path.join(d, f"{label.split()[0]}.pftrace")
             secs = fn(n, path)
             size = os.path.getsize(path)
             res = check_trace(Path(path).read_bytes(), keep_names=False)
             print(f"{label:28s} {n / secs / 1e6:6.2f} M slices/s  {size / n:6.1f} bytes/slice  "
                   f"({secs:.2f} s, checker: {'ok' if res.ok and res.slices == n else res.errors[:2]})")
+        if args.end_to_end:
+            end_to_end(n, d)
         if args.bundle:
             out = os.path.join(d, "bundle.pftrace")
             for window in ("30s", "all"):
@@ -95,6 +102,47 @@ def main() -> None:
                                cwd=str(Path(__file__).resolve().parent.parent))
                 print(f"faultkit timeline --window {window:4s} {time.perf_counter() - t:6.2f} s  "
                       f"{os.path.getsize(out) / 1e6:.1f} MB")
+
+
+STAGES = """
+import sys, time, resource
+t0 = time.perf_counter()
+from faultkit.triage import TriageOptions, triage
+from faultkit.export.timeline import build_timeline, write_pftrace
+t1 = time.perf_counter()
+inc = triage([sys.argv[1]], TriageOptions(read_all=True))
+t2 = time.perf_counter()
+tl = build_timeline(inc, None)
+t3 = time.perf_counter()
+size = write_pftrace(tl, sys.argv[2])
+t4 = time.perf_counter()
+print(f"{t1 - t0:.2f} {t2 - t1:.2f} {t3 - t2:.2f} {t4 - t3:.2f} {size} "
+      f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+"""
+
+
+def end_to_end(n: int, d: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_ingest import generate
+    bundle = generate(Path(d) / "e2e", n)
+    out = os.path.join(d, "e2e.pftrace")
+    repo = str(Path(__file__).resolve().parent.parent)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", str(bundle), "-o", out, "--window", "all"],
+                   check=True, capture_output=True, cwd=repo)
+    wall = time.perf_counter() - t
+    size = os.path.getsize(out)
+    print(f"faultkit timeline --window all, {n:,} dispatches: {wall:.2f} s end to end = {n / wall / 1e3:.0f}k "
+          f"slices/s (target >= 500k), {size / n:.1f} bytes/slice (target <= 40)")
+    stages = subprocess.run([sys.executable, "-c", STAGES, str(bundle), out], check=True, capture_output=True,
+                            text=True, cwd=repo, env={**os.environ, "PYTHONPATH": repo}).stdout.split()
+    imp, ingest, layout, export, _, rss = stages
+    print(f"  stages: imports {imp} s, triage with the trace (ingest + analyses) {ingest} s, layout {layout} s, "
+          f"export {export} s; peak RSS {rss} MB")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", "--check", out], check=True,
+                   capture_output=True, cwd=repo)
+    print(f"faultkit timeline --check: {time.perf_counter() - t:.2f} s (target <= 5 s)")
 
 
 if __name__ == "__main__":

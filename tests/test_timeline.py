@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from faultkit.cli import main
@@ -132,23 +133,33 @@ def test_checker_rejects_broken_traces(tmp_path):
     assert not check_trace(b"\x0a\xff\xff garbage").ok
 
 
-def test_bulk_slices_roundtrip(tmp_path):
+@pytest.mark.parametrize("compress", [False, True])
+def test_bulk_slices_roundtrip(tmp_path, compress):
     """The numpy encoder against the protos: timestamps (incremental clock), names, annotations
-    including 64-bit values and left-out ones, and terminating flows."""
+    including 64-bit values and left-out ones, and terminating flows; the same packets inside
+    deflate-compressed `compressed_packets` batches (inflated as trace_processor does)."""
     n = 5000
     rng = np.random.default_rng(1)
     starts = np.cumsum(rng.integers(1, 1 << 30, n))
     ends = starts + rng.integers(0, 1 << 20, n)
     ends = np.minimum(ends, np.append(starts[1:], starts[-1] + (1 << 20)))
     p = tmp_path / "x.pftrace"
-    w = PftraceWriter(str(p))
+    w = PftraceWriter(str(p), compress=compress)
     t = w.track("q")
     w.slices(t, starts, ends, ["a", "b"], np.arange(n) % 2,
              {"big": np.full(n, 1 << 40), "gap": np.where(np.arange(n) % 2 == 0, -1, 7)},
              flow_in=np.where(np.arange(n) == 3, 99, 0))
     w.close()
     import perfetto.protos.perfetto.trace.perfetto_trace_pb2 as pb
-    packets = list(pb.Trace.FromString(p.read_bytes()).packet)
+    import zlib
+    packets = []
+    for x in pb.Trace.FromString(p.read_bytes()).packet:
+        if x.HasField("compressed_packets"):
+            packets += list(pb.Trace.FromString(zlib.decompress(x.compressed_packets)).packet)
+        else:
+            packets.append(x)
+    if compress:
+        assert check_trace(p.read_bytes()).compressed >= 1
     evs = [x for x in packets if x.HasField("track_event")]
     assert len(evs) == 2 * n
     ts = starts[0] + np.cumsum([x.timestamp for x in evs])
@@ -161,7 +172,7 @@ def test_bulk_slices_roundtrip(tmp_path):
     assert check_trace(p.read_bytes()).errors == ["1 flow(s) end without a start"]
     # the path for slices without annotations (the bulk of bare tracks)
     q = tmp_path / "bare.pftrace"
-    w = PftraceWriter(str(q))
+    w = PftraceWriter(str(q), compress=False)
     t = w.track("bare")
     w.slices(t, starts, ends, ["x"], np.zeros(n, dtype=np.int64), flow_out=np.where(np.arange(n) == 5, 7, 0))
     w.close()
@@ -199,3 +210,36 @@ def test_check_reads_chrome_json_too(tmp_path):
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "f", "ts": 2, "id": 9}]}')
     res = run("--check", str(bad))
     assert res.exit_code == 1 and "slice without a non-negative dur" in res.output and "flow 9" in res.output
+
+
+def test_checker_says_when_compressed_packets_do_not_inflate(tmp_path):
+    from faultkit.export.pftrace import f_bytes
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(f_bytes(1, f_bytes(50, b"not zlib at all")))
+    r = check_trace(bad.read_bytes())
+    assert not r.ok and "do not inflate" in r.errors[0]
+
+
+def test_progress_shows_only_on_a_terminal_and_only_for_long_steps():
+    import io
+    import time
+
+    from faultkit.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    long = Tty()
+    with Progress(long, after_s=0.1) as p:
+        p.stage("writing", "slices")
+        p.add(250_000)
+        time.sleep(0.4)
+    assert "] writing: 250,000 slices" in long.getvalue() and long.getvalue().endswith("\r\x1b[K")
+    quick = Tty()
+    with Progress(quick, after_s=5):
+        pass
+    assert quick.getvalue() == ""
+    pipe = io.StringIO()
+    with Progress(pipe, after_s=0):
+        time.sleep(0.2)
+    assert pipe.getvalue() == ""

@@ -11,6 +11,7 @@ defaults name the track and whose clock is incremental, so a slice costs two sho
 from __future__ import annotations
 
 import os
+import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -28,6 +29,11 @@ E_COUNTER_VALUE, E_FLOW_IDS, E_TERMINATING_FLOW_IDS = 30, 47, 48
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 BOOTTIME, REALTIME, SEQ_CLOCK = 6, 1, 64       # builtin clock ids; 64+ are sequence-scoped
 MAX_CHUNK = 1 << 17
+# TracePacket.compressed_packets (field 50): a zlib stream of framed packets, which trace_processor
+# and the UI inflate and read in place. Batches of about a megabyte compress 4-6x at level 1.
+P_COMPRESSED = 50
+BATCH = 1 << 20
+LEVEL = 1
 
 
 def varint(n: int) -> bytes:
@@ -90,8 +96,12 @@ def _varint_cols(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
 class PftraceWriter:
     """Writes packets to a binary file as they come; memory stays bounded by one chunk."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, compress: bool = True, progress=None):
         self.fh = open(path, "wb")
+        self.progress = progress            # told of each slice chunk written (a long export shows it)
+        self.compress = compress
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self.next_uuid = 1000
         self.next_seq = 1
         self.bytes = 0
@@ -110,10 +120,25 @@ class PftraceWriter:
 
     def packet(self, body: bytes) -> None:
         data = f_bytes(1, body)
+        if not self.compress:
+            self._write(data)
+            return
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._write(packed(b"".join(self._pending)))
+            self._pending, self._pending_bytes = [], 0
+
+    def _write(self, data: bytes) -> None:
         self.fh.write(data)
         self.bytes += len(data)
 
     def close(self) -> None:
+        self._flush()
         self.fh.close()
 
     # ---- tracks ----
@@ -211,17 +236,22 @@ class PftraceWriter:
         self.packet(f_int(P_TIMESTAMP, t0) + f_int(P_TIMESTAMP_CLOCK, clock) + f_int(P_SEQ_ID, seq) +
                     f_int(P_SEQ_FLAGS, SEQ_CLEARED) + f_bytes(P_DEFAULTS, defaults) +
                     f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned))
+        compress = self.compress
+
         def chunk(lo: int) -> bytes:
             hi = min(n, lo + MAX_CHUNK)
             prev = t0 if lo == 0 else int(ends[lo - 1])     # chunks are independent: encode them in parallel
-            return _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
+            data = _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
                                   [int_args[k][lo:hi] for k in ann_names],
                                   None if flow_in is None else flow_in[lo:hi],
                                   None if categories is None else categories[lo:hi] + 1,
                                   None if flow_out is None else flow_out[lo:hi])[0]
-        for data in _in_order(chunk, range(0, n, MAX_CHUNK)):
-            self.fh.write(data)
-            self.bytes += len(data)
+            return packed(data) if compress else data      # zlib releases the GIL: compressed in parallel too
+        self._flush()                                      # the sequence's first packet before its slices
+        for lo, data in zip(range(0, n, MAX_CHUNK), _in_order(chunk, range(0, n, MAX_CHUNK))):
+            self._write(data)
+            if self.progress is not None:
+                self.progress.add(min(MAX_CHUNK, n - lo))
 
 
 class _Rows:
@@ -292,6 +322,11 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
     lens = np.array([len(b) for b in blobs], dtype=np.int64)
     offsets = np.cumsum(lens) - lens
     return b"".join(blobs), offsets, lens, inverse.astype(np.int64)
+
+
+def packed(framed: bytes) -> bytes:
+    """Framed packets (`Trace.packet` entries) as one packet holding them deflate-compressed."""
+    return f_bytes(1, f_bytes(P_COMPRESSED, zlib.compress(framed, LEVEL)))
 
 
 _POOL: ThreadPoolExecutor | None = None

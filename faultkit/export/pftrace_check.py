@@ -7,6 +7,7 @@ a sequence, and every interned id must resolve on its sequence since the last st
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -17,6 +18,7 @@ MAX_ERRORS = 50
 @dataclass
 class CheckResult:
     packets: int = 0
+    compressed: int = 0              # packets holding compressed_packets
     tracks: int = 0
     slices: int = 0
     instants: int = 0
@@ -51,7 +53,23 @@ class _Seq:
     cleared: bool = False
 
 
-def check_trace(data: bytes, keep_names: bool = True) -> CheckResult:
+def _packets(trace, res: CheckResult):
+    """Every packet in order, the ones inside `compressed_packets` inflated in place (as
+    trace_processor does)."""
+    for p in trace.packet:
+        if p.HasField("compressed_packets"):
+            try:
+                inner = pb.Trace.FromString(zlib.decompress(p.compressed_packets))
+            except Exception as exc:  # noqa: BLE001 - zlib.error, protobuf DecodeError
+                res.error(f"compressed packets that do not inflate to packets: {exc}")
+                continue
+            res.compressed += 1
+            yield from inner.packet
+        else:
+            yield p
+
+
+def check_trace(data: bytes, keep_names: bool = True, progress=None) -> CheckResult:
     res = CheckResult()
     try:
         trace = pb.Trace.FromString(data)
@@ -60,88 +78,76 @@ def check_trace(data: bytes, keep_names: bool = True) -> CheckResult:
         return res
     seqs: dict[int, _Seq] = {}
     open_slices: dict[int, list[str]] = {}
-    for n, p in enumerate(trace.packet):
+    begin, end, instant, counter = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
+                                    pb.TrackEvent.TYPE_INSTANT, pb.TrackEvent.TYPE_COUNTER)
+    # The hot path is a slice event on its track's own sequence; the rarer packet kinds are told
+    # apart by one WhichOneof call, and fields whose unset value (0) never occurs are read directly.
+    for n, p in enumerate(_packets(trace, res)):
         res.packets += 1
+        if progress is not None and not n & 0xFFFF:
+            progress.add(0x10000)
         sid = p.trusted_packet_sequence_id
-        seq = seqs.setdefault(sid, _Seq())
-        if p.sequence_flags & 1:
+        seq = seqs.get(sid)
+        if seq is None:
+            seq = seqs[sid] = _Seq()
+        flags = p.sequence_flags
+        if flags & 1:
             seq.names, seq.cats, seq.anns, seq.incremental = {}, {}, {}, {}
             seq.cleared = True
-        if p.HasField("trace_packet_defaults"):
-            d = p.trace_packet_defaults
-            seq.clock = d.timestamp_clock_id if d.HasField("timestamp_clock_id") else None
-            seq.default_track = d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
-        if p.HasField("clock_snapshot"):
-            for c in p.clock_snapshot.clocks:
-                if c.is_incremental:
-                    seq.incremental[c.clock_id] = c.timestamp
-        if p.HasField("interned_data"):
-            if p.sequence_flags & 2 and not seq.cleared:
-                res.error(f"packet {n}: interned data on sequence {sid} before any state clear")
-            for e in p.interned_data.event_names:
-                seq.names[e.iid] = e.name
-            for e in p.interned_data.event_categories:
-                seq.cats[e.iid] = e.name
-            for e in p.interned_data.debug_annotation_names:
-                seq.anns[e.iid] = e.name
-        if p.HasField("track_descriptor"):
-            t = p.track_descriptor
-            if t.uuid in res.track_names:
-                res.error(f"packet {n}: track {t.uuid} declared twice")
-            if t.HasField("parent_uuid"):
-                if t.parent_uuid not in res.track_names:
-                    res.error(f"packet {n}: track {t.uuid} ({t.name}) has undeclared parent {t.parent_uuid}")
-                res.parents[t.uuid] = t.parent_uuid
-            res.track_names[t.uuid] = t.name
-            res.tracks += 1
-        if p.HasField("chrome_events"):
-            for m in p.chrome_events.metadata:
-                res.metadata[m.name] = m.string_value
-        if not p.HasField("track_event"):
+        kind = p.WhichOneof("data")
+        if kind != "track_event" or flags & 1:
+            _rare(p, kind, n, sid, seq, res)
+        if kind != "track_event":
             continue
+        if p.HasField("interned_data"):
+            _interned(p, n, sid, seq, res)
         ev = p.track_event
-        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.clock
+        clock = p.timestamp_clock_id or seq.clock
         ts = p.timestamp
         if clock in seq.incremental:
-            ts = seq.incremental[clock] + p.timestamp
+            ts = seq.incremental[clock] + ts
             seq.incremental[clock] = ts
         elif clock is not None and clock >= 64:
             res.error(f"packet {n}: sequence clock {clock} used without a clock snapshot")
         if seq.last_ts is not None and ts < seq.last_ts:
             res.error(f"packet {n}: timestamp {ts} goes back on sequence {sid} (after {seq.last_ts})")
         seq.last_ts = ts
-        track = ev.track_uuid if ev.HasField("track_uuid") else seq.default_track
+        track = ev.track_uuid or seq.default_track
         if track is None or track not in res.track_names:
             res.error(f"packet {n}: event on undeclared track {track}")
             continue
-        name = ev.name if ev.HasField("name") else None
-        if ev.HasField("name_iid"):
-            name = seq.names.get(ev.name_iid)
+        name = ev.name or None
+        iid = ev.name_iid
+        if iid:
+            name = seq.names.get(iid)
             if name is None:
-                res.error(f"packet {n}: name iid {ev.name_iid} not interned on sequence {sid}")
+                res.error(f"packet {n}: name iid {iid} not interned on sequence {sid}")
         for c in ev.category_iids:
             if c not in seq.cats:
                 res.error(f"packet {n}: category iid {c} not interned on sequence {sid}")
         for a in ev.debug_annotations:
-            if a.HasField("name_iid") and a.name_iid not in seq.anns:
+            if a.name_iid and a.name_iid not in seq.anns:
                 res.error(f"packet {n}: annotation name iid {a.name_iid} not interned on sequence {sid}")
-        res.flow_ids.update(ev.flow_ids)
-        res.terminating.update(ev.terminating_flow_ids)
-        if ev.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+        if ev.flow_ids:
+            res.flow_ids.update(ev.flow_ids)
+        if ev.terminating_flow_ids:
+            res.terminating.update(ev.terminating_flow_ids)
+        t = ev.type
+        if t == begin:
             open_slices.setdefault(track, []).append(name or "")
             res.slices += 1
             if keep_names:
                 res.names.setdefault(track, []).append(name or "")
-        elif ev.type == pb.TrackEvent.TYPE_SLICE_END:
+        elif t == end:
             if not open_slices.get(track):
                 res.error(f"packet {n}: slice end without a begin on track {res.track_names[track]}")
             else:
                 open_slices[track].pop()
-        elif ev.type == pb.TrackEvent.TYPE_INSTANT:
+        elif t == instant:
             res.instants += 1
             if keep_names:
                 res.names.setdefault(track, []).append(name or "")
-        elif ev.type == pb.TrackEvent.TYPE_COUNTER:
+        elif t == counter:
             res.counters += 1
     for track, stack in open_slices.items():
         if stack:
@@ -151,6 +157,45 @@ def check_trace(data: bytes, keep_names: bool = True) -> CheckResult:
     if dangling:
         res.error(f"{len(dangling)} flow(s) end without a start")
     return res
+
+
+def _rare(p, kind: str | None, n: int, sid: int, seq: _Seq, res: CheckResult) -> None:
+    """Sequence defaults, clock snapshots, interned data, track descriptors and metadata."""
+    if p.HasField("trace_packet_defaults"):
+        d = p.trace_packet_defaults
+        seq.clock = d.timestamp_clock_id if d.HasField("timestamp_clock_id") else None
+        seq.default_track = d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
+    if kind == "clock_snapshot":
+        for c in p.clock_snapshot.clocks:
+            if c.is_incremental:
+                seq.incremental[c.clock_id] = c.timestamp
+    if kind != "track_event" and p.HasField("interned_data"):
+        _interned(p, n, sid, seq, res)
+    if kind == "track_descriptor":
+        t = p.track_descriptor
+        if t.uuid in res.track_names:
+            res.error(f"packet {n}: track {t.uuid} declared twice")
+        if t.HasField("parent_uuid"):
+            if t.parent_uuid not in res.track_names:
+                res.error(f"packet {n}: track {t.uuid} ({t.name}) has undeclared parent {t.parent_uuid}")
+            res.parents[t.uuid] = t.parent_uuid
+        res.track_names[t.uuid] = t.name
+        res.tracks += 1
+    elif kind == "chrome_events":
+        for m in p.chrome_events.metadata:
+            res.metadata[m.name] = m.string_value
+
+
+def _interned(p, n: int, sid: int, seq: _Seq, res: CheckResult) -> None:
+    if p.sequence_flags & 2 and not seq.cleared:
+        res.error(f"packet {n}: interned data on sequence {sid} before any state clear")
+    d = p.interned_data
+    for e in d.event_names:
+        seq.names[e.iid] = e.name
+    for e in d.event_categories:
+        seq.cats[e.iid] = e.name
+    for e in d.debug_annotation_names:
+        seq.anns[e.iid] = e.name
 
 
 def check_json_trace(data: bytes) -> CheckResult:

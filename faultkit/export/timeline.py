@@ -308,8 +308,8 @@ def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
 
 # ---------------- renderers ----------------
 
-def write_pftrace(tl: Timeline, path: str) -> int:
-    w = PftraceWriter(path)
+def write_pftrace(tl: Timeline, path: str, progress=None) -> int:
+    w = PftraceWriter(path, progress=progress)
     uuids: dict[str, int] = {}
     for t in tl.tracks.values():
         parent = uuids.get(t.parent) if t.parent else None
