@@ -333,131 +333,11 @@ class _Blocks:
             f.ih_client_name = table.get(f.ih_client)
 
     def fault_line(self, msg: str, key: str, pci, p: _Parsed, org: Origin, fn) -> bool:
-        m = HDR.match(msg)
-        if m:
-            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, hub=m.group("hub"),
-                                        retry=(m.group("retry") == "retry") if m.group("retry") else None,
-                                        src_id=int(m.group("src_id")), ring=int(m.group("ring")),
-                                        vmid=int(m.group("vmid")), pasid=int(m.group("pasid"))))
-            if m.group("tgid"):
-                f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
-                f.format_hint = "task inline (Linux <= 6.9)"
-            if m.group("vmc"):
-                f.generation, f.format_hint = "gfx9", "gmc_v9, Linux 4.13-4.16"
-            elif m.group("hub") in ("gfxhub0", "mmhub0", "mmhub1"):
-                f.generation = "gfx9"
-            f.lines.append(p.raw)
-            return True
-        m = V8_HDR.match(msg)
-        if m:
-            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, src_id=int(m.group("src_id")),
-                                        generation="gfx8", format_hint="gmc_v8"))
-            if m.group("tgid"):
-                f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
-            f.lines.append(p.raw)
-            return True
-        f = self.open.get(key)
-        m = TASK.match(msg)
-        if m:
-            target = f if f is not None and f.pid is None else None
-            if target is None and key in self.last_timeout and self.last_timeout[key].fields.get("pid") is None:
-                ev = self.last_timeout[key]
-                ev.fields.update(process=m.group("proc"), pid=int(m.group("tgid")), thread=m.group("thread"),
-                                 tid=int(m.group("tid")))
+        """One line of a VM fault block; each kind of line has its handler (in the order tried)."""
+        for rx, handler in FAULT_LINES:
+            m = rx.match(msg)
+            if m and handler(self, m, key, pci, p, org):
                 return True
-            if target is None:
-                return False
-            target.process, target.pid = m.group("proc"), int(m.group("tgid"))
-            target.thread, target.tid = m.group("thread"), int(m.group("tid"))
-            target.format_hint = {"for process": "task on its own line (Linux ~6.10-6.16)",
-                                  "in process": "task on its own line (Linux ~6.10-6.16)",
-                                  "Process": "' Process' task line (Linux >= ~6.17)"}[m.group("form")]
-            target.lines.append(p.raw)
-            return True
-        m = ADDR.match(msg)
-        if m:
-            if f is None or f.address is not None:
-                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
-                self.out.problems.append(Problem(self.name, "fault address without its header line (cut excerpt)", p.no))
-            f.address = int(m.group("addr"), 16)
-            if m.group("client_hex") is not None:
-                f.ih_client = int(m.group("client_hex"), 16)
-                if f.generation is None and f.hub in ("gfxhub", "mmhub"):
-                    f.generation = "gfx10"
-            elif m.group("client_dec") is not None:
-                f.ih_client = int(m.group("client_dec"))
-                if f.generation is None and f.hub in ("gfxhub", "mmhub"):
-                    f.generation = "gfx11"  # gmc_v11/v12 print the IH client in decimal
-            f.ih_client_name = m.group("client_name")
-            f.lines.append(p.raw)
-            return True
-        m = COOKIE.match(msg)
-        if m and f is not None:
-            f.die = m.group("die")
-            f.lines.append(p.raw)
-            return True
-        m = STATUS.match(msg)
-        if m:
-            if f is None or f.status is not None:
-                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
-                self.out.problems.append(Problem(self.name, "status lines without their fault header (cut excerpt)", p.no))
-            f.status = int(m.group("status"), 16)
-            f.status_register = m.group(0).split(":")[0].strip()
-            reg = m.group("reg")
-            if m.group("lo32") and f.hub in ("gfxhub0", "mmhub0"):
-                f.generation = "gc12.1"      # gmc_v12_1 names hubs like gmc_v9, which never prints _LO32
-            elif m.group("lo32"):
-                f.generation = "gfx12"       # only gmc_v12 prints _LO32 (its decimal client looked like gmc_v11)
-            elif f.generation is None or (reg != "VM" and f.generation == "gfx9"):
-                f.generation = "gfx9" if reg == "VM" else ("gfx12" if m.group("lo32") else f.generation or None)
-            if f.hub is None:
-                f.hub = "mmhub" if reg == "MMVM" else ("gfxhub" if reg == "GCVM" else None)
-            f.lines.append(p.raw)
-            return True
-        m = CID.match(msg)
-        if m:
-            if f is None:
-                return self.orphan(p)
-            if m.group("cid"):
-                f.client_id = int(m.group("cid"), 16)
-                f.client_name = m.group("name")
-                if f.generation is None and f.client_name == "CB/DB":
-                    f.generation = "gfx10"
-            else:
-                f.client_id = int(m.group("cid_only"), 16)
-                f.format_hint = f.format_hint or "client id without name (Linux ~5.8/5.9)"
-            f.lines.append(p.raw)
-            return True
-        m = FIELD.match(msg)
-        if m:
-            if f is None:
-                return self.orphan(p)
-            attr = m.group("field").lower()
-            setattr(f, "rw" if attr == "rw" else attr, int(m.group("val"), 16))
-            f.lines.append(p.raw)
-            return True
-        m = V8_REG.match(msg)
-        if m and f is not None and f.generation == "gfx8":
-            val = int(m.group("val"), 16)
-            if m.group("reg") == "ADDR":
-                f.address = val << 12
-            else:
-                f.status = val
-            f.lines.append(p.raw)
-            return True
-        m = V8_DEC.match(msg)
-        if m:
-            if f is None or f.generation != "gfx8":
-                f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, generation="gfx8"))
-            f.vmid, f.pasid = int(m.group("vmid")), int(m.group("pasid"))
-            f.rw = 1 if m.group("rw") == "write" else 0
-            f.client_name = m.group("mc")
-            f.permission_faults = int(m.group("prot"), 16)
-            if f.address is None:
-                f.address = int(m.group("page")) << 12 if int(m.group("page")) < (1 << 36) else int(m.group("page"))
-            f.lines.append(p.raw)
-            self.close(key)  # the decoded line ends a gmc_v8 report
-            return True
         m = SUPPRESSED.search(msg)
         if m:
             gen = re.match(r"gmc_v(\d+)_", m.group("fn"))
@@ -468,14 +348,142 @@ class _Blocks:
             return True
         return False
 
-    def orphan(self, p: _Parsed) -> bool:
-        """Status sub-lines whose header was cut off: nothing to attach them to."""
-        if not self.out.problems or "orphaned status" not in self.out.problems[-1].message:
-            self.out.problems.append(Problem(self.name, "orphaned status lines before the first fault header "
-                                                        "(cut excerpt); ignored", p.no))
+    def _header(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, hub=m.group("hub"),
+                                    retry=(m.group("retry") == "retry") if m.group("retry") else None,
+                                    src_id=int(m.group("src_id")), ring=int(m.group("ring")),
+                                    vmid=int(m.group("vmid")), pasid=int(m.group("pasid"))))
+        if m.group("tgid"):
+            f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
+            f.format_hint = "task inline (Linux <= 6.9)"
+        if m.group("vmc"):
+            f.generation, f.format_hint = "gfx9", "gmc_v9, Linux 4.13-4.16"
+        elif m.group("hub") in ("gfxhub0", "mmhub0", "mmhub1"):
+            f.generation = "gfx9"
+        f.lines.append(p.raw)
         return True
 
-    # ---------- other events ----------
+    def _v8_header(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, src_id=int(m.group("src_id")),
+                                    generation="gfx8", format_hint="gmc_v8"))
+        if m.group("tgid"):
+            f.process, f.pid, f.thread, f.tid = m.group("proc"), int(m.group("tgid")), m.group("thread"), int(m.group("tid"))
+        f.lines.append(p.raw)
+        return True
+
+    def _task(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        """The task line follows a fault header or, on 6.17+, a ring timeout of the same device."""
+        f = self.open.get(key)
+        target = f if f is not None and f.pid is None else None
+        if target is None and key in self.last_timeout and self.last_timeout[key].fields.get("pid") is None:
+            self.last_timeout[key].fields.update(process=m.group("proc"), pid=int(m.group("tgid")),
+                                                 thread=m.group("thread"), tid=int(m.group("tid")))
+            return True
+        if target is None:
+            return False
+        target.process, target.pid = m.group("proc"), int(m.group("tgid"))
+        target.thread, target.tid = m.group("thread"), int(m.group("tid"))
+        target.format_hint = {"for process": "task on its own line (Linux ~6.10-6.16)",
+                              "in process": "task on its own line (Linux ~6.10-6.16)",
+                              "Process": "' Process' task line (Linux >= ~6.17)"}[m.group("form")]
+        target.lines.append(p.raw)
+        return True
+
+    def _address(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None or f.address is not None:
+            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
+            self.out.problems.append(Problem(self.name, "fault address without its header line (cut excerpt)", p.no))
+        f.address = int(m.group("addr"), 16)
+        if m.group("client_hex") is not None:
+            f.ih_client = int(m.group("client_hex"), 16)
+            if f.generation is None and f.hub in ("gfxhub", "mmhub"):
+                f.generation = "gfx10"
+        elif m.group("client_dec") is not None:
+            f.ih_client = int(m.group("client_dec"))
+            if f.generation is None and f.hub in ("gfxhub", "mmhub"):
+                f.generation = "gfx11"  # gmc_v11/v12 print the IH client in decimal
+        f.ih_client_name = m.group("client_name")
+        f.lines.append(p.raw)
+        return True
+
+    def _cookie(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None:
+            return False
+        f.die = m.group("die")
+        f.lines.append(p.raw)
+        return True
+
+    def _status(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None or f.status is not None:
+            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
+            self.out.problems.append(Problem(self.name, "status lines without their fault header (cut excerpt)", p.no))
+        f.status = int(m.group("status"), 16)
+        f.status_register = m.group(0).split(":")[0].strip()
+        reg = m.group("reg")
+        if m.group("lo32") and f.hub in ("gfxhub0", "mmhub0"):
+            f.generation = "gc12.1"      # gmc_v12_1 names hubs like gmc_v9, which never prints _LO32
+        elif m.group("lo32"):
+            f.generation = "gfx12"       # only gmc_v12 prints _LO32 (its decimal client looked like gmc_v11)
+        elif f.generation is None or (reg != "VM" and f.generation == "gfx9"):
+            f.generation = "gfx9" if reg == "VM" else f.generation or None
+        if f.hub is None:
+            f.hub = "mmhub" if reg == "MMVM" else ("gfxhub" if reg == "GCVM" else None)
+        f.lines.append(p.raw)
+        return True
+
+    def _client_id(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None:
+            return self.orphan(p)
+        if m.group("cid"):
+            f.client_id = int(m.group("cid"), 16)
+            f.client_name = m.group("name")
+            if f.generation is None and f.client_name == "CB/DB":
+                f.generation = "gfx10"
+        else:
+            f.client_id = int(m.group("cid_only"), 16)
+            f.format_hint = f.format_hint or "client id without name (Linux ~5.8/5.9)"
+        f.lines.append(p.raw)
+        return True
+
+    def _field(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None:
+            return self.orphan(p)
+        attr = m.group("field").lower()
+        setattr(f, "rw" if attr == "rw" else attr, int(m.group("val"), 16))
+        f.lines.append(p.raw)
+        return True
+
+    def _v8_register(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None or f.generation != "gfx8":
+            return False
+        val = int(m.group("val"), 16)
+        if m.group("reg") == "ADDR":
+            f.address = val << 12
+        else:
+            f.status = val
+        f.lines.append(p.raw)
+        return True
+
+    def _v8_decoded(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self.open.get(key)
+        if f is None or f.generation != "gfx8":
+            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci, generation="gfx8"))
+        f.vmid, f.pasid = int(m.group("vmid")), int(m.group("pasid"))
+        f.rw = 1 if m.group("rw") == "write" else 0
+        f.client_name = m.group("mc")
+        f.permission_faults = int(m.group("prot"), 16)
+        if f.address is None:
+            f.address = int(m.group("page")) << 12 if int(m.group("page")) < (1 << 36) else int(m.group("page"))
+        f.lines.append(p.raw)
+        self.close(key)  # the decoded line ends a gmc_v8 report
+        return True
+
     def event(self, msg: str, key: str, pci, p: _Parsed, org: Origin, fn) -> None:
         text = msg.strip()
         add = lambda kind, **fields: self.out.events.append(KernelEvent(org, kind, text, p.stamp, pci, fields))  # noqa: E731
@@ -600,3 +608,11 @@ class _Blocks:
         if mc:
             x.caused_by = int(mc.group("xid"))
         self.out.xids.append(x)
+
+
+# The lines of a VM fault block, in the order they are tried: (pattern, handler).
+FAULT_LINES = (
+    (HDR, _Blocks._header), (V8_HDR, _Blocks._v8_header), (TASK, _Blocks._task), (ADDR, _Blocks._address),
+    (COOKIE, _Blocks._cookie), (STATUS, _Blocks._status), (CID, _Blocks._client_id), (FIELD, _Blocks._field),
+    (V8_REG, _Blocks._v8_register), (V8_DEC, _Blocks._v8_decoded),
+)
