@@ -112,8 +112,18 @@ def decisive_finding(inc: Incident) -> str | None:
 
 
 def sections(inc: Incident) -> list[Section]:
+    """The report's sections in reading order; a builder returns None where it has nothing to say."""
+    built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
+             _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
+             _wave_section(inc), _capture_section(inc.capture), _cores_section(inc),
+             *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
+             _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
+             _inputs_section(inc)]
+    return [s for s in built if s is not None]
+
+
+def _verdict_section(inc: Incident) -> Section:
     v = inc.verdict
-    out: list[Section] = []
     s = Section("Verdict")
     if v.kernel:
         s.paragraphs.append(f"**{v.level}**: faulting kernel `{v.kernel}`")
@@ -127,87 +137,87 @@ def sections(inc: Incident) -> list[Section]:
     if v.candidates:
         s.table = (["#", "candidate kernel", "score", "why"],
                    [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
-    out.append(s)
-    if len(inc.groups) > 1:
-        out.append(_incidents_section(inc))
+    return s
 
-    primary = [f for f in inc.faults if not f.secondary]
+
+def _facts_section(inc: Incident) -> Section:
     s = Section("Fault facts")
     if not inc.faults:
         s.paragraphs.append("No GPU fault was found in the inputs.")
-    else:
-        s.table = (["source", "kind", "address", "code", "GPU", "pid / process", "time", "group", "evidence"],
-                   [[f.source, f.kind, hex_or_none(f.address) or "", hex_or_none(f.code) or "", f.gpu or "",
-                     " ".join(x for x in (str(f.pid) if f.pid is not None else "", f.process or "") if x),
-                     f.time or "", str(f.group or ""), str(f.origin or "")] for f in inc.faults])
-        groups = {}
-        for f in inc.faults:
-            if f.group is not None:
-                groups.setdefault(f.group, set()).add(f.source)
-        joined = [g for g, srcs in groups.items() if len(srcs) > 1]
-        if joined:
-            s.paragraphs.append("Group(s) " + ", ".join(map(str, joined)) + ": the runtime's fault address lies "
-                                "in a page the kernel log reports: the same event seen from both sides.")
-        secondary = len(inc.faults) - len(primary)
-        if secondary:
-            s.paragraphs.append(f"{secondary} kernel-log block(s) had an all-zero status (faults latched behind an "
-                                f"earlier one); their printed client is not meaningful.")
-    out.append(s)
+        return s
+    s.table = (["source", "kind", "address", "code", "GPU", "pid / process", "time", "group", "evidence"],
+               [[f.source, f.kind, hex_or_none(f.address) or "", hex_or_none(f.code) or "", f.gpu or "",
+                 " ".join(x for x in (str(f.pid) if f.pid is not None else "", f.process or "") if x),
+                 f.time or "", str(f.group or ""), str(f.origin or "")] for f in inc.faults])
+    groups: dict[int, set] = {}
+    for f in inc.faults:
+        if f.group is not None:
+            groups.setdefault(f.group, set()).add(f.source)
+    joined = [g for g, srcs in groups.items() if len(srcs) > 1]
+    if joined:
+        s.paragraphs.append("Group(s) " + ", ".join(map(str, joined)) + ": the runtime's fault address lies "
+                            "in a page the kernel log reports: the same event seen from both sides.")
+    secondary = sum(1 for f in inc.faults if f.secondary)
+    if secondary:
+        s.paragraphs.append(f"{secondary} kernel-log block(s) had an all-zero status (faults latched behind an "
+                            f"earlier one); their printed client is not meaningful.")
+    return s
 
+
+def _meaning_section(inc: Incident) -> Section:
     s = Section("What the faults mean")
     seen = set()
     for f in inc.faults:
         if f.meaning and f.meaning not in seen:
             seen.add(f.meaning)
             s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}")
-    out.append(s)
+    return s
 
+
+def _decoded_section(inc: Incident) -> Section | None:
     kfaults = [f for f in inc.faults if f.source == "kernel-log" and f.kind.startswith("page-fault")]
-    if kfaults:
-        s = Section("Kernel-log faults, decoded")
-        s.table = (["page", "GPU", "hub", "vmid", "pasid", "client", "access", "permission bits", "status",
-                    "process"],
-                   [[hex_or_none(f.address) or "", f.gpu or "", str(f.detail.get("hub", "")),
-                     _blank(f.vmid), _blank(f.pasid),
-                     "(secondary)" if f.secondary else (f.client or ""),
-                     "" if f.secondary else {0: "read", 1: "write"}.get(f.detail.get("rw"), ""),
-                     _perm(f.detail.get("permission_faults")), str(f.detail.get("status", "")),
-                     f"{f.process or ''} {f.pid or ''}".strip()] for f in kfaults[:200]])
-        if len(kfaults) > 200:
-            s.paragraphs.append(f"{len(kfaults) - 200} more fault blocks are in the JSON report.")
-        out.append(s)
+    if not kfaults:
+        return None
+    s = Section("Kernel-log faults, decoded")
+    s.table = (["page", "GPU", "hub", "vmid", "pasid", "client", "access", "permission bits", "status",
+                "process"],
+               [[hex_or_none(f.address) or "", f.gpu or "", str(f.detail.get("hub", "")),
+                 _blank(f.vmid), _blank(f.pasid),
+                 "(secondary)" if f.secondary else (f.client or ""),
+                 "" if f.secondary else {0: "read", 1: "write"}.get(f.detail.get("rw"), ""),
+                 _perm(f.detail.get("permission_faults")), str(f.detail.get("status", "")),
+                 f"{f.process or ''} {f.pid or ''}".strip()] for f in kfaults[:200]])
+    if len(kfaults) > 200:
+        s.paragraphs.append(f"{len(kfaults) - 200} more fault blocks are in the JSON report.")
+    return s
 
-    if inc.kernel_events:
-        s = Section("Kernel-log events around the fault")
-        s.paragraphs.append("Timeouts, MES/HWS failures and resets within seconds after a fault are usually its "
-                            "consequences, not separate causes.")
-        s.table = (["time", "GPU", "kind", "message"],
-                   [[e.stamp.raw if e.stamp else "", e.pci or "", e.kind, e.text[:160]]
-                    for e in inc.kernel_events[:60]])
-        out.append(s)
 
+def _events_section(inc: Incident) -> Section | None:
+    if not inc.kernel_events:
+        return None
+    s = Section("Kernel-log events around the fault")
+    s.paragraphs.append("Timeouts, MES/HWS failures and resets within seconds after a fault are usually its "
+                        "consequences, not separate causes.")
+    s.table = (["time", "GPU", "kind", "message"],
+               [[e.stamp.raw if e.stamp else "", e.pci or "", e.kind, e.text[:160]] for e in inc.kernel_events[:60]])
+    return s
+
+
+def _wave_section(inc: Incident) -> Section | None:
     waves = [w for w in inc.runtime.waves if w.generation != "v1" and (w.disassembly or w.kernel)]
-    if waves:
-        w = next((w for w in waves if w.disassembly), waves[0])
-        s = Section("Stopped wave (rocm-debug-agent)")
-        s.paragraphs.append(f"wave {w.wave} stopped at pc 0x{w.pc:x} in `{w.kernel}` ({', '.join(w.reasons)})"
-                            if w.pc is not None else f"wave in `{w.kernel}`")
-        if w.code_object:
-            s.paragraphs.append(f"code object: {w.code_object}")
-        s.code = w.disassembly[:40]
-        out.append(s)
+    if not waves:
+        return None
+    w = next((w for w in waves if w.disassembly), waves[0])
+    s = Section("Stopped wave (rocm-debug-agent)")
+    s.paragraphs.append(f"wave {w.wave} stopped at pc 0x{w.pc:x} in `{w.kernel}` ({', '.join(w.reasons)})"
+                        if w.pc is not None else f"wave in `{w.kernel}`")
+    if w.code_object:
+        s.paragraphs.append(f"code object: {w.code_object}")
+    s.code = w.disassembly[:40]
+    return s
 
-    cap = _capture_section(inc.capture)
-    if cap:
-        out.append(cap)
-    cores = _cores_section(inc)
-    if cores:
-        out.append(cores)
-    for f in inc.stops[:4]:
-        out.append(_stop_section(f))
-    if inc.traces:
-        out.extend(_trace_sections(inc.traces))
 
+def _report_points_section(inc: Incident) -> Section:
     s = Section("Report points (where the host noticed, not where the GPU faulted)")
     if inc.report_points:
         s.bullets = [f"{r.kind}: {r.frame}" + (f" — {r.exception}" if r.exception else "")
@@ -217,22 +227,24 @@ def sections(inc: Incident) -> list[Section]:
                             "faulting site.")
     else:
         s.paragraphs.append("No host stack was found.")
-    out.append(s)
+    return s
 
+
+def _codes_section(inc: Incident) -> Section | None:
     codes = sorted({f.code for f in inc.faults if f.code is not None})
-    if codes:
-        s = Section("What the status codes mean")
-        s.bullets = [f"0x{c:x} {status_name(c) or ''}: {status_meaning(c)}" for c in codes]
-        out.append(s)
+    if not codes:
+        return None
+    return Section("What the status codes mean",
+                   bullets=[f"0x{c:x} {status_name(c) or ''}: {status_meaning(c)}" for c in codes])
 
-    out.append(Section("Next steps", bullets=list(inc.next_steps)))
+
+def _inputs_section(inc: Incident) -> Section:
     s = Section("Inputs and problems")
     s.bullets = [f"{i['name']}: {', '.join(i['kinds'])}" for i in inc.inputs]
     s.bullets += [f"problem: {p}" for p in inc.problems[:100]]
     if len(inc.problems) > 100:
         s.bullets.append(f"... {len(inc.problems) - 100} more problems in the JSON report")
-    out.append(s)
-    return out
+    return s
 
 
 def _capture_section(m: dict | None) -> Section | None:
