@@ -389,11 +389,17 @@ class _Blocks:
         target.lines.append(p.raw)
         return True
 
-    def _address(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+    def _block_for(self, key: str, p: _Parsed, org: Origin, pci, filled: str, problem: str) -> VMFault:
+        """The open block, or a new one where this line has no header before it or its field is
+        already filled (a cut excerpt): the line is kept, and the cut said."""
         f = self.open.get(key)
-        if f is None or f.address is not None:
+        if f is None or getattr(f, filled) is not None:
             f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
-            self.out.problems.append(Problem(self.name, "fault address without its header line (cut excerpt)", p.no))
+            self.out.problems.append(Problem(self.name, problem, p.no))
+        return f
+
+    def _address(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
+        f = self._block_for(key, p, org, pci, "address", "fault address without its header line (cut excerpt)")
         f.address = int(m.group("addr"), 16)
         if m.group("client_hex") is not None:
             f.ih_client = int(m.group("client_hex"), 16)
@@ -416,10 +422,7 @@ class _Blocks:
         return True
 
     def _status(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
-        f = self.open.get(key)
-        if f is None or f.status is not None:
-            f = self.start(key, VMFault(origin=org, stamp=p.stamp, pci=pci))
-            self.out.problems.append(Problem(self.name, "status lines without their fault header (cut excerpt)", p.no))
+        f = self._block_for(key, p, org, pci, "status", "status lines without their fault header (cut excerpt)")
         f.status = int(m.group("status"), 16)
         f.status_register = m.group(0).split(":")[0].strip()
         reg = m.group("reg")
