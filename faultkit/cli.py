@@ -28,7 +28,7 @@ def main() -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="variables the run had (e.g. AMD_SERIALIZE_KERNEL=3): checked against the trace's overlaps "
                    "(a capture bundle's own environment record is used otherwise)")
-@click.option("--window", default="2s", show_default=True,
+@click.option("--window", default="2s", show_default=True, metavar="DURATION",
               help="how far before the fault traces are read and searched for in-flight and overlapping work")
 @click.option("--debugger", metavar="PATH",
               help="the debugger that opens GPU core dumps among the inputs (default: cuda-gdb / rocgdb on PATH)")
@@ -75,7 +75,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="trace file to write")
 @click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
               help="native Perfetto protobuf, or Chrome trace-event JSON")
-@click.option("--window", default="30s", show_default=True, help="how much before the fault to show, or 'all'")
+@click.option("--window", default="30s", show_default=True, metavar="DURATION|all",
+              help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
               help="check a .pftrace or Chrome JSON trace instead of writing one")
 def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
@@ -186,7 +187,7 @@ def trials() -> None:
               help="set K=V for one arm's server (K=V as in capture's --env), verified in /proc")
 @click.option("--client", help="load generator started once the server is ready; its end ends the trial")
 @click.option("-n", "n", type=click.IntRange(min=1), default=15, show_default=True, help="trials per arm")
-@click.option("--timeout", "--trial-timeout", "trial_timeout", default="40m", show_default=True,
+@click.option("--timeout", "--trial-timeout", "trial_timeout", default="40m", show_default=True, metavar="DURATION",
               help="end a trial without a crash after this")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the order within each pair")
 @click.option("--port", type=click.IntRange(1, 65535),
@@ -350,7 +351,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
               help="debuggers: attach to the processes whose command line matches (instead of GPU users)")
-@click.option("--attach-delay", default=None,
+@click.option("--attach-delay", default=None, metavar="DURATION",
               help="debuggers: wait this long after a worker opens the GPU before attaching (default: 15s for "
                    "cuda-gdb, 0 otherwise)")
 @click.option("--debugger", metavar="PATH", help="the debugger, compute-sanitizer or rocprofv3 binary to use")
@@ -358,11 +359,12 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
               help="more rocprofv3 flags, as one quoted string (e.g. '--kernel-include-regex gemm'); "
                    "they come after faultkit's, so they win")
 @click.option("--command-timeout", "--command-deadline", "command_deadline", default="60s", show_default=True,
+              metavar="DURATION",
               help="debuggers: longest wait for one debugger command before it counts as hung")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
 @click.option("--port", type=click.IntRange(1, 65535), help="refuse to start if this port is already listening")
 @click.option("--allow-running", is_flag=True, help="start even if the same server seems to be running")
-@click.option("--timeout", default="2h", show_default=True, help="end the capture after this")
+@click.option("--timeout", default="2h", show_default=True, metavar="DURATION", help="end the capture after this")
 @click.option("--no-redact", is_flag=True,
               help="keep secrets (variables, flags and values shaped like tokens or URL passwords) in the process "
                    "records and the manifest (debugger transcripts are redacted always)")
