@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -226,3 +227,29 @@ def assert_status(res):
     assert m, res.output
     manifest = _json.loads((__import__("pathlib").Path(m.group(1)) / "manifest.json").read_text())
     assert res.exit_code == capture_status(manifest), res.output
+
+
+@needs_gdb
+def test_capture_pid_attaches_a_debugger_to_a_running_server(tmp_path):
+    """--pid with --with gdb: the running process (here the root itself, chosen by --attach-match)
+    gets a debugger, which stops it at its segfault; the server was not started by faultkit."""
+    script = tmp_path / "fkdbg_running.py"
+    script.write_text("import ctypes, time\nprint('serving', flush=True)\ntime.sleep(4)\n"
+                      "print('about to crash', flush=True)\nctypes.string_at(0)\n")
+    with open(tmp_path / "server.out", "wb") as log:
+        server = subprocess.Popen([sys.executable, str(script)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "b"
+        res = run("--pid", str(server.pid), "--with", "gdb", "--attach-match", "fkdbg_running", "--timeout", "60s",
+                  "-o", str(out))
+        assert_status(res)
+        m = manifest(out)
+        assert m["attached_to_pid"] == server.pid and m["ended_by"] == "debugger-stop", m.get("debuggers")
+        (d,) = m["debuggers"]
+        assert d["pid"] == server.pid and d["outcome"].startswith("fault stop")
+        log = parse_debugger((out / f"debugger-{server.pid}.txt").read_bytes())
+        assert any(s.signal == "SIGSEGV" for s in log.stops)
+    finally:
+        server.kill()
+        server.wait()

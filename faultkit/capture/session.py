@@ -66,25 +66,23 @@ class CaptureOptions:
 
 
 def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
+    binary = opts.debugger or opts.backend
+    if opts.backend in DEBUGGERS and shutil.which(binary) is None:
+        raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
+    # attaching cuda-gdb during CUDA start-up hung it on the H200: wait after a worker opens the GPU
+    delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
+        15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
     if opts.pid is not None:
         follow = FollowBackend(opts.pid, opts.out, opts.grace_s)
         if opts.backend in DEBUGGERS:
-            binary = opts.debugger or opts.backend
-            if shutil.which(binary) is None:
-                raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
-                                      opts.attach_match, opts.attach_delay_s or 0.0, target=follow)
+                                      opts.attach_match, delay, target=follow)
         if opts.backend not in ("none", "coredump"):
             raise CaptureError(f"--with {opts.backend} changes how the server starts: it cannot be applied to a "
                                f"running process (--pid); use none, or a debugger to attach")
         return follow
     if opts.backend in DEBUGGERS:
-        binary = opts.debugger or opts.backend
-        if shutil.which(binary) is None:
-            raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
         if opts.attach_workers or opts.attach_match:
-            delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
-                15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
                                       opts.attach_match, delay, core_limit)
         return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
