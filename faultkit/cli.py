@@ -35,8 +35,9 @@ def main() -> None:
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
 @click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
+@click.option("-v", "--verbose", is_flag=True, help="say on stderr what each input was read as, and every problem")
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool, fail_on: str | None) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -53,6 +54,12 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
                          window_ns=int(parse_duration(window) * 1e9), debugger=debugger,
                          open_cores=not no_open_cores)
     incident = run_triage(list(inputs), opts)
+    if verbose:
+        for i in incident.inputs:
+            size = f"{i['rows']:,} rows" if "rows" in i else f"{i.get('bytes', 0):,} bytes"
+            click.echo(f"read {i['name']} ({size}): {', '.join(i['kinds']) or 'nothing recognised'}", err=True)
+        for p in incident.problems:
+            click.echo(f"problem: {p}", err=True)
     text = RENDERERS[fmt](incident)
     if output:
         write_output(output, text)

@@ -4,6 +4,7 @@ internal error."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -100,3 +101,11 @@ def test_capture_without_a_terminal_passes_the_output_through_without_a_status_l
                          text=True, timeout=60)
     assert res.stdout == "hello from the target\n"
     assert "[faultkit" not in res.stderr and "bundle:" in res.stderr
+
+
+def test_triage_verbose_says_what_each_input_was_read_as(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", "-v", "traces/sglang-tp2-mi300x", "-f",
+                          "json", "-o", str(tmp_path / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"read \S+server\.log \([\d,]+ bytes\): runtime-log", res.stderr)
+    assert re.search(r"read \S+48213_kernel_trace\.csv \([\d,]+ rows\): trace:dispatches", res.stderr)
