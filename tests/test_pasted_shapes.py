@@ -250,3 +250,11 @@ def test_real_report_shapes(name):
     assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == (level, kernel)
     assert doc["faults"][0]["detail"][key] == value
     assert not [p for p in doc["problems"] if "cut before its Reason" in p]
+
+
+def test_a_programs_own_error_print_is_a_gpu_error_of_either_runtime():
+    doc = triage("step 3\nsync: operation not supported on global/shared address space (717)\n")
+    assert [(f["kind"], f["detail"]["text"]) for f in doc["faults"]] == [
+        ("gpu-runtime-error", "operation not supported on global/shared address space (717)")]
+    steps = " ".join(doc["next_steps"])
+    assert "compute-sanitizer" in steps and "rocgdb" in steps       # the text does not say which runtime

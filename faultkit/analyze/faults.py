@@ -197,8 +197,9 @@ def driver_exception_fault(d: DriverException) -> Fault:
 def host_error_fault(e: HostError) -> Fault:
     meaning = (f"The host saw a {e.api} error ({e.text}). It is reported at the next synchronizing call, not "
                f"where the kernel faulted.")
-    return Fault(source="runtime", kind="gpu-runtime-error" if "/" in e.api else f"{e.api.lower()}-error", detail={"text": e.text, "exception": e.exception,
-                                                                          "enum": e.enum},
+    # "CUDA/HIP": a program's own error print, whose strings both runtimes share
+    kind = "gpu-runtime-error" if "/" in e.api else f"{e.api.lower()}-error"
+    return Fault(source="runtime", kind=kind, detail={"text": e.text, "exception": e.exception, "enum": e.enum},
                  meaning=meaning, origin=e.origin)
 
 

@@ -12,7 +12,8 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     among them. Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
     where nothing is SGLang."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
-    nvidia = any(f.kind.startswith("xid-") or f.kind == "cuda-error" for f in faults)
+    # a program's own error print (gpu-runtime-error) does not say which runtime: both sets of steps
+    nvidia = any(f.kind.startswith("xid-") or f.kind in ("cuda-error", "gpu-runtime-error") for f in faults)
     amd = any(f.kind != "cuda-error" and not f.kind.startswith("xid-") for f in faults)
     codes = {f.code for f in faults if f.code is not None}
     engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
