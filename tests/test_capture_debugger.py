@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -164,8 +165,9 @@ def test_a_debugger_that_hangs_or_dies_is_recorded_and_killed(tmp_path, mode, en
     fake.write_text(textwrap.dedent(FAKE.format(python=sys.executable, mode=mode)))
     fake.chmod(0o755)
     out = tmp_path / "b"
+    # a command no other test run on this machine runs (the stale-server guard looks machine-wide)
     res = run("--with", "gdb", "--debugger", str(fake), "--timeout", "3s", "--command-deadline", "2s",
-              "-o", str(out), "--", "sleep", "30")
+              "-o", str(out), "--", "sleep", f"30.{uuid.uuid4().int % 10**6:06d}")
     assert_status(res)
     m = manifest(out)
     assert m["ended_by"] == ended and m["state"] == "finished"

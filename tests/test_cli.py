@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +31,10 @@ def test_capture_exits_like_a_shell(tmp_path):
 
 
 def test_ctrl_c_ends_the_capture_with_130(tmp_path):
+    # a command no other run on this machine has (the stale-server guard looks machine-wide: a shared
+    # `sleep 60` made this test end with 1 once)
     p = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(tmp_path / "b"), "--", "sleep",
-                          "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                          f"60.{uuid.uuid4().int % 10**6:06d}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     end = time.monotonic() + 20
     while not (tmp_path / "b" / "server.times.tsv").exists() and time.monotonic() < end:
         time.sleep(0.1)
