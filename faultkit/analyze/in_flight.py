@@ -94,7 +94,8 @@ def find_in_flight(trace: Trace, fault_ns: int | None, window_ns: int) -> list[S
             # carry an absurd id: never enumerate the whole range).
             above = np.unique(ids[ids >= floor])
             missing = []
-            for a, b in zip(above[:-1].tolist(), above[1:].tolist()):
+            for k in np.nonzero(np.diff(above) > 1)[0].tolist():     # only where ids skip
+                a, b = int(above[k]), int(above[k + 1])
                 missing.extend(range(a + 1, min(b, a + 1 + 1000 - len(missing))))
                 if len(missing) >= 1000:
                     break

@@ -51,7 +51,9 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
                              c["stream"].to_numpy()])
     agent = np.concatenate([d["agent_node"].to_numpy(), c["dst_node"].to_numpy()])
     corr = np.concatenate([d["correlation_id"].to_numpy(), c["correlation_id"].to_numpy()])
-    names = list(d["kernel"].astype(str)) + [f"copy {x}" for x in c["direction"].astype(str)]
+    # names are looked up for the few pairs reported: arrays, not a Python list of every record
+    names = np.concatenate([d["kernel"].astype(str).to_numpy(dtype=object),
+                            ("copy " + c["direction"].astype(str)).to_numpy(dtype=object)])
     out = Overlaps(lo, hi)
     order = np.argsort(start, kind="stable")
     # Only clusters of intervals that chain into each other can hold pairs: find them with a
