@@ -92,7 +92,8 @@ def find_in_flight(trace: Trace, fault_ns: int | None, window_ns: int) -> list[S
                 floor = int(ids.min())
             # Gaps among the ids from the floor up, found from the sorted ids (a cut or merged row can
             # carry an absurd id: never enumerate the whole range).
-            above = np.unique(ids[ids >= floor])
+            above = ids[ids >= floor]                                  # sorted: drop repeats by neighbour
+            above = above[np.concatenate(([True], above[1:] != above[:-1]))] if len(above) else above
             missing = []
             for k in np.nonzero(np.diff(above) > 1)[0].tolist():     # only where ids skip
                 a, b = int(above[k]), int(above[k + 1])
