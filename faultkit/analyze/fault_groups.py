@@ -43,10 +43,11 @@ def split(faults: list[Fault]) -> list[FaultGroup]:
         return [FaultGroup([], list(faults), _gpus(faults))] if faults else []
     # Faults no pid can place go with the first process's: they cannot be another's proof.
     first = keyed[0]
+    position = {id(f): i for i, f in enumerate(faults)}
     groups = []
     for pid in keyed:
         fs = members[pid] + (members.get(None, []) if pid == first else [])
-        fs.sort(key=lambda f: faults.index(f))
+        fs.sort(key=lambda f: position[id(f)])
         groups.append(FaultGroup([pid], fs, _gpus(fs)))
     return groups
 
