@@ -187,8 +187,7 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
 
 def _read_traces(inputs: Inputs, inc: Incident, opts: TriageOptions) -> None:
     files = trace_files(inputs.traces)           # walked once: the end of the trace, then the window
-    anchors = (inputs.manifest or {}).get("start") if inputs.captured else None
-    ft = fault_time(inc.runtime, inc.kernel, anchors, inputs.stamps if inputs.captured else {}, trace_end_ns(files))
+    ft = fault_time(inc.runtime, inc.kernel, inc.log_clock, trace_end_ns(files))
     span = max(opts.window_ns, opts.read_ns or 0)
     bounded = ft.boottime_ns is not None and not opts.read_all
     since = ft.boottime_ns - span if bounded else None

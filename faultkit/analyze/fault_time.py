@@ -43,42 +43,44 @@ class LogClock:
     stamps: dict[str, list[tuple[int, int, int]]]
     anchors: dict | None
 
-    def of_line(self, file: str | None, line: int | None) -> int | None:
+    def arrival(self, file: str | None, line: int | None) -> tuple[int, int] | None:
+        """(CLOCK_BOOTTIME ns, wall ns) at which the capture read this line of an output log."""
         rows = self.stamps.get(file) if file else None
-        at = arrival(rows, line) if rows and line else None
+        return arrival(rows, line) if rows and line else None
+
+    def of_line(self, file: str | None, line: int | None) -> int | None:
+        at = self.arrival(file, line)
         return at[0] if at else None
 
-    def of_monotonic(self, seconds: float | None) -> int | None:
+    def boottime_offset(self) -> int | None:
+        """CLOCK_BOOTTIME - CLOCK_MONOTONIC at the capture's start (suspend time since boot)."""
         a = self.anchors if isinstance(self.anchors, dict) else {}
         boot, mono = a.get("boottime_ns"), a.get("monotonic_ns")
-        if seconds is None or not isinstance(boot, int) or not isinstance(mono, int):
-            return None
-        return int(seconds * 1e9) + boot - mono
+        return boot - mono if isinstance(boot, int) and isinstance(mono, int) else None
+
+    def of_monotonic(self, seconds: float | None) -> int | None:
+        offset = self.boottime_offset()
+        return None if seconds is None or offset is None else int(seconds * 1e9) + offset
 
 
-def fault_time(runtime: RuntimeLog, kernel: KernelLog, anchors: dict | None,
-               stamps: dict[str, list[tuple[int, int, int]]], trace_end_ns: int | None) -> FaultTime:
-    """`anchors`: a capture's clocks at its start (`boottime_ns`, `monotonic_ns`); `stamps`: per log,
-    (first line, CLOCK_BOOTTIME ns, wall ns) of each block of lines capture read at one moment."""
+def fault_time(runtime: RuntimeLog, kernel: KernelLog, clock: LogClock | None,
+               trace_end_ns: int | None) -> FaultTime:
+    """`clock`: a capture bundle's arrival stamps and clock anchors (None for loose files)."""
     # 1. The runtime's fault line, stamped on arrival by faultkit capture.
     for f in runtime.faults:
-        rows = stamps.get(f.origin.file) if f.origin else None
-        if rows and f.origin.line:
-            at = arrival(rows, f.origin.line)
-            if at is not None:
-                boot, wall = at
-                return FaultTime(boot, f"the runtime's fault line ({f.origin}), stamped by capture as it arrived",
-                                 5_000_000, "the runtime prints the line a few ms after the GPU interrupt; output "
-                                 "buffering can add more", wall)
+        at = clock.arrival(f.origin.file, f.origin.line) if clock is not None and f.origin else None
+        if at is not None:
+            boot, wall = at
+            return FaultTime(boot, f"the runtime's fault line ({f.origin}), stamped by capture as it arrived",
+                             5_000_000, "the runtime prints the line a few ms after the GPU interrupt; output "
+                             "buffering can add more", wall)
     # 2. The kernel log's fault block, on CLOCK_MONOTONIC.
     stamped = [v for v in kernel.faults if v.stamp and v.stamp.clock == "monotonic" and v.stamp.seconds is not None]
     if stamped:
         v = stamped[0]
         mono_ns = int(v.stamp.seconds * 1e9)
-        start = anchors if isinstance(anchors, dict) else {}
-        boot, mono = start.get("boottime_ns"), start.get("monotonic_ns")
-        if isinstance(boot, int) and isinstance(mono, int):
-            offset = boot - mono
+        offset = clock.boottime_offset() if clock is not None else None
+        if offset is not None:
             return FaultTime(mono_ns + offset, f"the kernel log's fault block ({v.origin}), mapped with the capture's "
                                                f"clock anchors", 1_000, "")
         return FaultTime(mono_ns, f"the kernel log's fault block ({v.origin}), taking CLOCK_MONOTONIC as "

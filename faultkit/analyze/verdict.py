@@ -162,7 +162,7 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
                        f"({last.origin})")
     library = [d for d in runtime.dispatches if d.source == "library-log"]
     if library:
-        add(library[-1].kernel, 0.45, f"the last kernel {library[-1].library} logged it ran before the end of the log "
+        add(library[-1].kernel, 0.45, f"{library[-1].library} logged running it last before the end of the log "
                                       f"({library[-1].origin})")
     # Compilation and library-selection lines name kernels that were built or chosen, not run: never
     # above a dispatch or a fault report.
