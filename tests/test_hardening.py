@@ -262,23 +262,13 @@ def test_mutated_rocprofv3_csvs_never_raise(corpus, tmp_path):
     from faultkit.ingest.traces import read_trace_paths
     from faultkit.triage import triage
 
+    from .test_fuzz_readers import mutate
+
     rng = random.Random(7)
     files = sorted((corpus / "rocprofv3").glob("*.csv"))
     for i in range(150):
         src = files[i % len(files)]
-        data = bytearray(src.read_bytes())
-        for _ in range(rng.randint(1, 6)):
-            pos = rng.randrange(len(data)) if data else 0
-            op = rng.random()
-            if op < 0.3:
-                data[pos:pos + 1] = rng.choice([b'"', b",", b"\n", b"x", b"0x", b"", b"99999999999999999999", b"\xff"])
-            elif op < 0.5:
-                del data[pos:pos + rng.randint(1, 50)]
-            elif op < 0.7:
-                data[pos:pos] = data[rng.randrange(len(data) or 1):][:rng.randint(1, 80)]
-            else:
-                data = data[:pos]
         target = tmp_path / src.name
-        target.write_bytes(bytes(data))
+        target.write_bytes(mutate(src.read_bytes(), rng))
         read_trace_paths([target])
         triage([str(target)])

@@ -47,6 +47,24 @@ class Backend(Protocol):
 MAX_ATTACHED = 16   # waves get known coordinates when a debugger attaches late
 
 
+class FaultGrace:
+    """After the first fault line, the runtime is left `grace_s` to finish its report (restarted
+    while a GPU core is being written) before the capture ends as a fault."""
+
+    def __init__(self, grace_s: float):
+        self.grace_s = grace_s
+        self._fault_at: float | None = None
+
+    def step(self, tee: LineTee) -> str | None:
+        if tee.fault_line and self._fault_at is None:
+            self._fault_at = time.monotonic()
+        elif tee.dumping:
+            self._fault_at = time.monotonic()      # the grace starts when the core is written
+        elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
+            return "fault"
+        return None
+
+
 class PlainBackend:
     """The command as given (`none`, `runtime-log`) or behind a wrapper (`sanitizer`, `rocprofv3`)."""
 
@@ -54,8 +72,7 @@ class PlainBackend:
                  core_limit: int | None = None):
         wrapped = shlex.join(prefix) + " " + command if prefix else command
         self.target = Launch(wrapped, out, layout.SERVER, env, core_limit)
-        self.grace_s = grace_s
-        self._fault_at: float | None = None
+        self.grace = FaultGrace(grace_s)
 
     def start(self) -> None:
         self.target.start()
@@ -79,13 +96,7 @@ class PlainBackend:
     def step(self, sampler: TreeSampler) -> str | None:
         if self.target.poll() is not None:
             return "target-exit"
-        if self.target.fault_line and self._fault_at is None:
-            self._fault_at = time.monotonic()
-        elif self.target.tee.dumping:
-            self._fault_at = time.monotonic()      # the grace starts when the core is written
-        elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
-            return "fault"
-        return None
+        return self.grace.step(self.target.tee)
 
     def stop(self) -> dict:
         code = self.target.poll()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 from .. import layout
+from .backends import FaultGrace
 from .launcher import LineTee
 from .proctree import TreeSampler
 
@@ -23,14 +23,14 @@ NOT_ARMED = ("capture --pid: the server was already running, so the runtimes' GP
 
 class FollowBackend:
     def __init__(self, pid: int, out: Path, grace_s: float):
-        self.pid, self.grace_s = pid, grace_s
+        self.pid = pid
         self.tee = LineTee(out, layout.SERVER)
         self.files: list[str] = []
         self.unreadable: list[str] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pipe: tuple[int, int] | None = None
-        self._fault_at: float | None = None
+        self.grace = FaultGrace(grace_s)
 
     def start(self) -> None:
         for fd in (1, 2):
@@ -89,13 +89,7 @@ class FollowBackend:
     def step(self, sampler: TreeSampler) -> str | None:
         if not _alive(self.pid):
             return "target-exit"
-        if self.tee.fault_line and self._fault_at is None:
-            self._fault_at = time.monotonic()
-        elif self.tee.dumping:
-            self._fault_at = time.monotonic()
-        elif self._fault_at is not None and time.monotonic() - self._fault_at > self.grace_s:
-            return "fault"
-        return None
+        return self.grace.step(self.tee)
 
     def stop(self) -> dict:
         """Ends the following only: the server is not ours to stop."""
