@@ -235,6 +235,10 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
                              ("xid-45", None, None, None)], "unknown", None, ("engine", "CE2")),
     "xid31_title_no_comma.txt": ([("xid-31", "0x7e0211c4a000", None, "shader")], "unknown", None,
                                  ("access", "ACCESS_TYPE_VIRT_WRITE")),
+    "ray_nested_worker_tags.txt": ([("memory-access-fault", "0x7e51a2c00000", 20733, None)], "unknown", None,
+                                   ("reason", "Write access to a read-only page")),
+    "fault_glued_after_progress_bar.txt": ([("memory-access-fault", "0x7d90c4a08000", None, None)], "unknown", None,
+                                           ("reason", "Page not present or supervisor privilege")),
 }
 
 

@@ -146,7 +146,9 @@ ISO_PREFIX = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?
 # `[2024-01-30 16:04:38.855]`, and SGLang's `[2026-11-20 10:17:42 TP1]` / `[... DP0 TP3 EP3]`
 BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)"
                                r"(?: (?P<rank>(?:[A-Z]{2}\d+ ?)+))?\]\s*")
-WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+))\)\s*:?\s*")
+# `(Worker_TP3 pid=891)`, Ray's `(RayWorkerWrapper pid=13270, ip=10.0.4.17)`; nested tags (vLLM's engine
+# core around a Ray worker) are peeled one by one, the innermost naming the process.
+WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
 QUOTE = re.compile(r"^(?:>\s?)+")
 
