@@ -239,7 +239,16 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
                                    ("reason", "Write access to a read-only page")),
     "fault_glued_after_progress_bar.txt": ([("memory-access-fault", "0x7d90c4a08000", None, None)], "unknown", None,
                                            ("reason", "Page not present or supervisor privilege")),
+    "comfyui_stamped_traceback.txt": ([("hip-error", None, None, None)], "unknown", None,
+                                      ("enum", "hipErrorIllegalAddress")),
 }
+
+
+def test_stamped_traceback_keeps_its_report_point():
+    doc = to_json(build(collect([str(SHAPES_DIR / "comfyui_stamped_traceback.txt")])))
+    (rp,) = doc["report_points"]
+    assert (rp["frame"], rp["exception"]) == ("/srv/app/nodes/sampler.py:512 in sample", "torch.AcceleratorError: HIP "
+                                             "error: an illegal memory access was encountered")
 
 
 def test_every_shape_file_has_expected_values():

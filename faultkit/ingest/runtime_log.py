@@ -142,7 +142,9 @@ HINTS = [
 ]
 NEARBY_MAP_ROW = re.compile(r"^(?P<base>0x[0-9a-f]+), (?P<size>0x[0-9a-f]+), (?P<kind>System|VRAM|Scratch|LDS|Non-HSA)\s*$")
 # Foreign prefixes: log collectors' timestamps, worker tags, ctest indices, markdown quotes.
-ISO_PREFIX = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s+")
+# One separator after the stamp (a space, or ComfyUI's " - "), so the line's own indentation stays:
+# a traceback's "  File ..." lines are told apart by it.
+ISO_PREFIX = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)(?: - | )")
 # `[2024-01-30 16:04:38.855]`, and SGLang's `[2026-11-20 10:17:42 TP1]` / `[... DP0 TP3 EP3]`
 BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)"
                                r"(?: (?P<rank>(?:[A-Z]{2}\d+ ?)+))?\]\s*")
