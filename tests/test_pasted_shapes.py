@@ -241,7 +241,17 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
                                            ("reason", "Page not present or supervisor privilege")),
     "comfyui_stamped_traceback.txt": ([("hip-error", None, None, None)], "unknown", None,
                                       ("enum", "hipErrorIllegalAddress")),
+    "collective_watchdog_timeout.txt": ([("collective-timeout", None, None, None)], "unknown", None,
+                                        ("reason", "ALLREDUCE #8812 waited 600.047 s")),
 }
+
+
+def test_a_collective_timeout_is_a_hang_symptom_not_a_fault():
+    doc = to_json(build(collect([str(SHAPES_DIR / "collective_watchdog_timeout.txt")])))
+    assert doc["faults"][0]["process"] == "rank 1"
+    assert doc["verdict"]["why"].startswith("only collective timeouts")
+    steps = " ".join(doc["next_steps"])
+    assert "--hang-after" in steps and "rocgdb" not in steps
 
 
 def test_stamped_traceback_keeps_its_report_point():

@@ -34,6 +34,7 @@ def runtime_fault(f: RuntimeFault) -> Fault:
         "system-event": "memory-access-fault",
         "hsakmt-fault": "memory-access-fault",
         "memory-error": "memory-in-use",
+        "collective-timeout": "collective-timeout",
     }.get(f.kind, f.kind)
     if f.kind == "vm-fault" and f.reason:
         detail["reason_kind"] = VM_FAULT_REASONS.get(f.reason)
@@ -51,6 +52,10 @@ def explain_runtime(f: RuntimeFault) -> str:
         zero = " Address 0 is a null-pointer dereference on the GPU." if f.address == 0 else ""
         return (f"A GPU memory access fault{where}{addr}: {reason}.{zero}{extra} The runtime aborts the process "
                 f"from its event thread: the host stack shows only where the abort landed.")
+    if f.kind == "collective-timeout":
+        return (f"{f.process_tag or 'A rank'}'s collective timed out ({f.reason}): another rank never joined it, "
+                "because it hung in a kernel, died, or is stuck on the host. A hang symptom, not a fault: the rank "
+                "that stopped first is the one to look at.")
     if f.kind == "hsakmt-fault":
         where = f", {f.buffer}" if f.buffer else ""
         oob = (" An address outside every buffer is an out-of-bounds access (or a freed or never-allocated pointer)."

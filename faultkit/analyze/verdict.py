@@ -221,6 +221,9 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     if copy_engine and not shader:
         return Verdict("unknown", None, "the kernel log says the SDMA copy engine faulted: a memory copy, not a "
                                         "kernel, touched the address; no copy or kernel is named by the evidence")
+    if faults and all(f.kind == "collective-timeout" for f in faults):
+        return Verdict("unknown", None, "only collective timeouts: a rank stopped joining collectives (hung in a "
+                                        "kernel, died or stuck on the host); no GPU fault or kernel is named")
     if any(is_address_fault(f) or f.kind.endswith("-error") or f.kind in ("queue-error", "gpu-hang", "memory-in-use")
            or f.kind.startswith("xid-") for f in faults):
         return Verdict("unknown", None, "the evidence shows a GPU error but names no kernel: runtime and kernel "

@@ -50,6 +50,9 @@ HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)
 # ROCr's handler of a KFD memory-error event (ROCm 6.x/7.x): the address the GPU still used.
 MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
                           r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
+# PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
+COLLECTIVE_TIMEOUT = re.compile(r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: "
+                                r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
 QUEUE_IDLE = re.compile(r"VGPU\((?P<vgpu>0x[0-9a-f]+)\) Queue\((?P<hwq>0x[0-9a-f]+)\) is idle")
 # rocm-debug-agent
 WAVE = re.compile(
@@ -329,7 +332,7 @@ MAY_MATTER = _literals([
     "Kernel", "kernel", "VGPU", "core", "Core", "debug interface", "file-based", "Fatal", "SIGABRT", "exitcode",
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
-    "rptr", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
+    "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
     "program counter", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
@@ -409,6 +412,11 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
         st.out.faults.append(RuntimeFault(kind="hsakmt-fault", origin=org, text=m.group(0), node=int(m.group("node")),
                                           address=_addr(m.group("addr")), reason=m.group("why"), buffer=where,
                                           pid=pid, process_tag=tag, stamp=stamp))
+    m = COLLECTIVE_TIMEOUT.search(rest)
+    if m:
+        st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
+                                          reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
+                                          pid=pid, process_tag=tag or f"rank {m.group('rank')}", stamp=stamp))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
