@@ -88,7 +88,9 @@ def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _slices_into(tl: Timeline, df: pd.DataFrame, key: str, name: str, parent: str, names_col: pd.Series,
                  args: dict[str, str], flow_in=None, flow_out=None, cats=None, pid=None, tid=None) -> None:
-    names_cat = names_col.astype("category").cat.remove_unused_categories()
+    # a categorical column (kernel names are read as one) is used as it is: no per-row strings
+    names_cat = (names_col if isinstance(names_col.dtype, pd.CategoricalDtype) else
+                 names_col.astype("category")).cat.remove_unused_categories()
     codes_all = names_cat.cat.codes.to_numpy()
     starts_all = df["start"].to_numpy()
     order = np.arange(len(df)) if (np.diff(starts_all) >= 0).all() else np.argsort(starts_all, kind="stable")
@@ -247,9 +249,9 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                 cats = np.where(np.isin(corr, [k for p_, k in suspect_keys if p_ == pid]), 0,
                                 np.where(_in_spans(dq, overlap_spans), 1, -1)).astype(np.int64)
                 fout = np.where(cats == 0, fid ^ (1 << 60), 0)
-                to_fault += [x for x in fout.tolist() if x]
+                to_fault += fout[fout != 0].tolist()
                 _slices_into(tl, dq, f"{atrack.key}{lane_col}{q}", f"{lane_col} {q}", atrack.key,
-                             dq["kernel"].astype(str),
+                             dq["kernel"],
                              {"dispatch_id": "dispatch_id", "correlation_id": "correlation_id", "grid_x": "grid_x",
                               "grid_y": "grid_y", "grid_z": "grid_z", "workgroup_x": "wg_x", "workgroup_y": "wg_y",
                               "workgroup_z": "wg_z", "vgpr": "vgpr", "sgpr": "sgpr", "lds_bytes": "lds",
