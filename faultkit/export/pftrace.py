@@ -283,29 +283,6 @@ class _Rows:
         return data[mask]
 
 
-def _gather(table: bytes, offsets: np.ndarray, lens: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """Concatenate the byte strings table[offsets[k]:offsets[k]+lens[k]] for k in pick."""
-    ln = lens[pick]
-    total = int(ln.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.uint8)
-    src = np.repeat(offsets[pick] - (np.cumsum(ln) - ln), ln) + np.arange(total)
-    return np.frombuffer(table, dtype=np.uint8)[src]
-
-
-def _interleave(parts: list[tuple[np.ndarray, np.ndarray]]) -> bytes:
-    """Row i of the output is part 0's row i, then part 1's row i, ...; each part is (flat bytes,
-    per-row lengths)."""
-    lens = np.stack([ln for _, ln in parts], axis=1)
-    n, j = lens.shape
-    starts = (np.cumsum(lens.ravel()) - lens.ravel()).reshape(n, j)
-    out = np.empty(int(lens.sum()), dtype=np.uint8)
-    for k, (flat, ln) in enumerate(parts):
-        if len(flat):
-            out[np.repeat(starts[:, k] - (np.cumsum(ln) - ln), ln) + np.arange(len(flat))] = flat
-    return out.tobytes()
-
-
 def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
     """Annotations whose values repeat (grid, workgroup, registers per kernel) encoded once per
     distinct combination: (table, offsets, lengths, row -> combination)."""
@@ -366,9 +343,9 @@ def _deltas(starts: np.ndarray, ends: np.ndarray, prev: int) -> tuple[np.ndarray
 def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
                    args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
                    flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
-    """Slices with annotations: begin packets (variable, with annotations encoded once per
-    distinct combination where values repeat) and end packets (fixed) built apart, then
-    interleaved."""
+    """Slices with annotations: every field of a begin and its end packet is a column of one byte
+    matrix with a validity mask (annotations whose values repeat are encoded once per distinct
+    combination and picked per row), so one masked read lays the packets out in order."""
     if not args:
         return _encode_bare(seq, starts, ends, iids, prev, flow_in, cats, flow_out)
     n = len(starts)
@@ -399,9 +376,17 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
         te.cols.append((vb, vm & has[:, None]))
     if repetitive:
         table, offs, blens, inverse = _annotation_blobs(args, repetitive)
-        blob_flat, blob_len = _gather(table, offs, blens, inverse), blens[inverse]
+        width = int(blens.max()) if len(blens) else 0
+        # one padded row per distinct combination, picked per slice: part of the same matrix as the
+        # other fields, so one masked read lays every packet out in order
+        pos = np.arange(width)
+        bmask = pos[None, :] < blens[:, None]
+        bmat = np.zeros((len(blens), width), dtype=np.uint8)
+        bmat[bmask] = np.frombuffer(table, dtype=np.uint8)
+        blob_len = blens[inverse]
     else:
-        blob_flat, blob_len = np.zeros(0, dtype=np.uint8), np.zeros(n, dtype=np.int64)
+        bmat, bmask, inverse = np.zeros((1, 0), np.uint8), np.zeros((1, 0), bool), np.zeros(n, np.int64)
+        blob_len = np.zeros(n, dtype=np.int64)
     te_len = te.lengths() + blob_len
     head = _Rows(n)
     head.const(P_TIMESTAMP << 3)
@@ -425,9 +410,9 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
     end.const(P_SEQ_ID << 3)
     end.var(np.full(n, seq), 3)
     end.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2, 2, E_TYPE << 3, END)
-    data = _interleave([(frame.flat(), frame.lengths()), (head.flat(), head.lengths()), (te.flat(), te.lengths()),
-                        (blob_flat, blob_len), (end.flat(), end.lengths())])
-    return data, int(times[-1])
+    rows = _Rows(n)
+    rows.cols = frame.cols + head.cols + te.cols + [(bmat[inverse], bmask[inverse])] + end.cols
+    return rows.flat().tobytes(), int(times[-1])
 
 
 def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
