@@ -61,15 +61,14 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
         for p in incident.problems:
             click.echo(f"problem: {p}", err=True)
     text = RENDERERS[fmt](incident)
+    v = incident.verdict
     if output:
         write_output(output, text)
-        v = incident.verdict
         click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
     else:
         sys.stdout.write(text)
     for m in incident.missing:
         click.echo(f"error: {m}: no such file, or not readable", err=True)
-    v = incident.verdict
     if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
@@ -210,8 +209,6 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
     Example:
       faultkit trials run --arm base='python -m server' --arm fix='python -m server --no-overlap' \\
           --env fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
-
-
     from .trials.runner import Arm, TrialsError, run_trials
 
     arms: dict[str, Arm] = {}
@@ -398,7 +395,6 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
       faultkit capture --pid 48213 -o bundle/"""
     import shlex
     import time
-
 
     from .capture.console import Console
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture

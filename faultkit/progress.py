@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+from .terminal import ERASE, isatty, write_text
+
 
 class Progress:
     def __init__(self, stream=None, after_s: float = 2.0):
@@ -16,10 +18,7 @@ class Progress:
         self._start = time.monotonic()
         self._stop = threading.Event()
         self._shown = False
-        try:
-            self.tty = self.stream.isatty()
-        except (AttributeError, ValueError):
-            self.tty = False
+        self.tty = isatty(self.stream)
 
     def stage(self, text: str, unit: str = "") -> None:
         self.text, self.count, self.unit = text, 0, unit
@@ -35,20 +34,13 @@ class Progress:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         if self._shown:
-            self._write("\r\x1b[K")
+            write_text(self.stream, ERASE)
 
     def _run(self) -> None:
         if self._stop.wait(self.after_s):
             return
         while not self._stop.is_set():
             count = f": {self.count:,} {self.unit}" if self.unit else ""
-            self._write(f"\r\x1b[K[faultkit {time.monotonic() - self._start:5.1f} s] {self.text}{count}")
+            write_text(self.stream, f"{ERASE}[faultkit {time.monotonic() - self._start:5.1f} s] {self.text}{count}")
             self._shown = True
             self._stop.wait(0.5)
-
-    def _write(self, text: str) -> None:
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass

@@ -11,14 +11,15 @@ import os
 import sys
 import threading
 
-ERASE = "\r\x1b[K"
+from ..terminal import ERASE, isatty, write_bytes, write_text
+
 
 
 class Console:
     def __init__(self, quiet: bool = False, out=None, err=None):
         self.quiet = quiet
         self.out, self.err = out or sys.stdout, err or sys.stderr
-        self.tty = not quiet and _isatty(self.err)
+        self.tty = not quiet and isatty(self.err)
         self._lock = threading.Lock()
         self._line = ""                # the status line now on screen
         self._at_line_start = True
@@ -29,7 +30,7 @@ class Console:
             return
         with self._lock:
             self._erase()
-            _write_bytes(self.out, data)
+            write_bytes(self.out, data)
             self._at_line_start = data.endswith(b"\n")
             self._draw()
 
@@ -51,7 +52,7 @@ class Console:
             self._erase()
             prefix = "" if self._at_line_start else "\n"
             self._at_line_start = True
-            _write_text(self.err, prefix + text + "\n")
+            write_text(self.err, prefix + text + "\n")
             self._draw()
 
     def close(self) -> None:
@@ -61,38 +62,8 @@ class Console:
 
     def _erase(self) -> None:
         if self.tty and self._line and self._at_line_start:
-            _write_text(self.err, ERASE)
+            write_text(self.err, ERASE)
 
     def _draw(self) -> None:
         if self.tty and self._line and self._at_line_start:
-            _write_text(self.err, self._line)
-
-
-def _isatty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-# A closed or broken terminal never stops the capture.
-def _write_bytes(stream, data: bytes) -> None:
-    try:
-        buf = getattr(stream, "buffer", None)
-        if buf is not None:
-            stream.flush()
-            buf.write(data)
-            buf.flush()
-        else:
-            stream.write(data.decode("utf-8", "replace"))
-            stream.flush()
-    except (OSError, ValueError):
-        pass
-
-
-def _write_text(stream, text: str) -> None:
-    try:
-        stream.write(text)
-        stream.flush()
-    except (OSError, ValueError):
-        pass
+            write_text(self.err, self._line)

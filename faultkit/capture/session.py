@@ -181,12 +181,12 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         manifest["root_pid"] = backend.root_pid
         sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
-        shown = 0.0
+        status_at = 0.0                   # when the status line was last drawn
         while ended_by is None:
             sampler.sample()
-            if console is not None and time.monotonic() - shown >= 1.0:
+            if console is not None and time.monotonic() - status_at >= 1.0:
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
-                shown = time.monotonic()
+                status_at = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
             silent = time.monotonic() - backend.output.last_output
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:

@@ -53,7 +53,6 @@ MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?:
 # PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
 COLLECTIVE_TIMEOUT = re.compile(r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
-QUEUE_IDLE = re.compile(r"VGPU\((?P<vgpu>0x[0-9a-f]+)\) Queue\((?P<hwq>0x[0-9a-f]+)\) is idle")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -336,8 +335,6 @@ MAY_MATTER = _literals([
     "program counter", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
-
-
 def _quiet(st: _State) -> bool:
     return (st.tb is None and st.faulthandler is None and st.disasm is None and st.hang is None and st.v1 is None
             and st.pending_kernel_name is None and not st.cuda_exc)
@@ -427,11 +424,10 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
         # What users quote: a status line with no callback prefix around it.
         m = BARE_STATUS.search(rest)
         if m and not rest.lstrip().startswith("Queue error ("):
-            status = m.group("status")
+            status, code = m.group("status"), m.group("code") or m.group("code2")
             st.out.faults.append(RuntimeFault(kind="queue-error", origin=org, text=m.group(0).strip(), status=status,
-                                              code=int(m.group("code") or m.group("code2"), 16) if (m.group("code") or m.group("code2"))
-                                              else HSA_STATUS_BY_NAME.get(status), pid=pid, process_tag=tag,
-                                              stamp=stamp))
+                                              code=int(code, 16) if code else HSA_STATUS_BY_NAME.get(status),
+                                              pid=pid, process_tag=tag, stamp=stamp))
     _match_debug_agent(st, rest, org, pid, tag)
     _match_dispatch_info(st, rest, org, line)
     _match_host_errors(st, rest, org, tag)
