@@ -95,7 +95,7 @@ def check_trace(data: bytes, keep_names: bool = True, progress=None) -> CheckRes
             seq.names, seq.cats, seq.anns, seq.incremental = {}, {}, {}, {}
             seq.cleared = True
         kind = p.WhichOneof("data")
-        if kind != "track_event" or flags & 1:
+        if kind != "track_event" or flags & 1 or p.HasField("trace_packet_defaults"):
             _rare(p, kind, n, sid, seq, res)
         if kind != "track_event":
             continue
