@@ -85,14 +85,13 @@ def last_moments_svg(inc: Incident) -> str | None:
     if len(frees):
         f = frees[frees["operation"].astype(str).str.upper().str.contains("FREE") & (frees["start"] >= lo)
                   & (frees["start"] <= at)]
-        for t, addr, size in zip(f["start"][-200:], f["address"][-200:], f["size"][-200:]):
+        for t, addr in zip(f["start"][-200:], f["address"][-200:]):
             x = x_of(int(t))
             out.append(f'<line x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{TOP - 1}" stroke="#d68910" '
                        f'stroke-width="2"><title>{html.escape(f"free 0x{int(addr):x} at {relative(int(t) - at)}")}'
                        f'</title></line>')
-    fx = x_of(at)
-    out.append(f'<line x1="{fx:.1f}" y1="{TOP - 10}" x2="{fx:.1f}" y2="{height - 36}" stroke="#c0392b" '
-               f'stroke-width="2"/><text x="{fx + 4:.1f}" y="{TOP - 12}" fill="#c0392b">fault</text>')
+    out.append(f'<line x1="{fx_at:.1f}" y1="{TOP - 10}" x2="{fx_at:.1f}" y2="{height - 36}" stroke="#c0392b" '
+               f'stroke-width="2"/><text x="{fx_at + 4:.1f}" y="{TOP - 12}" fill="#c0392b">fault</text>')
     out.append(f'<text x="{LEFT}" y="{height - 6}">red: suspects in flight at the fault; blue: kernels; green: '
                f'copies; orange ticks: frees. {drawn} item(s), {len(keys)} of {len(lanes)} lane(s).</text>')
     out.append("</svg>")

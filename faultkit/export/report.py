@@ -104,7 +104,7 @@ def decisive_finding(inc: Incident) -> str | None:
     at = t.time.on(t.trace.clock) if t is not None else None
     if t is not None and t.suspects:
         x = t.suspects[0]
-        when = f", started {relative(x.start - at)} before it" if x.start is not None and at is not None else ""
+        when = f", started at {relative(x.start - at)}" if x.start is not None and at is not None else ""
         return f"{label(x)} was in flight at the fault{when} ({x.why})"
     if inc.verdict and inc.verdict.level == "certain" and inc.verdict.candidates:
         return inc.verdict.candidates[0].why.split(";")[0]
