@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .. import layout
+
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 MAX_READ = 64 << 20          # the end of a long log: the figure that counts is the last one printed
 
@@ -15,8 +17,8 @@ def metric_from(trial_dir: Path, regex: str) -> float | None:
     """The last match in the client's output, else the server's: the regex's first group (or the
     whole match) read as a number, commas dropped."""
     rx = re.compile(regex)
-    for log in ("client.log", "server.log"):
-        value = _last(trial_dir / log, rx)
+    for name in ("client", layout.SERVER):
+        value = _last(trial_dir / layout.log_of(name), rx)
         if value is not None:
             return value
     return None
