@@ -61,14 +61,14 @@ class LineSource:
         self.end = 0              # where the line last returned ends
 
     def next(self) -> Line | None:
-        while self.pos <= self.n:
-            end = self.text.find("\n", self.pos)
-            if end < 0:
-                end = self.n
-            raw = self.text[self.pos:end].rstrip("\r")
-            self.pos, self.no, self.end = end + 1, self.no + 1, end
-            return make_line(self.no, raw)
-        return None
+        if self.pos > self.n:
+            return None
+        end = self.text.find("\n", self.pos)
+        if end < 0:
+            end = self.n
+        raw = self.text[self.pos:end].rstrip("\r")
+        self.pos, self.no, self.end = end + 1, self.no + 1, end
+        return make_line(self.no, raw)
 
     def skip_to(self, after: int, after_no: int, pattern: re.Pattern) -> None:
         """Continue from the line holding the next match of `pattern` at or after offset `after`
