@@ -165,9 +165,8 @@ def _stamped_points(tl: Timeline, inc: Incident) -> bool:
     for f in inc.faults:
         ts = when(f.origin, f.source)
         if ts is not None:
-            placed.append(Point(track(f.pid, f.origin), ts, INSTANT, f"{f.source}: {f.kind}",
-                                {"address": f"0x{f.address:x}" if f.address is not None else None, "gpu": f.gpu,
-                                 "evidence": str(f.origin), "meaning": f.meaning}, ("fault",)))
+            placed.append(Point(track(f.pid, f.origin), ts, INSTANT, f"{f.source}: {f.kind}", _fault_args(f),
+                                ("fault",)))
     for r in inc.report_points[:50]:
         ts = when(r.origin, "runtime")
         if ts is not None:
@@ -182,12 +181,9 @@ def _stamped_points(tl: Timeline, inc: Incident) -> bool:
         return False
     tl.clock = BOOTTIME
     tl.points += placed
-    first = min(p.ts for p in placed if "fault" in p.categories) if any("fault" in p.categories for p in placed) \
-        else min(p.ts for p in placed)
-    v = inc.verdict
-    if v:
-        tl.points.append(Point("incident", first, INSTANT, f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""),
-                               {"why": v.why[:500]}, ("verdict",)))
+    first = min([p.ts for p in placed if "fault" in p.categories] or [p.ts for p in placed])
+    if inc.verdict:
+        tl.points.append(_verdict_point(inc.verdict, first))
     tl.metadata["faultkit.fault_time"] = f"{first} (the first fault line's capture stamp)"
     return True
 
@@ -290,10 +286,8 @@ def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
     for f in inc.faults:
         ts = at + step if fault_at is None else at
         step += 1000
-        args = {"source": f.source, "address": f"0x{f.address:x}" if f.address is not None else None,
-                "gpu": f.gpu, "evidence": str(f.origin) if f.origin else None, "meaning": f.meaning,
-                "time_as_printed": f.time}
-        tl.points.append(Point("incident", ts, INSTANT, f"{f.source}: {f.kind}{note}", args, ("fault",),
+        tl.points.append(Point("incident", ts, INSTANT, f"{f.source}: {f.kind}{note}",
+                               {"source": f.source, **_fault_args(f), "time_as_printed": f.time}, ("fault",),
                                flows_in=to_fault if f is inc.faults[0] else ()))
     for r in inc.report_points[:20]:
         tl.points.append(Point("incident", at + step if fault_at is None else at, INSTANT,
@@ -301,11 +295,18 @@ def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
         step += 1000
     if not inc.faults and to_fault:
         tl.points.append(Point("incident", at, INSTANT, "fault time", {}, ("fault",), flows_in=to_fault))
-    v = inc.verdict
-    if v:
-        tl.points.append(Point("incident", at + step if fault_at is None else at, INSTANT,
-                               f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""), {"why": v.why[:500]},
-                               ("verdict",)))
+    if inc.verdict:
+        tl.points.append(_verdict_point(inc.verdict, at + step if fault_at is None else at))
+
+
+def _fault_args(f) -> dict:
+    return {"address": f"0x{f.address:x}" if f.address is not None else None, "gpu": f.gpu,
+            "evidence": str(f.origin) if f.origin else None, "meaning": f.meaning}
+
+
+def _verdict_point(v, ts: int) -> Point:
+    return Point("incident", ts, INSTANT, f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""),
+                 {"why": v.why[:500]}, ("verdict",))
 
 
 # ---------------- renderers ----------------
