@@ -92,11 +92,10 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     Example:
       faultkit timeline bundle/ -o incident.pftrace
       faultkit timeline --check incident.pftrace"""
-    from .export.pftrace_check import check_json_trace, check_trace
-
     from .progress import Progress
 
     if check_file:
+        from .export.pftrace_check import check_json_trace, check_trace
         with open(check_file, "rb") as fh:
             data = fh.read()
         with Progress() as progress:

@@ -87,7 +87,7 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
             out[col] = s.reset_index(drop=True)
         else:
             out[col] = s.to_numpy(dtype=object)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)       # columns as they are: no copy into 2-D blocks
 
 
 def resolve_agents(trace: Trace) -> None:

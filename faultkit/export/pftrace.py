@@ -74,9 +74,9 @@ def annotation(name_iid: int, value) -> bytes:
 
 # ---------------- bulk varints ----------------
 
-def _varint_cols(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes [n, w] and validity mask of the varints of non-negative `v`; w is at most `width`,
-    and only as wide as the largest value needs (the work is proportional to it)."""
+def _varint_cols(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes [n, w], validity mask and length of the varints of non-negative `v`; w is at most
+    `width`, and only as wide as the largest value needs (the work is proportional to it)."""
     v = np.asarray(v)
     top = int(v.max()) if len(v) else 0
     w = max(1, min(width, (top.bit_length() + 6) // 7))
@@ -90,7 +90,7 @@ def _varint_cols(v: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     mask = col < length[:, None]
     out = ((v[:, None] >> shifts[None, :]) & dt(0x7F)).astype(np.uint8)
     out |= ((col < (length[:, None] - 1)).astype(np.uint8) << 7)
-    return out, mask
+    return out, mask, length
 
 
 class PftraceWriter:
@@ -255,27 +255,40 @@ class PftraceWriter:
 
 
 class _Rows:
-    """Column-wise packet fields for n rows: fixed-width byte matrices with validity masks."""
+    """Column-wise packet fields for n rows: fixed-width byte matrices with validity masks, and
+    each column's byte count per row (kept, not summed from the masks)."""
 
     def __init__(self, n: int):
         self.n = n
         self.cols: list[tuple[np.ndarray, np.ndarray]] = []
+        self.length = np.zeros(n, np.int64)
 
     def const(self, *bs, where=None) -> None:
         arr = np.broadcast_to(np.array(bs, dtype=np.uint8), (self.n, len(bs)))
         mask = (np.broadcast_to(np.ones(len(bs), dtype=bool), (self.n, len(bs))) if where is None
                 else np.broadcast_to(where[:, None], (self.n, len(bs))))
-        self.cols.append((arr, mask))
+        self.add(arr, mask, len(bs) if where is None else len(bs) * where)
 
     def var(self, values, width: int, where=None) -> None:
-        b, mk = _varint_cols(values, width)
-        self.cols.append((b, mk if where is None else mk & where[:, None]))
+        b, mk, length = _varint_cols(values, width)
+        if where is None:
+            self.add(b, mk, length)
+        else:
+            self.add(b, mk & where[:, None], length * where)
 
     def raw(self, arr: np.ndarray, where) -> None:
-        self.cols.append((arr, np.broadcast_to(where[:, None], arr.shape)))
+        self.add(arr, np.broadcast_to(where[:, None], arr.shape), arr.shape[1] * where)
+
+    def add(self, arr: np.ndarray, mask: np.ndarray, length) -> None:
+        self.cols.append((arr, mask))
+        self.length += length
+
+    def extend(self, other: "_Rows") -> None:
+        self.cols += other.cols
+        self.length += other.length
 
     def lengths(self) -> np.ndarray:
-        return sum(mk.sum(axis=1, dtype=np.int64) for _, mk in self.cols)
+        return self.length
 
     def flat(self) -> np.ndarray:
         data = np.concatenate([b for b, _ in self.cols], axis=1)
@@ -369,11 +382,11 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
         if k in repetitive:
             continue
         has = a >= 0
-        vb, vm = _varint_cols(np.maximum(a, 0), 10)
+        vb, vm, vlen = _varint_cols(np.maximum(a, 0), 10)
         te.const((E_ANNOTATIONS << 3) | 2, where=has)
-        te.var(3 + vm.sum(axis=1), 1, has)           # name_iid field (2 bytes) + int tag + varint
+        te.var(3 + vlen, 1, has)                     # name_iid field (2 bytes) + int tag + varint
         te.const(0x08, k + 1, 4 << 3, where=has)
-        te.cols.append((vb, vm & has[:, None]))
+        te.add(vb, vm & has[:, None], vlen * has)
     if repetitive:
         table, offs, blens, inverse = _annotation_blobs(args, repetitive)
         width = int(blens.max()) if len(blens) else 0
@@ -402,16 +415,19 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
     # End packets: a fixed, short layout
     end = _Rows(n)
     end.const(0x0A)
-    end_body = 1 + _varint_cols(deltas[1::2], 10)[1].sum(axis=1) + 1 + _varint_cols(np.full(1, seq), 3)[1].sum() \
-        + 2 + 2 + 2
-    end.var(end_body, 1, everyone)
-    end.const(P_TIMESTAMP << 3)
-    end.var(deltas[1::2], 10)
-    end.const(P_SEQ_ID << 3)
-    end.var(np.full(n, seq), 3)
-    end.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2, 2, E_TYPE << 3, END)
+    end_body = _Rows(n)
+    end_body.const(P_TIMESTAMP << 3)
+    end_body.var(deltas[1::2], 10)
+    end_body.const(P_SEQ_ID << 3)
+    end_body.var(np.full(n, seq), 3)
+    end_body.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2, 2, E_TYPE << 3, END)
+    end.var(end_body.lengths(), 1, everyone)
+    end.extend(end_body)
     rows = _Rows(n)
-    rows.cols = frame.cols + head.cols + te.cols + [(bmat[inverse], bmask[inverse])] + end.cols
+    for part in (frame, head, te):
+        rows.extend(part)
+    rows.add(bmat[inverse], bmask[inverse], blob_len)
+    rows.extend(end)
     return rows.flat().tobytes(), int(times[-1])
 
 
@@ -453,11 +469,10 @@ def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarra
     packet.const(P_SEQ_ID << 3)
     packet.var(np.full(m, seq), 3)
     packet.const(P_SEQ_FLAGS << 3, SEQ_NEEDS, (P_TRACK_EVENT << 3) | 2)
-    te_len = te.lengths()
-    packet.var(te_len, 2)
-    packet.cols += te.cols
+    packet.var(te.lengths(), 2)
+    packet.extend(te)
     frame = _Rows(m)
     frame.const(0x0A)
     frame.var(packet.lengths(), 3)
-    frame.cols += packet.cols
+    frame.extend(packet)
     return frame.flat().tobytes(), int(times[-1])

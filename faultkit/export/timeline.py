@@ -86,36 +86,47 @@ def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return lane
 
 
-def _slices_into(tl: Timeline, df: pd.DataFrame, key: str, name: str, parent: str, names_col: pd.Series,
-                 args: dict[str, str], flow_in=None, flow_out=None, cats=None, pid=None, tid=None) -> None:
-    # a categorical column (kernel names are read as one) is used as it is: no per-row strings
-    names_cat = (names_col if isinstance(names_col.dtype, pd.CategoricalDtype) else
-                 names_col.astype("category")).cat.remove_unused_categories()
-    codes_all = names_cat.cat.codes.to_numpy()
-    starts_all = df["start"].to_numpy()
-    order = np.arange(len(df)) if (np.diff(starts_all) >= 0).all() else np.argsort(starts_all, kind="stable")
-    df = df.iloc[order]
-    codes_all = codes_all[order]
-    starts, ends = df["start"].to_numpy(), np.maximum(df["end"].to_numpy(), df["start"].to_numpy())
+def _slices_into(tl: Timeline, cols, key: str, name: str, parent: str, names, args: dict[str, str],
+                 flow_in=None, flow_out=None, cats=None, pid=None, tid=None) -> None:
+    """Slices of records onto a track (and lanes where they overlap). `cols`: a DataFrame or a dict
+    of arrays holding start, end and the `args` columns; `names`: the records' names, a Series or
+    (categories, codes)."""
+    col = (lambda c: cols[c].to_numpy()) if isinstance(cols, pd.DataFrame) else cols.__getitem__
+    categories, codes = names if isinstance(names, tuple) else _categories(names)
+    # only the names these records use are interned
+    used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
+    codes = np.where(codes >= 0, (np.cumsum(used) - 1)[codes], -1)
+    categories = [str(c) for c, u in zip(categories, used) if u]
+    starts_all = col("start")
+    ordered = (np.diff(starts_all) >= 0).all()
+    order = slice(None) if ordered else np.argsort(starts_all, kind="stable")
+    starts = starts_all[order]
+    ends = np.maximum(col("end")[order], starts)
+    codes = codes[order]
     lanes = _lanes(starts, ends)
-    for lane in np.unique(lanes):
-        sel = lanes == lane
+    for lane in (np.unique(lanes).tolist() if lanes.any() else [0]):
+        sel = lanes == lane if lanes.any() else slice(None)        # one lane: views, not copies
         t = tl.add(Track(f"{key}#{lane}", name if lane == 0 else f"{name} (lane {lane + 1})", parent, pid, tid))
         t.starts, t.ends = starts[sel], ends[sel]
-        t.names, t.name_idx = [str(x) for x in names_cat.cat.categories], codes_all[sel].astype(np.int64)
-        t.args = {a: df[c].to_numpy()[sel].astype(np.int64) for a, c in args.items() if c in df}
+        t.names, t.name_idx = categories, codes[sel].astype(np.int64, copy=False)
+        t.args = {a: col(c)[order][sel].astype(np.int64, copy=False) for a, c in args.items() if c in cols}
         t.flow_in = None if flow_in is None else np.asarray(flow_in)[order][sel]
         t.flow_out = None if flow_out is None else np.asarray(flow_out)[order][sel]
         t.cats = None if cats is None else np.asarray(cats)[order][sel]
 
 
-def _in_spans(df: pd.DataFrame, spans: set[tuple[int, int]]) -> np.ndarray:
+def _categories(names: pd.Series) -> tuple[list, np.ndarray]:
+    """A categorical column (kernel names are read as one) is used as it is: no per-row strings."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    return list(cat.cat.categories), cat.cat.codes.to_numpy()
+
+
+def _in_spans(starts: np.ndarray, ends: np.ndarray, spans: set[tuple[int, int]]) -> np.ndarray:
     if not spans:
-        return np.zeros(len(df), dtype=bool)
-    s, e = df["start"].to_numpy(), df["end"].to_numpy()
-    hit = np.isin(s, [a for a, _ in spans]) & np.isin(e, [b for _, b in spans])
+        return np.zeros(len(starts), dtype=bool)
+    hit = np.isin(starts, [a for a, _ in spans]) & np.isin(ends, [b for _, b in spans])
     for i in np.flatnonzero(hit):        # few: confirm the exact pair
-        hit[i] = (int(s[i]), int(e[i])) in spans
+        hit[i] = (int(starts[i]), int(ends[i])) in spans
     return hit
 
 
@@ -188,6 +199,12 @@ def _stamped_points(tl: Timeline, inc: Incident) -> bool:
     return True
 
 
+# a kernel slice's annotations: name in the trace -> column of the dispatch records
+DISPATCH_ARGS = {"dispatch_id": "dispatch_id", "correlation_id": "correlation_id", "grid_x": "grid_x",
+                 "grid_y": "grid_y", "grid_z": "grid_z", "workgroup_x": "wg_x", "workgroup_y": "wg_y",
+                 "workgroup_z": "wg_z", "vgpr": "vgpr", "sgpr": "sgpr", "lds_bytes": "lds", "scratch_bytes": "scratch"}
+
+
 def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: int | None) -> None:
     tf = inc.traces
     tr = tf.trace
@@ -207,7 +224,10 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
     overlap_spans = {(p["a_start"], p["a_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])} | \
                     {(p["b_start"], p["b_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])}
     to_fault = []                     # flow ids from suspects to the fault instant
-    for pid in sorted(set(d["pid"]) | set(c["pid"]) | set(a["pid"]) | set(al["pid"])):
+    # the columns a queue's slices read, as arrays taken per queue (not every column of the trace)
+    d_cols = {x: d[x].to_numpy() for x in ("start", "end", *DISPATCH_ARGS.values()) if x in d}
+    kernels, kernel_codes = _categories(d["kernel"]) if len(d) else ([], np.zeros(0, np.int64))
+    for pid in np.unique(np.concatenate([x["pid"].to_numpy(np.int64) for x in (d, c, a, al)])).tolist():
         ptrack = tl.add(Track(f"p{pid}", f"process {pid}" if pid != MISSING else "process (pid not recorded)",
                               pid=int(pid) if pid != MISSING else 0))
         launch_flows = set()
@@ -238,26 +258,25 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                 if n_ == node:
                     lanes.setdefault(("stream", stream) if stream >= 0 else ("queue", queue), []).append(idx)
             for (lane_col, q), idxs in sorted(lanes.items()):
-                dq = d.iloc[np.sort(np.concatenate(idxs))]
-                corr = dq["correlation_id"].to_numpy()
-                fid = _flow_id(np.full(len(dq), pid), corr)
+                rows = np.sort(np.concatenate(idxs))
+                rows = slice(None) if len(rows) == len(d) else rows          # one queue: views
+                dq = {x: v[rows] for x, v in d_cols.items()}
+                corr = dq["correlation_id"]
+                fid = _flow_id(np.full(len(corr), pid), corr)
                 fin = np.where(np.isin(fid, list(launch_flows)), fid, 0)
                 cats = np.where(np.isin(corr, [k for p_, k in suspect_keys if p_ == pid]), 0,
-                                np.where(_in_spans(dq, overlap_spans), 1, -1)).astype(np.int64)
+                                np.where(_in_spans(dq["start"], dq["end"], overlap_spans), 1, -1)).astype(np.int64)
                 fout = np.where(cats == 0, fid ^ (1 << 60), 0)
                 to_fault += fout[fout != 0].tolist()
                 _slices_into(tl, dq, f"{atrack.key}{lane_col}{q}", f"{lane_col} {q}", atrack.key,
-                             dq["kernel"],
-                             {"dispatch_id": "dispatch_id", "correlation_id": "correlation_id", "grid_x": "grid_x",
-                              "grid_y": "grid_y", "grid_z": "grid_z", "workgroup_x": "wg_x", "workgroup_y": "wg_y",
-                              "workgroup_z": "wg_z", "vgpr": "vgpr", "sgpr": "sgpr", "lds_bytes": "lds",
-                              "scratch_bytes": "scratch"}, flow_in=fin, flow_out=fout, cats=cats)
+                             (kernels, kernel_codes[rows]), DISPATCH_ARGS, flow_in=fin, flow_out=fout, cats=cats)
             cn = c[(c["pid"] == pid) & (c["dst_node"] == node)]
             if len(cn):
                 _slices_into(tl, cn, f"{atrack.key}copies", "memory copies", atrack.key,
                              "copy " + cn["direction"].astype(str), {"correlation_id": "correlation_id",
                                                                     "bytes": "bytes"},
-                             cats=np.where(_in_spans(cn, overlap_spans), 1, -1).astype(np.int64))
+                             cats=np.where(_in_spans(cn["start"].to_numpy(), cn["end"].to_numpy(), overlap_spans),
+                                           1, -1).astype(np.int64))
         ap_ = al[al["pid"] == pid].sort_values("start")
         if len(ap_):
             mt = tl.add(Track(f"p{pid}mem", "allocations", ptrack.key))
