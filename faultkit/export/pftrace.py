@@ -133,7 +133,7 @@ class PftraceWriter:
             self._write(packed(b"".join(self._pending)))
             self._pending, self._pending_bytes = [], 0
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | np.ndarray) -> None:
         self.fh.write(data)
         self.bytes += len(data)
 
@@ -237,11 +237,15 @@ class PftraceWriter:
                     f_int(P_SEQ_FLAGS, SEQ_CLEARED) + f_bytes(P_DEFAULTS, defaults) +
                     f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned))
         compress = self.compress
+        # annotations whose values repeat are encoded once per combination (judged on the first chunk)
+        first = slice(0, min(n, MAX_CHUNK))
+        repetitive = [k for k, name in enumerate(ann_names)
+                      if n > 64 and len(pd.unique(int_args[name][first])) * 8 < first.stop]
 
-        def chunk(lo: int) -> bytes:
+        def chunk(lo: int) -> bytes | np.ndarray:
             hi = min(n, lo + MAX_CHUNK)
             prev = t0 if lo == 0 else int(ends[lo - 1])     # chunks are independent: encode them in parallel
-            data = _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev,
+            data = _encode_slices(seq, starts[lo:hi], ends[lo:hi], name_idx[lo:hi] + 1, prev, repetitive,
                                   [int_args[k][lo:hi] for k in ann_names],
                                   None if flow_in is None else flow_in[lo:hi],
                                   None if categories is None else categories[lo:hi] + 1,
@@ -300,10 +304,15 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
     """Annotations whose values repeat (grid, workgroup, registers per kernel) encoded once per
     distinct combination: (table, offsets, lengths, row -> combination)."""
     # Hash-based (pandas.factorize), not sort-based: np.unique(axis=0) sorted 1.5M rows for seconds.
-    key = np.zeros(len(args[which[0]]), dtype=np.int64)
+    # The columns' codes as digits of one mixed-radix number (renumbered only if it would overflow)
+    key, span = np.zeros(len(args[which[0]]), dtype=np.int64), 1
     for k in which:
         codes, uniques = pd.factorize(args[k])
-        key = pd.factorize(key * (len(uniques) + 1) + codes)[0].astype(np.int64)
+        if span * (len(uniques) + 1) >= 1 << 62:
+            key = pd.factorize(key)[0].astype(np.int64)
+            span = int(key.max()) + 1
+        key = key * (len(uniques) + 1) + codes
+        span *= len(uniques) + 1
     inverse, _ = pd.factorize(key)
     first = np.zeros(inverse.max() + 1 if len(inverse) else 0, dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]
@@ -354,8 +363,8 @@ def _deltas(starts: np.ndarray, ends: np.ndarray, prev: int) -> tuple[np.ndarray
 
 
 def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
-                   args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
-                   flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
+                   repetitive: list[int], args: list[np.ndarray], flow_in: np.ndarray | None,
+                   cats: np.ndarray | None, flow_out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Slices with annotations: every field of a begin and its end packet is a column of one byte
     matrix with a validity mask (annotations whose values repeat are encoded once per distinct
     combination and picked per row), so one masked read lays the packets out in order."""
@@ -377,7 +386,6 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
             has = flows > 0
             te.const(*key(field_no, 1), where=has)
             te.raw(np.asarray(flows, dtype="<u8").view(np.uint8).reshape(n, 8), has)
-    repetitive = [k for k, a in enumerate(args) if n > 64 and len(pd.unique(a)) * 8 < n]
     for k, a in enumerate(args):
         if k in repetitive:
             continue
@@ -428,12 +436,12 @@ def _encode_slices(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndar
         rows.extend(part)
     rows.add(bmat[inverse], bmask[inverse], blob_len)
     rows.extend(end)
-    return rows.flat().tobytes(), int(times[-1])
+    return rows.flat(), int(times[-1])
 
 
 def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarray, prev: int,
                  flow_in: np.ndarray | None, cats: np.ndarray | None,
-                 flow_out: np.ndarray | None = None) -> tuple[bytes, int]:
+                 flow_out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Slices without annotations: begin and end rows in one matrix (fastest for this case)."""
     m = 2 * len(starts)
     times, deltas = _deltas(starts, ends, prev)
@@ -475,4 +483,4 @@ def _encode_bare(seq: int, starts: np.ndarray, ends: np.ndarray, iids: np.ndarra
     frame.const(0x0A)
     frame.var(packet.lengths(), 3)
     frame.extend(packet)
-    return frame.flat().tobytes(), int(times[-1])
+    return frame.flat(), int(times[-1])

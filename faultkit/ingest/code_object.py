@@ -12,11 +12,14 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgpack
-from elftools.elf.elffile import ELFFile
 
 from ..model import CodeObject, Kernel, KernelArg, Problem
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 EM_AMDGPU = 224
 NT_AMDGPU_METADATA = 32
@@ -54,6 +57,7 @@ def read_code_object(data: bytes, name: str = "<code object>") -> CodeObject | N
         return None
     co = None
     try:
+        from elftools.elf.elffile import ELFFile    # only when there is a code object to read
         elf = ELFFile(io.BytesIO(data))
         if elf["e_machine"] not in ("EM_AMDGPU", EM_AMDGPU):
             return None
