@@ -27,6 +27,20 @@ def test_vm_fault_old_format_nil_and_imprecise():
     assert f.address == 0 and f.imprecise and f.agent_handle is None and f.reason == "Unknown"
 
 
+@pytest.mark.parametrize("tail", ["", " (Agent handle: 0x55d0f2", " (Agent handle: 0x55d0f2a3c4b0) on addr",
+                                  " on address 0x7f3a1"])
+def test_vm_fault_line_cut_before_its_address_is_still_a_fault(tail):
+    """The process died mid-write (or the paste stops): the GPU node is evidence, the address is not."""
+    r = parse(f"(TP1 pid=77) Memory access fault by GPU node-4{tail}")
+    (f,) = r.faults
+    assert (f.kind, f.node, f.address, f.reason, f.pid) == ("vm-fault", 4, None, None, 77)
+    assert any("cut before its address" in p.message for p in r.problems)
+
+
+def test_text_after_the_head_that_is_not_the_line_is_no_fault():
+    assert not parse("Memory access fault by GPU node-4 is what we saw yesterday\n").faults
+
+
 @pytest.mark.parametrize("reason", ["Page not present or supervisor privilege", "Write access to a read-only page",
                                     "Execute access to a page marked NX", "Host access only", "DRAM ECC failure",
                                     "SRAM ECC failure", "Generic hang recovery"])

@@ -22,6 +22,21 @@ VM_FAULT = re.compile(
     r"(?: Reason: (?P<reason>Page not present or supervisor privilege|Write access to a read-only page|"
     r"Execute access to a page marked NX|Host access only|DRAM ECC failure|SRAM ECC failure|"
     r"Generic hang recovery|ECC failure \(if supported by HW\)|Unknown))?")
+VM_FAULT_HEAD = re.compile(r"Memory access fault by GPU node-(?P<node>\d+)")
+
+
+def _prefixes(template: str) -> str:
+    """A regex matching every prefix of `template`, where `#` stands for a run of hex digits."""
+    tokens = ["[0-9a-fA-F]*" if ch == "#" else re.escape(ch) for ch in template]
+    out = ""
+    for tok in reversed(tokens):
+        out = f"(?:{tok}{out})?"
+    return out
+
+
+# what follows the head of a fault line, cut anywhere (a crash mid-write, a log cut at its size limit)
+VM_FAULT_CUT_TAIL = re.compile(rf"(?:{_prefixes(' (Agent handle: 0x#) on address 0x#')}|"
+                               rf"{_prefixes(' on address 0x#')})\s*")
 HW_EXCEPTION = re.compile(r"HW Exception by GPU node-(?P<node>\d+) \(Agent handle: (?P<agent>0x[0-9a-f]+|\(nil\))\)"
                           r" reason ?:\s?(?P<cause>ECC|GPU Hang)")
 QUEUE_INACTIVATED = re.compile(r"Queue at (?P<queue>0x[0-9a-f]+|\(nil\)) inactivated due to async error")
@@ -369,6 +384,13 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
             pid=pid, process_tag=tag, stamp=stamp))
         if reason is None:
             st.out.problems.append(Problem(st.name, "fault line cut before its Reason", line.no))
+    else:
+        m = VM_FAULT_HEAD.search(rest)
+        if m and VM_FAULT_CUT_TAIL.fullmatch(rest[m.end():]):
+            st.out.faults.append(RuntimeFault(kind="vm-fault", origin=org, text=rest[m.start():].rstrip(),
+                                              node=int(m.group("node")), pid=pid, process_tag=tag, stamp=stamp))
+            st.out.problems.append(Problem(st.name, "fault line cut before its address: the GPU node is known, "
+                                                    "the address and reason are not", line.no))
     m = HW_EXCEPTION.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(
