@@ -283,3 +283,35 @@ def test_cuda_corpus_host_errors(corpus):
     r = parse_runtime_log(corpus_bytes(corpus / "cuda" / "h200_mp_plain.txt"))
     assert r.host_errors[0].enum == "cudaErrorIllegalAddress"
     assert r.report_points[0].frame.endswith("in worker") and r.report_points[0].process_tag == "SpawnProcess-2"
+
+
+def _aql(us: int, hwq: str, kobj: str) -> str:
+    return (f":4:rocvirtual.cpp           :888 : {us} us: [pid:145   tid:0x7f] HWq={hwq}, Dispatch Header "
+            "= 0xb02 (type=2, barrier=1, acquire=1, release=1), setup=3, grid=[16384, 1, 1], workgroup=[256, 1, 1], "
+            f"private_seg_size=0, group_seg_size=0, kernel_obj={kobj}, kernarg_address=0x7f5c15603200, "
+            "completion_signal=0x0\n")
+
+
+def test_queue_states_of_the_abort_analysis():
+    r = parse("VGPU(0x55d0a0) Queue(0x7f5c16600000) is idle\n"
+              "VGPU(0x55d0a0) Queue(0x7f5c16700000) rptr=12, wptr=14. A barrier packet in the queue!\n"
+              "VGPU(0x55d0a0) Queue(0x7f5c16800000). Couldn't find kernel\n"
+              "VGPU(0x55d0a0) Queue(0x7f5c16900000). Couldn't find the hang AQL packet!\n")
+    states = [(n.fields["queue"], n.fields["state"], n.fields["rptr"]) for n in r.notes if n.kind == "queue-state"]
+    assert states == [("0x7f5c16600000", "idle", None), ("0x7f5c16700000", "barrier", 12),
+                      ("0x7f5c16800000", "no-kernel", None), ("0x7f5c16900000", "no-hang-packet", None)]
+
+
+def test_an_idle_queue_at_the_abort_rules_out_its_last_dispatch(tmp_path):
+    """The last logged dispatch ran on a queue ROCclr then found idle: it had completed, so the
+    suspect is the last dispatch on a queue that still held work."""
+    from faultkit.triage import triage
+    log = tmp_path / "server.log"
+    log.write_text(_aql(100, "0x7f5c16700000", "0x7f5c10000100") + _aql(200, "0x7f5c16600000", "0x7f5c10000200")
+                   + "Memory access fault by GPU node-2 (Agent handle: 0x1) on address 0x7f0000001000. "
+                     "Reason: Page not present or supervisor privilege.\n"
+                   + "VGPU(0x55d0a0) Queue(0x7f5c16600000) is idle\n")
+    v = triage([str(log)]).verdict
+    assert v.candidates[0].kernel == "kernel_obj=0x7f5c10000100"
+    assert "ROCclr found that queue idle" in v.candidates[0].why
+    assert all("0x7f5c10000200" not in (c.kernel or "") for c in v.candidates)

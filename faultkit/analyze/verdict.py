@@ -140,6 +140,12 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
             f"ROCclr hang analysis: the packet at the read pointer of HWq {d.hw_queue}"
             + (f" (rptr={d.rptr} < wptr={d.wptr}: in flight)" if pending else "") + f" ({d.origin})")
     logged = [d for d in runtime.dispatches if d.source in ("aql-packet", "shader-name")]
+    # A queue ROCclr found idle at the abort had finished every packet: its dispatches did not fault.
+    idle = {n.fields["queue"] for n in runtime.notes if n.kind == "queue-state" and n.fields["state"] == "idle"}
+    idle_note = ""
+    if idle and any(d.hw_queue in idle for d in logged):
+        logged = [d for d in logged if d.hw_queue not in idle]
+        idle_note = f"; the dispatches on {', '.join(sorted(idle))} are left out: ROCclr found that queue idle"
     # The queue the runtime says aborted selects the dispatches: the last one on another queue is not
     # a suspect for this fault.
     aborting = {f.queue for f in runtime.faults if f.queue}
@@ -156,10 +162,9 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
         else:
             name = f"kernel_obj={last.kernel_obj}"
         add(name, 0.5, f"last dispatch{queue_note} in the AMD_LOG_LEVEL dispatch log before the end of the log "
-                       f"({last.origin}); resolve kernel_obj against the code object's .kd symbols"
-                       if name.startswith("kernel_obj") else
-                       f"last dispatch{queue_note} in the AMD_LOG_LEVEL dispatch log before the end of the log "
-                       f"({last.origin})")
+                       f"({last.origin}){idle_note}"
+                       + ("; resolve kernel_obj against the code object's .kd symbols" if name.startswith("kernel_obj")
+                          else ""))
     library = [d for d in runtime.dispatches if d.source == "library-log"]
     if library:
         add(library[-1].kernel, 0.45, f"{library[-1].library} logged running it last before the end of the log "

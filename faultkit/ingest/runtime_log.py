@@ -95,6 +95,11 @@ KERNEL_NAME = re.compile(r"^\s*Kernel Name: (?P<kernel>\S.*?)\s*$")
 # MIOPEN_ENABLE_LOGGING=1 with MIOPEN_LOG_LEVEL>=5: one line per kernel MIOpen runs
 MIOPEN_RUN = re.compile(r"MIOpen\(\w+\): Info2 \[run\] kernel_name = (?P<kernel>[^,\s]+)")
 VGPU = re.compile(r"VGPU=(?P<vgpu>0x[0-9a-f]+) SWq=(?P<swq>0x[0-9a-f]+), HWq=(?P<hwq>0x[0-9a-f]+), id=(?P<id>\d+)")
+# the other outcomes of ROCclr's per-queue analysis at an abort (no kernel packet shown)
+QUEUE_STATE = re.compile(
+    r"VGPU\((?P<vgpu>0x[0-9a-f]+)\) Queue\((?P<queue>0x[0-9a-f]+)\)(?:(?P<idle> is idle)|"
+    r" rptr=(?P<rptr>\d+), wptr=(?P<wptr>\d+)\.(?P<barrier> A barrier packet in the queue!)|"
+    r"\.(?P<nokernel> Couldn't find kernel)|\.(?P<nopacket> Couldn't find the hang AQL packet!))")
 HANG_FIELD = {
     "grid": re.compile(r"grid=\[(?P<grid>[\d, ]+)\], workgroup=\[(?P<wg>[\d, ]+)\]"),
     "kobj": re.compile(r"kernel_obj=(?P<kobj>0x[0-9a-f]+)"),
@@ -702,6 +707,16 @@ def _match_dispatch_info(st: _State, rest: str, org: Origin, line: Line) -> None
     if m:
         st.out.dispatches.append(Dispatch(org, "library-log", kernel=m.group("kernel"), pid=pid, us=us,
                                           library="MIOpen"))
+        return
+    m = QUEUE_STATE.search(rest)
+    if m:
+        # ROCclr's analysis of a queue with no kernel packet to show at the abort
+        state = ("idle" if m.group("idle") else "barrier" if m.group("barrier") else
+                 "no-kernel" if m.group("nokernel") else "no-hang-packet")
+        st.out.notes.append(Note(org, "queue-state", m.group(0), {
+            "queue": m.group("queue"), "state": state, "pid": pid,
+            "rptr": int(m.group("rptr")) if m.group("rptr") else None,
+            "wptr": int(m.group("wptr")) if m.group("wptr") else None}))
         return
     m = VGPU.search(rest)
     if m:
