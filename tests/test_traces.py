@@ -397,3 +397,42 @@ def test_bundle_and_its_tarball_give_the_same_report(tmp_path):
     assert folder["trace"]["address"]["verdict"] == "use-after-free"
     names = [i["name"] for i in packed["inputs"]]
     assert not any("times.tsv" in n or "kernel-before" in n or "environ.json" in n for n in names)
+
+
+@pytest.mark.parametrize("names", [("gemm", "norm"), ('op<"x">(int, float)', "gemm")])
+def test_a_large_window_read_in_two_halves_is_the_window_read_whole(tmp_path, monkeypatch, names):
+    """The window's two halves (parsed on two threads) give exactly the rows and types of one read,
+    kernel names with quotes and commas included (those go to the lenient reader either way)."""
+    from faultkit.ingest import rocprof
+    from faultkit.trace_model import Trace
+    path = tmp_path / "9_kernel_trace.csv"
+    path.write_text(K70 + "\n" + "\n".join(k70(1, 1 + i % 3, 1, 9, i, names[i % 2] if i % 5 else f"k{i % 11}", i,
+                                                    1_000_000 * i, 1_000_000 * i + 500) for i in range(1, 20_001)) + "\n")
+    monkeypatch.setattr(rocprof, "WINDOW_MIN_BYTES", 0)
+    monkeypatch.setattr(rocprof, "SLACK_NS", 0)
+    answered = []
+    real = rocprof._read_halves
+    monkeypatch.setattr(rocprof, "_read_halves", lambda *a: answered.append(real(*a)) or answered[-1])
+
+    def read(split_bytes):
+        monkeypatch.setattr(rocprof, "SPLIT_BYTES", split_bytes)
+        t = Trace()
+        rocprof.read_csv(path, t, since_ns=5_000 * 1_000_000)
+        return t
+
+    halves, whole = read(1), read(1 << 40)
+    if '"' not in names[0]:
+        assert len(answered) == 1 and answered[0] is not None          # the halves were read, and kept
+    assert len(whole.dispatches) == 15_001 and whole.files[0]["read_from_byte"] > 0
+    assert halves.dispatches.equals(whole.dispatches)
+    assert list(halves.dispatches["kernel"].astype(str)[:3]) == list(whole.dispatches["kernel"].astype(str)[:3])
+
+
+def test_halves_that_do_not_start_alike_are_read_whole(tmp_path):
+    from faultkit.ingest.rocprof import _read_halves
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'"A",1\n"A",2\n"B",3\n"B",4\n')
+    assert _read_halves(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}) is None
+    path.write_bytes(b'"A",1\n"A",2\n"A",3\n"A",4\n')
+    df = _read_halves(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"})
+    assert list(df["v"]) == [1, 2, 3, 4] and list(df["k"]) == ["A"] * 4

@@ -157,6 +157,37 @@ class _Bounded(io.RawIOBase):
         super().close()
 
 
+SPLIT_BYTES = 8 << 20          # a window this large is parsed as two halves on two threads
+
+
+def _read_halves(path: Path, start: int, limit: int, cols: list[str], text: dict) -> pd.DataFrame | None:
+    """A window read as two halves on two threads (the C parser releases the GIL while it
+    tokenizes): about 0.6x the time of one read. None when the halves cannot be told apart safely
+    (the second does not start the way the first does) or disagree on a column's type; the caller
+    then reads the window whole."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(limit - start)
+    mid = data.find(b"\n", len(data) // 2) + 1
+    first = data[:data.find(b",") + 1]
+    if not 0 < mid < len(data) or not first or not data.startswith(first, mid):
+        return None                   # a split inside a quoted field would shift every column after it
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        halves = list(pool.map(lambda b: pd.read_csv(io.BytesIO(b), header=None, names=cols, dtype=text, engine="c",
+                                                     index_col=False, na_filter=False), (data[:mid], data[mid:])))
+    a, b = halves
+    out = {}
+    for c in cols:
+        if isinstance(a[c].dtype, pd.CategoricalDtype) and isinstance(b[c].dtype, pd.CategoricalDtype):
+            out[c] = pd.api.types.union_categoricals([a[c], b[c]], ignore_order=True)
+        elif a[c].dtype == b[c].dtype:
+            out[c] = np.concatenate([a[c].to_numpy(), b[c].to_numpy()])
+        else:
+            return None
+    return pd.DataFrame(out, copy=False)
+
+
 WINDOWED = {"dispatches", "api", "copies"}
 WINDOW_MIN_BYTES = 32 << 20
 SLACK_NS = 500_000_000         # rows are in buffer-flush order: read this much earlier than asked
@@ -342,8 +373,10 @@ def _parse(path: Path, limit: int, cols: list[str], wanted: dict[str, str], star
                 df = pd.read_csv(path, header=None, names=cols, dtype=text, engine="c", index_col=False,
                                  na_filter=False, skiprows=1, nrows=rows)
             else:
-                df = pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, dtype=text, engine="c",
-                                 index_col=False, na_filter=False)
+                df = _read_halves(path, start_byte, limit, cols, text) if limit - start_byte >= SPLIT_BYTES else None
+                if df is None:
+                    df = pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, dtype=text,
+                                     engine="c", index_col=False, na_filter=False)
     except (pd.errors.ParserError, ValueError):
         return _parse_lenient(path, limit, cols, usecols, start_byte)
     finally:
