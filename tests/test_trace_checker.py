@@ -246,3 +246,12 @@ def test_nested_annotation_values_are_decoded_exactly():
     assert agree(_raw_trace((10, good)))[0] is not None
     bulk, exact = agree(_raw_trace((10, good), (20, nested)))
     assert bulk is None and "not a decodable" in exact.errors[0]
+
+
+def test_frames_of_a_message_too_big_for_a_copy_are_found_in_python(monkeypatch):
+    from faultkit.export import wire
+    data = proto_trace()
+    fast = frames(data)
+    monkeypatch.setattr(wire, "SPLIT_IN_C", 10)
+    slow = frames(data)
+    assert [list(x) for x in slow] == [list(x) for x in fast]

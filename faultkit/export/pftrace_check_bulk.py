@@ -2,7 +2,7 @@
 
 Most packets of a big trace are plain track events (a slice's begin or end: timestamp, sequence,
 flags, a TrackEvent of scalar fields and annotations). Those are decoded from the wire in bulk
-(`wire.fields`) and checked a run at a time: between two other packets nothing they depend on
+(`wire.decode`) and checked a run at a time: between two other packets nothing they depend on
 changes (interned names, sequence defaults, clock snapshots, declared tracks). Every other packet,
 and any plain-looking one with a field this module does not read, is decoded by the perfetto protos
 and checked by the packet-by-packet `Checker`, which holds the state both paths share.

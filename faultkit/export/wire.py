@@ -74,6 +74,7 @@ class Decoded:
 _VALID_WIRE = np.zeros(8, bool)
 _VALID_WIRE[[VARINT, I64, LEN, I32]] = True
 _TAGS = 1 << 14                    # tags of field numbers below 2048: those a schema may name
+SPLIT_IN_C = 256 << 20
 
 
 def decode(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: dict[int, Field]) -> Decoded:
@@ -170,25 +171,20 @@ def frames(data: bytes, number: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The byte ranges of the length-delimited fields `number` of one message that holds many of
     them (a Trace's packets). The positions depend on each other, so they cannot be found in bulk:
     protobuf's C parser splits the message as a list of byte strings (a schema made here), whose
-    lengths give the positions when nothing else is in the message; otherwise one pass in Python."""
+    lengths give the positions when nothing else is in the message; otherwise one pass in Python.
+    A message over SPLIT_IN_C bytes is split in Python too: the parser would hold a copy of it."""
+    if len(data) > SPLIT_IN_C:
+        return _frames_slowly(data, number)
     try:
         parts = _framing(number).FromString(data).part
     except Exception:  # noqa: BLE001 - protobuf's DecodeError and others
         raise Malformed("not a message of length-delimited fields") from None
     sizes = np.fromiter(map(len, parts), np.int64, len(parts))
-    ends = np.cumsum(len(_varint_bytes(number << 3 | LEN)) + _varint_sizes(sizes) + sizes)
+    tag = _varint_sizes(np.array([number << 3 | LEN]))[0]
+    ends = np.cumsum(tag + _varint_sizes(sizes) + sizes)
     if (ends[-1] if len(ends) else 0) == len(data):      # canonical lengths and nothing else
         return ends - sizes, ends
     return _frames_slowly(data, number)
-
-
-def _varint_bytes(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def _varint_sizes(v: np.ndarray) -> np.ndarray:
