@@ -248,10 +248,13 @@ def test_nested_annotation_values_are_decoded_exactly():
     assert bulk is None and "not a decodable" in exact.errors[0]
 
 
-def test_frames_of_a_message_too_big_for_a_copy_are_found_in_python(monkeypatch):
+def test_frames_of_a_message_too_big_for_a_copy_are_found_in_python(tmp_path, monkeypatch):
     from faultkit.export import wire
-    data = proto_trace()
-    fast = frames(data)
-    monkeypatch.setattr(wire, "SPLIT_IN_C", 10)
-    slow = frames(data)
-    assert [list(x) for x in slow] == [list(x) for x in fast]
+    # small packets, and packets of compressed batches (multi-byte lengths)
+    for data in (proto_trace(), writer_trace(tmp_path / "t.pftrace", compress=True)):
+        fast = frames(data)
+        monkeypatch.setattr(wire, "SPLIT_IN_C", 10)
+        slow = frames(data)
+        monkeypatch.undo()
+        assert [list(x) for x in slow] == [list(x) for x in fast] and len(fast[0]) > 3
+        assert check_trace(data) == check_exact(data)

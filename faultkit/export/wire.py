@@ -214,6 +214,20 @@ def _framing(number: int) -> type:
     return _FRAMINGS[number]
 
 
+def _varint_rest(data: bytes, p: int, first: int) -> tuple[int, int]:
+    """A varint whose first byte (`first`, already read) says more follow from `p`."""
+    value, shift = first & 0x7F, 7
+    while True:
+        b = data[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, p
+        shift += 7
+        if shift > 63:
+            raise Malformed("a varint longer than ten bytes")
+
+
 def _frames_slowly(data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
     """The same, for a message with other fields among them: one pass in Python."""
     starts: list[int] = []
@@ -226,17 +240,7 @@ def _frames_slowly(data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
             tag = data[p]
             p += 1
             if tag >= 0x80:
-                tag &= 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    tag |= (b & 0x7F) << shift
-                    shift += 7
-                    if b < 0x80:
-                        break
-                    if shift > 63:
-                        raise Malformed("a tag longer than ten bytes")
+                tag, p = _varint_rest(data, p, tag)
             wt = tag & 7
             if tag >> 3 == 0:
                 raise Malformed("field number 0")
@@ -253,17 +257,7 @@ def _frames_slowly(data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
             size = data[p]
             p += 1
             if size >= 0x80:
-                size &= 0x7F
-                shift = 7
-                while True:
-                    b = data[p]
-                    p += 1
-                    size |= (b & 0x7F) << shift
-                    shift += 7
-                    if b < 0x80:
-                        break
-                    if shift > 63:
-                        raise Malformed("a length longer than ten bytes")
+                size, p = _varint_rest(data, p, size)
             if tag == want:
                 sa(p)
                 p += size
