@@ -243,3 +243,35 @@ def test_progress_shows_only_on_a_terminal_and_only_for_long_steps():
     with Progress(pipe, after_s=0):
         time.sleep(0.2)
     assert pipe.getvalue() == ""
+
+
+def test_slices_across_encoder_chunks_decode_the_same(tmp_path, monkeypatch):
+    """Chunks are encoded independently (in parallel): each must pick up the clock where the one
+    before ended, and annotations must read the same whichever way they were encoded."""
+    import perfetto.protos.perfetto.trace.perfetto_trace_pb2 as pb
+    from faultkit.export import pftrace
+    n = 300
+    starts = np.arange(n, dtype=np.int64) * 1000 + 5_000_000
+    args = {"grid": np.where(np.arange(n) % 3 == 0, 256, 512), "dispatch": np.arange(n) + 1}
+
+    def decoded(chunk):
+        monkeypatch.setattr(pftrace, "MAX_CHUNK", chunk)
+        p = tmp_path / f"c{chunk}.pftrace"
+        w = PftraceWriter(str(p), compress=False)
+        w.slices(w.track("q"), starts, starts + 400, ["a", "b"], np.arange(n) % 2, args)
+        w.close()
+        trace = pb.Trace.FromString(p.read_bytes())
+        names = {e.iid: e.name for x in trace.packet for e in x.interned_data.debug_annotation_names}
+        t, out = 0, []
+        for x in trace.packet:
+            if x.HasField("clock_snapshot"):
+                t = x.timestamp
+            if x.HasField("track_event"):
+                t += x.timestamp
+                out.append((t, x.track_event.type, x.track_event.name_iid,
+                            sorted((names[a.name_iid], a.int_value) for a in x.track_event.debug_annotations)))
+        return out
+
+    small, whole = decoded(7), decoded(1 << 16)
+    assert small == whole and len(whole) == 2 * n
+    assert whole[2] == (5_001_000, BEGIN, 2, [("dispatch", 2), ("grid", 512)]) and whole[3][:2] == (5_001_400, END)

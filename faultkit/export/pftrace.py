@@ -28,7 +28,7 @@ E_CATEGORY_IIDS, E_ANNOTATIONS, E_TYPE, E_NAME_IID, E_TRACK_UUID, E_NAME = 3, 4,
 E_COUNTER_VALUE, E_FLOW_IDS, E_TERMINATING_FLOW_IDS = 30, 47, 48
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 BOOTTIME, REALTIME, SEQ_CLOCK = 6, 1, 64       # builtin clock ids; 64+ are sequence-scoped
-MAX_CHUNK = 1 << 17
+MAX_CHUNK = 1 << 16
 # TracePacket.compressed_packets (field 50): a zlib stream of framed packets, which trace_processor
 # and the UI inflate and read in place. Batches of about a megabyte compress 4-6x at level 1.
 P_COMPRESSED = 50
