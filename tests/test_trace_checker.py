@@ -86,6 +86,9 @@ def proto_trace() -> bytes:
         for kind, ts in ((pb.TrackEvent.TYPE_SLICE_BEGIN, 1000 + i * 10), (pb.TrackEvent.TYPE_SLICE_END, 1005 + i * 10)):
             p = t.packet.add()
             p.timestamp, p.trusted_packet_sequence_id = ts, 3
+            # what the Perfetto SDK adds, which no rule reads
+            p.trusted_pid, p.previous_packet_dropped, p.first_packet_on_sequence = 77, int(i == 0), i == 0
+            p.track_event.thread_time_absolute_us = 5 + i
             p.track_event.type, p.track_event.track_uuid = kind, big if i % 2 else 11
             if kind == pb.TrackEvent.TYPE_SLICE_BEGIN:
                 p.track_event.name = f"slice {i}"
@@ -98,7 +101,14 @@ def proto_trace() -> bytes:
     return t.SerializeToString()
 
 
-def test_bulk_path_answers_for_the_protos_traces():
+def test_bulk_path_answers_for_the_protos_traces(monkeypatch):
+    from faultkit.export.pftrace_check_exact import Checker
+    one_by_one = []
+    real = Checker.packet
+    monkeypatch.setattr(Checker, "packet", lambda self, p, n: one_by_one.append(n) or real(self, p, n))
+    assert check_bulk(proto_trace()) is not None
+    assert len(one_by_one) == 2              # the track descriptors; every event was read in bulk
+    monkeypatch.undo()
     bulk, exact = agree(proto_trace())
     assert bulk is not None
     assert exact.slices == 40 and exact.flows == 1

@@ -21,15 +21,18 @@ from . import wire
 from .pftrace_check_exact import BEGIN, COUNTER, END, INSTANT, Checker, CheckResult, pb
 from .wire import I64, LEN, VARINT, Field, Malformed
 
-# TracePacket fields a plain track event may carry
+# TracePacket fields a plain track event may carry: those the rules read, and scalars the Perfetto
+# SDK adds that they do not (trusted uid and pid, previous_packet_dropped, first_packet_on_sequence,
+# machine id); none is in the packet's `data` oneof, which decides what the packet is
 P_TS, P_SEQ, P_FLAGS, P_CLOCK, P_EVENT = 8, 10, 13, 58, 11
 PACKET = {P_TS: Field(VARINT), P_SEQ: Field(VARINT), P_FLAGS: Field(VARINT), P_CLOCK: Field(VARINT),
-          P_EVENT: Field(LEN)}
-# TrackEvent fields: those the rules read, and a counter's value, which they do not
-E_CATS, E_ANN, E_TYPE, E_NAME_IID, E_TRACK, E_NAME, E_COUNTER, E_FLOW, E_TERM = 3, 4, 9, 10, 11, 23, 30, 47, 48
+          P_EVENT: Field(LEN), **{number: Field(VARINT, read=False) for number in (3, 42, 79, 87, 98)}}
+# TrackEvent fields: those the rules read, and scalars they do not (counter values, thread times,
+# extra counters, source location iid, correlation id)
+E_CATS, E_ANN, E_TYPE, E_NAME_IID, E_TRACK, E_NAME, E_FLOW, E_TERM = 3, 4, 9, 10, 11, 23, 47, 48
 EVENT = {E_CATS: Field(VARINT, True), E_ANN: Field(LEN, True), E_TYPE: Field(VARINT), E_NAME_IID: Field(VARINT),
-         E_TRACK: Field(VARINT), E_NAME: Field(LEN), E_COUNTER: Field(VARINT, read=False), E_FLOW: Field(I64, True),
-         E_TERM: Field(I64, True)}
+         E_TRACK: Field(VARINT), E_NAME: Field(LEN), E_FLOW: Field(I64, True), E_TERM: Field(I64, True),
+         **{number: Field(VARINT, True, read=False) for number in (2, 12, 17, 30, 31, 34, 52)}}
 # DebugAnnotation: name_iid or name, and a scalar or string value
 A_NAME_IID, A_NAME = 1, 10
 ANNOTATION = {A_NAME_IID: Field(VARINT), A_NAME: Field(LEN),
