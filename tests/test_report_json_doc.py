@@ -16,7 +16,9 @@ WAVES_AND_EVENTS = (
     "[  501.100000] amdgpu 0000:03:00.0: amdgpu: ring comp_1.0.0 timeout, signaled seq=10, emitted seq=12\n"
     "wave_1: pc=0x7f00aa001000 (kernel_code_entry=0x7f00aa000f00 <gemm_kernel>) (stopped, reason: MEMORY_VIOLATION)\n"
     "(gdb) info dispatches\n  Id   Target Id                   Grid        Workgroup Fence   Kernel Function\n"
-    "* 1    AMDGPU Dispatch 1:1:1 (PKID 0) [256,1,1] [64,1,1] B|As|Ar  gemm_kernel\n")
+    "* 1    AMDGPU Dispatch 1:1:1 (PKID 0) [256,1,1] [64,1,1] B|As|Ar  gemm_kernel\n"
+    "Kernel Name: _Z3fooPi\nVGPU=0x1 SWq=0x2, HWq=0x3, id=4\n\tgrid=[1024, 1, 1], workgroup=[256, 1, 1]\n"
+    "\trptr=931, wptr=959\nVGPU(0x1) Queue(0x5) is idle\n")
 
 
 def paths(obj, path="", out=None) -> set[str]:
@@ -40,6 +42,7 @@ def test_every_key_is_documented():
                                                        "tests/data/live_h200_coredump/hang")]
     docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
     found = set().union(*(paths(d) for d in docs))
-    assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform"} <= found
+    assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform",
+            "queue_analysis[].state"} <= found
     missing = sorted(p for p in found if f"`{p}`" not in DOC)
     assert not missing, f"keys the JSON writes that docs/report-json.md does not name: {missing}"

@@ -315,3 +315,19 @@ def test_an_idle_queue_at_the_abort_rules_out_its_last_dispatch(tmp_path):
     assert v.candidates[0].kernel == "kernel_obj=0x7f5c10000100"
     assert "ROCclr found that queue idle" in v.candidates[0].why
     assert all("0x7f5c10000200" not in (c.kernel or "") for c in v.candidates)
+
+
+def test_the_report_lists_each_queue_as_rocclr_saw_it_at_the_abort(tmp_path):
+    from faultkit.export.report import render_markdown, to_json
+    from faultkit.triage import triage
+    log = tmp_path / "server.log"
+    log.write_text("Kernel Name: _Z3fooPi\nVGPU=0x1 SWq=0x2, HWq=0x3, id=4\n\tgrid=[1024, 1, 1], workgroup=[256, 1, 1]\n"
+                   "\trptr=931, wptr=959\nVGPU(0x1) Queue(0x5) is idle\n"
+                   "VGPU(0x1) Queue(0x6) rptr=3, wptr=4. A barrier packet in the queue!\n")
+    inc = triage([str(log)])
+    assert [(q["queue"], q["state"], q["kernel"], q["rptr"]) for q in to_json(inc)["queue_analysis"]] == [
+        ("0x3", "packet", "_Z3fooPi", 931), ("0x5", "idle", None, None), ("0x6", "barrier", None, 3)]
+    md = render_markdown(inc)
+    assert "## ROCclr's queue analysis at the abort" in md
+    assert "queue 0x5: idle: every packet done, so not the queue that faulted" in md
+    assert "queue 0x3: the packet at its read pointer (in flight when rptr < wptr): `_Z3fooPi` (rptr=931, wptr=959)" in md

@@ -52,6 +52,7 @@ def to_json(inc: Incident) -> dict:
         "trace": inc.traces.to_json() if inc.traces else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
+        "queue_analysis": queue_analysis(inc),
         "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
                              "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
                             for n in inc.runtime.notes if n.kind == "gpu-core-dump"][:200],
@@ -115,7 +116,7 @@ def sections(inc: Incident) -> list[Section]:
     """The report's sections in reading order; a builder returns None where it has nothing to say."""
     built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
              _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
-             _wave_section(inc), _capture_section(inc.capture), _cores_section(inc),
+             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _cores_section(inc),
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
@@ -214,6 +215,38 @@ def _wave_section(inc: Incident) -> Section | None:
     if w.code_object:
         s.paragraphs.append(f"code object: {w.code_object}")
     s.code = w.disassembly[:40]
+    return s
+
+
+QUEUE_STATES = {
+    "packet": "the packet at its read pointer (in flight when rptr < wptr)",
+    "idle": "idle: every packet done, so not the queue that faulted",
+    "barrier": "a barrier packet at its read pointer (waiting on a signal, no kernel)",
+    "no-kernel": "ROCclr found the packet, not its kernel",
+    "no-hang-packet": "ROCclr found no packet to show",
+}
+
+
+def queue_analysis(inc: Incident) -> list[dict]:
+    """ROCclr's look at each queue when the process aborted, in the order printed."""
+    out = [(d.origin, {"queue": d.hw_queue, "state": "packet", "kernel": d.kernel or d.kernel_obj,
+                       "rptr": d.rptr, "wptr": d.wptr, "origin": str(d.origin)})
+           for d in inc.runtime.dispatches if d.source == "hang-analysis"]
+    out += [(n.origin, {"queue": n.fields["queue"], "state": n.fields["state"], "kernel": None,
+                        "rptr": n.fields["rptr"], "wptr": n.fields["wptr"], "origin": str(n.origin)})
+            for n in inc.runtime.notes if n.kind == "queue-state"]
+    return [q for _, q in sorted(out, key=lambda x: (x[0].file, x[0].line or 0))][:64]
+
+
+def _queue_section(inc: Incident) -> Section | None:
+    queues = queue_analysis(inc)
+    if not queues:
+        return None
+    s = Section("ROCclr's queue analysis at the abort")
+    s.bullets = [f"queue {q['queue'] or '?'}: {QUEUE_STATES[q['state']]}"
+                 + (f": `{q['kernel']}`" if q["kernel"] else "")
+                 + (f" (rptr={q['rptr']}, wptr={q['wptr']})" if q["rptr"] is not None else "") + f" ({q['origin']})"
+                 for q in queues]
     return s
 
 
