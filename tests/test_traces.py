@@ -400,9 +400,11 @@ def test_bundle_and_its_tarball_give_the_same_report(tmp_path):
 
 
 @pytest.mark.parametrize("names", [("gemm", "norm"), ('op<"x">(int, float)', "gemm")])
-def test_a_large_window_read_in_two_halves_is_the_window_read_whole(tmp_path, monkeypatch, names):
-    """The window's two halves (parsed on two threads) give exactly the rows and types of one read,
-    kernel names with quotes and commas included (those go to the lenient reader either way)."""
+@pytest.mark.parametrize("since", [None, 5_000 * 1_000_000])
+def test_a_large_read_in_parts_is_the_read_whole(tmp_path, monkeypatch, names, since):
+    """The parts (parsed on several threads) give exactly the rows and types of one read, for the
+    whole file and for a window, kernel names with quotes and commas included (those go to the
+    lenient reader either way)."""
     from faultkit.ingest import rocprof
     from faultkit.trace_model import Trace
     path = tmp_path / "9_kernel_trace.csv"
@@ -410,29 +412,32 @@ def test_a_large_window_read_in_two_halves_is_the_window_read_whole(tmp_path, mo
                                                     1_000_000 * i, 1_000_000 * i + 500) for i in range(1, 20_001)) + "\n")
     monkeypatch.setattr(rocprof, "WINDOW_MIN_BYTES", 0)
     monkeypatch.setattr(rocprof, "SLACK_NS", 0)
+    monkeypatch.setattr(rocprof.os, "cpu_count", lambda: 4)      # parts whatever the machine
     answered = []
-    real = rocprof._read_halves
-    monkeypatch.setattr(rocprof, "_read_halves", lambda *a: answered.append(real(*a)) or answered[-1])
+    real = rocprof._read_parts
+    monkeypatch.setattr(rocprof, "_read_parts", lambda *a: answered.append(real(*a)) or answered[-1])
 
-    def read(split_bytes):
-        monkeypatch.setattr(rocprof, "SPLIT_BYTES", split_bytes)
+    def read(part_bytes):
+        monkeypatch.setattr(rocprof, "PART_BYTES", part_bytes)
         t = Trace()
-        rocprof.read_csv(path, t, since_ns=5_000 * 1_000_000)
+        rocprof.read_csv(path, t, since_ns=since)
         return t
 
-    halves, whole = read(1), read(1 << 40)
+    parts, whole = read(100_000), read(1 << 40)
     if '"' not in names[0]:
-        assert len(answered) == 1 and answered[0] is not None          # the halves were read, and kept
-    assert len(whole.dispatches) == 15_001 and whole.files[0]["read_from_byte"] > 0
-    assert halves.dispatches.equals(whole.dispatches)
-    assert list(halves.dispatches["kernel"].astype(str)[:3]) == list(whole.dispatches["kernel"].astype(str)[:3])
+        assert answered[0] is not None and answered[1] is None        # in parts, then too small to part
+    assert len(whole.dispatches) == (15_001 if since else 20_000)
+    assert parts.dispatches.equals(whole.dispatches)
+    assert list(parts.dispatches["kernel"].astype(str)[:3]) == list(whole.dispatches["kernel"].astype(str)[:3])
 
 
-def test_halves_that_do_not_start_alike_are_read_whole(tmp_path):
-    from faultkit.ingest.rocprof import _read_halves
+def test_parts_that_do_not_start_alike_are_read_whole(tmp_path, monkeypatch):
+    from faultkit.ingest import rocprof
+    monkeypatch.setattr(rocprof, "PART_BYTES", 4)
+    monkeypatch.setattr(rocprof.os, "cpu_count", lambda: 2)
     path = tmp_path / "t.csv"
     path.write_bytes(b'"A",1\n"A",2\n"B",3\n"B",4\n')
-    assert _read_halves(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}) is None
+    assert rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}) is None
     path.write_bytes(b'"A",1\n"A",2\n"A",3\n"A",4\n')
-    df = _read_halves(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"})
+    df = rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"})
     assert list(df["v"]) == [1, 2, 3, 4] and list(df["k"]) == ["A"] * 4

@@ -335,7 +335,7 @@ def _in_order(fn, items) -> "Iterator[bytes]":
     """fn over items on a small thread pool (numpy releases the GIL in the heavy parts), results
     in order, at most two per worker in flight so memory stays bounded."""
     global _POOL
-    workers = max(1, min(4, os.cpu_count() or 1))
+    workers = max(1, min(8, os.cpu_count() or 1))
     if _POOL is None:
         _POOL = ThreadPoolExecutor(workers)
     items = list(items)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sqlite3
 import warnings
@@ -157,32 +158,49 @@ class _Bounded(io.RawIOBase):
         super().close()
 
 
-SPLIT_BYTES = 8 << 20          # a window this large is parsed as two halves on two threads
+PART_BYTES = 8 << 20           # a read is parsed in parts of at least this much (each holds its own buffers)
+MAX_PARTS = 8
 
 
-def _read_halves(path: Path, start: int, limit: int, cols: list[str], text: dict) -> pd.DataFrame | None:
-    """A window read as two halves on two threads (the C parser releases the GIL while it
-    tokenizes): about 0.6x the time of one read. None when the halves cannot be told apart safely
-    (the second does not start the way the first does) or disagree on a column's type; the caller
-    then reads the window whole."""
+def _read_parts(path: Path, start: int, limit: int, cols: list[str], text: dict) -> pd.DataFrame | None:
+    """Rows start..limit parsed in parts on as many threads as there are cores (up to 8): the C
+    parser releases the GIL while it tokenizes, and a pandas before 3.1 reads a file on one thread.
+    None when the parts cannot be cut safely (a cut line does not start the way the first row does:
+    it could be inside a quoted field) or disagree on a column's type; the caller then reads it whole."""
+    n = min(MAX_PARTS, os.cpu_count() or 1, (limit - start) // PART_BYTES)
+    if n < 2:
+        return None
+    cuts = [start]
     with open(path, "rb") as fh:
         fh.seek(start)
-        data = fh.read(limit - start)
-    mid = data.find(b"\n", len(data) // 2) + 1
-    first = data[:data.find(b",") + 1]
-    if not 0 < mid < len(data) or not first or not data.startswith(first, mid):
-        return None                   # a split inside a quoted field would shift every column after it
+        first = fh.readline()
+        first = first[:first.find(b",") + 1]
+        for k in range(1, n):
+            fh.seek(start + (limit - start) * k // n)
+            fh.readline()
+            at = fh.tell()
+            if not first or not fh.readline().startswith(first) or not cuts[-1] < at < limit:
+                return None
+            cuts.append(at)
+    cuts.append(limit)
+
+    def parse(lo_hi: tuple[int, int]) -> pd.DataFrame:
+        src = _Bounded(path, lo_hi[1], lo_hi[0])
+        try:
+            return pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, dtype=text, engine="c",
+                               index_col=False, na_filter=False)
+        finally:
+            src.close()
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(2) as pool:
-        halves = list(pool.map(lambda b: pd.read_csv(io.BytesIO(b), header=None, names=cols, dtype=text, engine="c",
-                                                     index_col=False, na_filter=False), (data[:mid], data[mid:])))
-    a, b = halves
+    with ThreadPoolExecutor(n) as pool:
+        parts = list(pool.map(parse, zip(cuts[:-1], cuts[1:])))
     out = {}
     for c in cols:
-        if isinstance(a[c].dtype, pd.CategoricalDtype) and isinstance(b[c].dtype, pd.CategoricalDtype):
-            out[c] = pd.api.types.union_categoricals([a[c], b[c]], ignore_order=True)
-        elif a[c].dtype == b[c].dtype:
-            out[c] = np.concatenate([a[c].to_numpy(), b[c].to_numpy()])
+        columns = [part[c] for part in parts]
+        if all(isinstance(x.dtype, pd.CategoricalDtype) for x in columns):
+            out[c] = pd.api.types.union_categoricals(columns, ignore_order=True)
+        elif all(x.dtype == columns[0].dtype for x in columns):
+            out[c] = np.concatenate([x.to_numpy() for x in columns])
         else:
             return None
     return pd.DataFrame(out, copy=False)
@@ -359,24 +377,25 @@ def _parse(path: Path, limit: int, cols: list[str], wanted: dict[str, str], star
     file goes to the lenient reader instead of being kept shifted."""
     usecols = list(wanted)
     text = {c: "category" for c in cols if c in wanted and wanted[c] in TEXT_COLUMNS and wanted[c] != "address"}
-    # From the file's start, pandas reads the path itself: twice as fast as through a Python file
-    # object. A window that starts later, or a header that is not one line (an excerpt's comments,
-    # a wrapped header whose quotes span lines), is read through a bounded view from its first byte.
+    # A read of two parts or more is parsed on several threads. Otherwise, from the file's start, pandas
+    # reads the path itself: twice as fast as through a Python file object; a window that starts
+    # later, or a header that is not one line (an excerpt's comments, a wrapped header whose quotes
+    # span lines), is read through a bounded view from its first byte.
     from_top = start_byte <= HEAD_BYTES and _lines(path, 0, start_byte) == 1
     src = None if from_top else _Bounded(path, limit, start_byte)
+    df = None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pd.errors.ParserWarning)
-            if from_top:
+            df = _read_parts(path, start_byte, limit, cols, text)
+            if df is None and from_top:
                 # nrows (only for a cut file: its last row is left out) halves pandas' speed
                 rows = _lines(path, start_byte, limit) if limit < path.stat().st_size else None
                 df = pd.read_csv(path, header=None, names=cols, dtype=text, engine="c", index_col=False,
                                  na_filter=False, skiprows=1, nrows=rows)
-            else:
-                df = _read_halves(path, start_byte, limit, cols, text) if limit - start_byte >= SPLIT_BYTES else None
-                if df is None:
-                    df = pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, dtype=text,
-                                     engine="c", index_col=False, na_filter=False)
+            elif df is None:
+                df = pd.read_csv(io.BufferedReader(src, 1 << 20), header=None, names=cols, dtype=text,
+                                 engine="c", index_col=False, na_filter=False)
     except (pd.errors.ParserError, ValueError):
         return _parse_lenient(path, limit, cols, usecols, start_byte)
     finally:
