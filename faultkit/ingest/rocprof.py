@@ -377,13 +377,12 @@ def _parse(path: Path, limit: int, cols: list[str], wanted: dict[str, str], star
     file goes to the lenient reader instead of being kept shifted."""
     usecols = list(wanted)
     text = {c: "category" for c in cols if c in wanted and wanted[c] in TEXT_COLUMNS and wanted[c] != "address"}
-    # A read of two parts or more is parsed on several threads. Otherwise, from the file's start, pandas
-    # reads the path itself: twice as fast as through a Python file object; a window that starts
+    # A read of 16 MB or more (two parts) is parsed on several threads. Otherwise, from the file's
+    # start, pandas reads the path itself: twice as fast as through a Python file object; a window that starts
     # later, or a header that is not one line (an excerpt's comments, a wrapped header whose quotes
     # span lines), is read through a bounded view from its first byte.
     from_top = start_byte <= HEAD_BYTES and _lines(path, 0, start_byte) == 1
     src = None if from_top else _Bounded(path, limit, start_byte)
-    df = None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pd.errors.ParserWarning)
