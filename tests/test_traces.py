@@ -437,7 +437,7 @@ def test_parts_that_do_not_start_alike_are_read_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(rocprof.os, "cpu_count", lambda: 2)
     path = tmp_path / "t.csv"
     path.write_bytes(b'"A",1\n"A",2\n"B",3\n"B",4\n')
-    assert rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}) is None
+    assert rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}, ["k", "v"]) is None
     path.write_bytes(b'"A",1\n"A",2\n"A",3\n"A",4\n')
-    df = rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"})
+    df = rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}, ["k", "v"])
     assert list(df["v"]) == [1, 2, 3, 4] and list(df["k"]) == ["A"] * 4
