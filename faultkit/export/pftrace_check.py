@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .pftrace_check_bulk import check_bulk
 from .pftrace_check_exact import CheckResult, check_exact
+from .wire import whole_prefix
 
 __all__ = ["CheckResult", "check_trace", "check_json_trace"]
 
@@ -20,7 +21,17 @@ def check_trace(data: bytes, keep_names: bool = True, progress=None) -> CheckRes
         return res
     if progress is not None:
         progress.stage("checking packet by packet", "packets")
-    return check_exact(data, keep_names, progress)
+    res = check_exact(data, keep_names, progress)
+    if not res.packets and res.errors and res.errors[0].startswith("not a decodable"):
+        # a trace cut while it was written (the writer crashed or was killed): check what is whole
+        whole = whole_prefix(data)
+        part = check_trace(data[:whole], keep_names, progress) if 0 < whole < len(data) else None
+        if part is not None and part.packets:
+            part.errors.insert(0, f"the trace is cut: its last {len(data) - whole:,} bytes are not a whole packet "
+                                  f"(a writer that stopped mid-write?); the {part.packets:,} packets before them "
+                                  "were checked")
+            return part
+    return res
 
 
 def check_json_trace(data: bytes) -> CheckResult:

@@ -230,11 +230,25 @@ def _varint_rest(data: bytes, p: int, first: int) -> tuple[int, int]:
 
 def _frames_slowly(data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
     """The same, for a message with other fields among them: one pass in Python."""
+    starts, ends, _, problem = _scan(data, number)
+    if problem:
+        raise Malformed(problem)
+    return np.array(starts, np.int64), np.array(ends, np.int64)
+
+
+def whole_prefix(data: bytes) -> int:
+    """How many leading bytes of `data` are whole fields of one message (a cut file's readable part)."""
+    return _scan(data, 1)[2]
+
+
+def _scan(data: bytes, number: int) -> tuple[list[int], list[int], int, str | None]:
+    """The ranges of the length-delimited fields `number`, the end of the last whole field, and why
+    the scan stopped before the end (None when it did not)."""
     starts: list[int] = []
     ends: list[int] = []
-    p, n = 0, len(data)
+    p = whole = 0
+    n = len(data)
     want = (number << 3) | LEN
-    sa, ea = starts.append, ends.append
     try:
         while p < n:
             tag = data[p]
@@ -243,29 +257,32 @@ def _frames_slowly(data: bytes, number: int) -> tuple[np.ndarray, np.ndarray]:
                 tag, p = _varint_rest(data, p, tag)
             wt = tag & 7
             if tag >> 3 == 0:
-                raise Malformed("field number 0")
+                return starts, ends, whole, "field number 0"
             if wt == VARINT:
+                q = p
                 while data[p] >= 0x80:
                     p += 1
+                if p - q >= 10:
+                    return starts, ends, whole, "a varint longer than ten bytes"
                 p += 1
-                continue
-            if wt == I64 or wt == I32:
+            elif wt == I64 or wt == I32:
                 p += 8 if wt == I64 else 4
-                continue
-            if wt != LEN:
-                raise Malformed("a group or an unknown wire type")
-            size = data[p]
-            p += 1
-            if size >= 0x80:
-                size, p = _varint_rest(data, p, size)
-            if tag == want:
-                sa(p)
-                p += size
-                ea(p)
+            elif wt != LEN:
+                return starts, ends, whole, "a group or an unknown wire type"
             else:
+                size = data[p]
+                p += 1
+                if size >= 0x80:
+                    size, p = _varint_rest(data, p, size)
+                if tag == want and p + size <= n:
+                    starts.append(p)
+                    ends.append(p + size)
                 p += size
+            if p > n:
+                break
+            whole = p
     except IndexError:
-        raise Malformed("the message ends inside a field") from None
-    if p != n:
-        raise Malformed("the last field runs past the end")
-    return np.array(starts, np.int64), np.array(ends, np.int64)
+        pass
+    except Malformed as exc:
+        return starts, ends, whole, str(exc)
+    return starts, ends, whole, None if whole == n else "the message ends inside a field"
