@@ -15,7 +15,8 @@ __all__ = ["CheckResult", "check_trace", "check_json_trace"]
 
 def check_trace(data: bytes, keep_names: bool = True, progress=None) -> CheckResult:
     """The bulk path answers for a valid trace; the packet-by-packet path names the errors of an
-    invalid one (in packet order) and reads whatever the bulk path does not decode."""
+    invalid one (in packet order) and reads whatever the bulk path does not decode. A trace that
+    does not decode is checked up to its last whole packet, where it has one."""
     res = check_bulk(data, keep_names, progress)
     if res is not None:
         return res
