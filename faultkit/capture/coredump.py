@@ -156,6 +156,12 @@ class FoundCore:
         return {"path": self.path, "pid": self.pid, "how_found": self.how, "size": self.size, "time": self.time}
 
 
+def may_be_core(name: str) -> bool:
+    """A name in the bundle's cores/ that can be a core: not the CUDA driver's user-triggered pipe
+    (a FIFO it makes per GPU process at start), a hidden file, a transcript or a merged listing."""
+    return not (name.startswith(("pipe.", ".")) or name.endswith((".txt", ".merged")))
+
+
 def find_cores(out: Path, pids: list[int], cwd: str, since: float, triggered: set[int] = frozenset(),
                session: int | None = None) -> list[FoundCore]:
     """Cores written since the capture began: in the bundle's cores/, as `gpucore.<pid>` in the
@@ -193,7 +199,7 @@ def find_cores(out: Path, pids: list[int], cwd: str, since: float, triggered: se
 
     if cores.is_dir():
         for p in sorted(cores.iterdir()):
-            if p.name.startswith(("pipe.", ".")) or p.suffix == ".txt" or p.name.endswith(".merged"):
+            if not may_be_core(p.name):
                 continue
             pid = pid_from_name(p.name)
             add(p, "user-triggered" if pid in triggered else "armed pattern", pid)

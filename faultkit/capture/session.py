@@ -261,7 +261,7 @@ def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) 
     records = sampler.records()
     alive = [r for r in records if os.path.exists(f"/proc/{r.pid}")]
     try:
-        cores = sum(1 for p in (out / layout.CORES_DIR).iterdir() if not p.name.endswith(".txt"))
+        cores = sum(1 for p in (out / layout.CORES_DIR).iterdir() if coredump.may_be_core(p.name) and p.is_file())
     except OSError:
         cores = 0
     h, rest = divmod(int(elapsed), 3600)
