@@ -54,3 +54,18 @@ def test_screenshot_and_layout_at_1280_px(page, tmp_path):
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1280, 900)
     assert png.stat().st_size > 20_000                 # a rendered page, not a blank one
     assert layout_width(page) <= 1280                  # nothing overflows the window
+
+
+@needs_chromium
+def test_a_mangled_name_hundreds_of_letters_long_does_not_widen_the_page(tmp_path):
+    """C++ kernel names (alpaka, CUTLASS) are one word of hundreds of letters: lists wrap them."""
+    from screenshot_report import layout_width
+    name = "_ZN6alpaka6detail9gpuKernelIN17alpaka_rocm_async" + "28caHitNtupletGeneratorKernels24Kernel" * 12 + "Ev"
+    log = tmp_path / "server.log"
+    log.write_text(f"Kernel Name: {name}\nVGPU=0x1 SWq=0x2, HWq=0x3, id=4\n\tgrid=[1024, 1, 1], workgroup=[256, 1, 1]\n"
+                   "\trptr=931, wptr=959\n")
+    out = tmp_path / "r.html"
+    subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(log), "-f", "html", "-o", str(out)],
+                   cwd=ROOT, check=True, capture_output=True)
+    assert name in out.read_text() and "What the faults mean" not in out.read_text()   # no empty section
+    assert layout_width(out) <= 1280

@@ -137,7 +137,8 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     for d in in_flight:
         pending = d.rptr is not None and d.wptr is not None and d.rptr < d.wptr
         add(d.kernel or (f"kernel_obj={d.kernel_obj}" if d.kernel_obj else None), 0.6 if pending else 0.5,
-            f"ROCclr hang analysis: the packet at the read pointer of HWq {d.hw_queue}"
+            "ROCclr hang analysis: the packet at the read pointer of "
+            + (f"HWq {d.hw_queue}" if d.hw_queue else "a queue (the block's head is not in the log)")
             + (f" (rptr={d.rptr} < wptr={d.wptr}: in flight)" if pending else "") + f" ({d.origin})")
     logged = [d for d in runtime.dispatches if d.source in ("aql-packet", "shader-name")]
     # A queue ROCclr found idle at the abort had finished every packet: its dispatches did not fault.

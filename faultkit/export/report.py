@@ -165,14 +165,14 @@ def _facts_section(inc: Incident) -> Section:
     return s
 
 
-def _meaning_section(inc: Incident) -> Section:
+def _meaning_section(inc: Incident) -> Section | None:
     s = Section("What the faults mean")
     seen = set()
     for f in inc.faults:
         if f.meaning and f.meaning not in seen:
             seen.add(f.meaning)
             s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}")
-    return s
+    return s if s.bullets else None
 
 
 def _decoded_section(inc: Incident) -> Section | None:
@@ -451,7 +451,8 @@ CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;p
        ".level{display:inline-block;font-size:1.2rem;font-weight:600;padding:.2rem .7rem;border-radius:.4rem;"
        "color:#fff}.level-certain{background:#1b7f3b}.level-likely{background:#2f6fb3}"
        ".level-candidates{background:#b07a00}.level-unknown{background:#777}"
-       ".wide{overflow-x:auto;max-width:100%}td{max-width:40rem;overflow-wrap:break-word}")
+       ".wide{overflow-x:auto;max-width:100%}td{max-width:40rem;overflow-wrap:break-word;line-height:1.45}"
+       "li,p{overflow-wrap:anywhere}")   # a mangled C++ name is one word of hundreds of letters
 
 
 def render_html(inc: Incident) -> str:
