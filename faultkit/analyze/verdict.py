@@ -146,7 +146,8 @@ def _from_logs(runtime: RuntimeLog, faults: list[Fault]) -> Verdict:
     idle_note = ""
     if idle and any(d.hw_queue in idle for d in logged):
         logged = [d for d in logged if d.hw_queue not in idle]
-        idle_note = f"; the dispatches on {', '.join(sorted(idle))} are left out: ROCclr found that queue idle"
+        idle_note = (f"; the dispatches on {', '.join(sorted(idle))} are left out: ROCclr found "
+                     + ("that queue idle" if len(idle) == 1 else "those queues idle"))
     # The queue the runtime says aborted selects the dispatches: the last one on another queue is not
     # a suspect for this fault.
     aborting = {f.queue for f in runtime.faults if f.queue}
