@@ -64,7 +64,6 @@ class _Bulk:
     def __init__(self, checker: Checker, progress):
         self.c = checker
         self.progress = progress
-        self.n = 0                       # packets seen, for the exact path's messages
         self.flows: list[np.ndarray] = []
         self.terms: list[np.ndarray] = []
 
@@ -99,13 +98,12 @@ class _Bulk:
             if b > a:
                 self._run(events, a, b, plain[a:b], sid, clock, ts)
             if r < m:
-                self._rare(buf, int(starts[r]), int(ends[r]), outer, self.n + r)
+                self._rare(buf, int(starts[r]), int(ends[r]), outer)
             done = r + 1
-        self.n += m
         if self.progress is not None:
             self.progress.add(m)
 
-    def _rare(self, buf: np.ndarray, lo: int, hi: int, outer: bool, n: int) -> None:
+    def _rare(self, buf: np.ndarray, lo: int, hi: int, outer: bool) -> None:
         try:
             p = pb.TracePacket.FromString(buf[lo:hi].tobytes())
         except Exception:  # noqa: BLE001 - protobuf's DecodeError and others
@@ -119,8 +117,8 @@ class _Bulk:
             starts, ends = wire.frames(inner)
             self.packets(np.frombuffer(inner, np.uint8), starts, ends, outer=False)
             return
-        self.c.packet(p, n)
-        if self.c.res.errors:
+        self.c.packet(p, 0)              # no packet index: any error hands the trace to the exact path,
+        if self.c.res.errors:            # whose messages number the packets
             raise Unsure
 
     def _run(self, ev: "_Events", a: int, b: int, packets: np.ndarray, sid: np.ndarray, clock: np.ndarray,

@@ -74,7 +74,6 @@ class Decoded:
 _VALID_WIRE = np.zeros(8, bool)
 _VALID_WIRE[[VARINT, I64, LEN, I32]] = True
 _TAGS = 1 << 14                    # tags of field numbers below 2048: those a schema may name
-SPLIT_IN_C = 256 << 20
 
 
 def decode(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: dict[int, Field]) -> Decoded:
@@ -165,6 +164,9 @@ def decode(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, schema: dict[i
         cols = [np.concatenate(c) for c in zip(*parts)]
         out.rows[number] = tuple(cols)
     return out
+
+
+SPLIT_IN_C = 256 << 20
 
 
 def frames(data: bytes, number: int = 1) -> tuple[np.ndarray, np.ndarray]:
