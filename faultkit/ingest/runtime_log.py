@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
-from ..model import (Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
+from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
                      RuntimeLog, Stamp, WaveDump)
 from .text import Line, LineSource, cut_problem, decode
 
@@ -66,8 +66,22 @@ HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)
 MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
                           r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
 # PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
-COLLECTIVE_TIMEOUT = re.compile(r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: "
+# The prefix is `[Rank N] ` up to 2.3, then ProcessGroupNCCL::createLogPrefix's
+# `[PG ID N PG GUID G(desc) Rank N] ` (desc only for named groups); some builds print none.
+PG_PREFIX = r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? )?Rank (?P<rank>\d+)\] "
+COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
+# The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
+WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
+                                r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
+# Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
+# prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
+# HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
+# The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts.
+CUDA_ASSERT = re.compile(r"(?P<file>[^\s:][^:\n]*?):(?P<line>\d+): (?P<func>[^\n]+?): block: \[(?P<block>\d+,\d+,\d+)\], "
+                         r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n]*)` failed\.")
+HIP_ASSERT = re.compile(r"(?P<file>[^\s:][^:\n]*?):(?P<line>\d+): (?P<func>[^\n]+?): Device-side assertion "
+                        r"`(?P<expr>[^\n]*)' failed\.")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -124,7 +138,10 @@ ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
     ("debugger-conflict", True, re.compile(r"Failed to enable debug interface, debugger might be already attached\.?")),
     ("failed", True, re.compile(r"Failed to create GPU coredump: .*|GPU core ?dump failed|Failed to fetch queues "
                                 r"snapshot\.|Failed to collect queue info, aborting core dump|Failed to write (?:ELF "
-                                r"header|segment data).*")),
+                                r"header|segment data).*|"
+                                # amd_core_dump.cpp (rocm-systems 1b1610f) :145, :131, :185, :411 ("white" sic)
+                                r"Failed to fetch (?:agents snapshot|driver ABI version)\.|Failed to build the "
+                                r"NT_AMDGPU_CORE_STATE note\.|Failed to white core dump.*")),
 ]
 CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
 CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
@@ -352,7 +369,9 @@ MAY_MATTER = _literals([
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
     "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
-    "program counter", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
+    "program counter",
+    # watchdog thread exceptions, device-side asserts, ROCr's core-dump failures (see their patterns)
+    "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
 def _quiet(st: _State) -> bool:
@@ -440,7 +459,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
-                                          pid=pid, process_tag=tag or f"rank {m.group('rank')}", stamp=stamp))
+                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
@@ -457,7 +476,8 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                                               pid=pid, process_tag=tag, stamp=stamp))
     _match_debug_agent(st, rest, org, pid, tag)
     _match_dispatch_info(st, rest, org, line)
-    _match_host_errors(st, rest, org, tag)
+    if not _match_device_assert(st, rest, org, pid, tag):
+        _match_host_errors(st, rest, org, tag)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org)
@@ -753,7 +773,42 @@ def _continue_hang(st: _State, rest: str) -> bool:
 
 # ---------------- host errors, tracebacks, notes ----------------
 
+def _rank_tag(m: re.Match) -> str | None:
+    """`rank N` (and the process group's name) from a watchdog line's prefix."""
+    if not m.group("rank"):
+        return None
+    group = m.group("desc") or (f"PG {m.group('pg')}" if m.group("pg") else None)
+    return f"rank {m.group('rank')}" + (f" ({group})" if group else "")
+
+
+def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
+    m = CUDA_ASSERT.search(rest) or HIP_ASSERT.search(rest)
+    if not m:
+        return False
+    cuda = m.re is CUDA_ASSERT
+    new = DeviceAssert(org, "CUDA" if cuda else "HIP", m.group("file").strip(), int(m.group("line")),
+                       m.group("func").strip(), m.group("expr"),
+                       _dims(m.group("block")) if cuda else None, _dims(m.group("thread")) if cuda else None,
+                       pid=pid, process_tag=tag)
+    for old in st.out.device_asserts[-8:]:
+        # one line per failing thread: the first keeps its block and thread, the rest are counted
+        if (old.runtime, old.file, old.line, old.function, old.assertion, old.pid) == \
+                (new.runtime, new.file, new.line, new.function, new.assertion, new.pid):
+            old.count += 1
+            return True
+    st.out.device_asserts.append(new)
+    return True
+
+
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+    m = WATCHDOG_EXCEPTION.search(rest)
+    if m:
+        text = m.group("text")
+        if m.group("api"):
+            text = text[len(m.group("api")) + len(" error: "):]
+        st.out.host_errors.append(HostError(org, m.group("api") or "NCCL", text,
+                                            exception="watchdog thread terminated with exception"))
+        return
     m = TORCH_ERROR.search(rest)
     if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest):
         st.out.host_errors.append(HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")))
@@ -864,7 +919,8 @@ def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: s
     """The runtimes' lines about GPU core dumps: each a note (`gpu-core-dump`, with the event and
     whether it failed); the CUDA driver's exception report also a DriverException."""
     if "coredump" in rest or "core dump" in rest or "core file" in rest.lower() or "debug interface" in rest \
-            or "gpucore" in rest or "file-based dump" in rest or "queues snapshot" in rest:
+            or "gpucore" in rest or "file-based dump" in rest or "snapshot." in rest or "ABI version" in rest \
+            or "CORE_STATE" in rest:
         m = CUDA_PROGRESS.search(rest)
         if m and "GPU coredump:" not in rest:
             _cuda_progress(st, m.group("msg"), org, pid, tag)
