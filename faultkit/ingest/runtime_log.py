@@ -56,7 +56,8 @@ FALLBACK_STATUS = re.compile(r"(HSA_(?:EXT_)?STATUS_[A-Z_]+)")
 FALLBACK_CODE = re.compile(r"[Cc]ode: 0x([0-9a-f]+)")
 MEMORY_FAULT_ERROR = re.compile(
     r"Memory Fault Error \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+),\s*"
-    r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*?)\]", re.S)
+    # the kernel runs to the line's last `]`: a lambda's name holds brackets (`k<[lambda(int) ...]>`)
+    r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*)\]", re.S)
 OFFLOAD = re.compile(r"OFFLOAD ERROR: memory access fault by GPU (?P<dev>\d+) \(agent (?P<agent>0x[0-9a-f]+)\)"
                      r" at virtual address (?P<addr>0x[0-9a-f]+|\(nil\))\. Reasons: (?P<reasons>.+?)\s*$")
 HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+?)\s*$")

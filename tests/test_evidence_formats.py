@@ -1,0 +1,313 @@
+"""Lines built from the producers' own format strings (docs/evidence-coverage.md names each one's
+file:line), filled with varied values, parsed, and the values checked against what was filled in.
+A format no sample showed is tested here all the same."""
+
+from __future__ import annotations
+
+import pytest
+
+from faultkit.ingest.debugger import parse_debugger
+from faultkit.ingest.kernel_log import parse_kernel_log
+from faultkit.ingest.runtime_log import parse_runtime_log
+
+# Kernel names as compilers spell them: long templates, lambdas, anonymous namespaces, hashes.
+KERNELS = [
+    "vector_add",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+    "(anonymous namespace)::read_unmapped(int const*, int*)",
+    "void k<[lambda(int) (instance 1)]>(int*)",
+    "Cijk_Ailk_Bjlk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x128x16_MI16x16x1_SN_1LDSB0_ISA1201_WS32_WG64_2_1",
+    "triton_poi_fused_add_0",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+]
+ADDRESSES = [0, 0x1000, 0x7f7d37c00000, 0xffffffffffff0000]
+
+
+def _c(fmt: str, *args) -> str:
+    """printf: the format strings use %p/%lx/%zu; Python's % knows x/d/s."""
+    for spec in ("%zu", "%lu", "%llu", "%llus"):
+        fmt = fmt.replace(spec, "%d" + ("s" if spec == "%llus" else ""))
+    return fmt.replace("%p", "0x%x").replace("%lx", "%x").replace("%llx", "%x").replace("%u", "%d") % args
+
+
+# ---------------- ROCr ----------------
+
+# runtime.cpp:1917-1922, :1815, :407-409 and queue.cpp:56 (rocm-systems 1b1610f)
+VM_FAULT = "Memory access fault by GPU node-%u (Agent handle: %p) on address %p%s. Reason: %s.\n"
+HW_EXCEPTION = "HW Exception by GPU node-%u (Agent handle: %p) reason :%s\n"
+MEMORY_CRITICAL = ("Memory critical error by agent node-%u (Agent handle: %p) on address %p. Reason: "
+                   "Memory in use. \n")
+QUEUE_INACTIVATED = "Queue at %p inactivated due to async error:\n\t%s\n"
+APERTURE = ("HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest "
+            "legal address.")          # hsa.cpp:2746
+
+
+@pytest.mark.parametrize("addr", ADDRESSES)
+def test_rocr_fault_lines_from_the_format_strings(addr):
+    text = (_c(VM_FAULT, 2, 0x55bc2dc19da0, addr, "(may not be exact address)", "Write access to a read-only page")
+            + _c(HW_EXCEPTION, 3, 0x55bc2dc19da0, "GPU Hang")
+            + _c(MEMORY_CRITICAL, 1, 0x55bc2dc19da0, addr)
+            + _c(QUEUE_INACTIVATED, 0x7f2fb6e00000, APERTURE))
+    log = parse_runtime_log(text)
+    vm, hw, mem, q = log.faults
+    assert (vm.kind, vm.node, vm.agent_handle, vm.address, vm.imprecise, vm.reason) == (
+        "vm-fault", 2, "0x55bc2dc19da0", addr, True, "Write access to a read-only page")
+    assert (hw.kind, hw.node, hw.reason) == ("hw-exception", 3, "GPU Hang")
+    assert (mem.kind, mem.node, mem.address, mem.reason) == ("memory-error", 1, addr, "Memory in use")
+    assert (q.kind, q.queue, q.status, q.code) == ("queue-error", "0x7f2fb6e00000",
+                                                  "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION", 0x29)
+
+
+# amd_core_dump.cpp :145, :131, :185 (fprintf) and :411 (perror, "white" as the source spells it)
+@pytest.mark.parametrize("line", ["Failed to fetch agents snapshot.", "Failed to fetch driver ABI version.",
+                                  "Failed to build the NT_AMDGPU_CORE_STATE note.",
+                                  "Failed to white core dump: No space left on device"])
+def test_rocr_core_dump_failures_from_the_source(line):
+    notes = [n for n in parse_runtime_log(line + "\n").notes if n.kind == "gpu-core-dump"]
+    assert [(n.text, n.fields["event"], n.fields["failed"]) for n in notes] == [(line, "failed", True)]
+
+
+# ---------------- ROCclr / HIP ----------------
+
+# rocvirtual.cpp:2889-2893 (clr f9f995c); prefix ":%d:%-25s:%-4d: %010lld us: [pid:%-5d tid:0x%s] "
+CALLBACK = "Callback: Queue %p aborting with error : %s code: 0x%x"
+CALLBACK_OOM = "Callback: Queue %p Aborting with error : %s Code: 0x%x Available Free mem : %zu MB"
+
+
+def test_rocclr_callback_formats_from_the_source():
+    prefix = ":0:rocvirtual.cpp          :2893: 0053892590555 us: [pid:4711  tid:0x7f1e2b7fe640] "
+    text = (prefix + _c(CALLBACK, 0x7f2fb6e00000, APERTURE, 0x29) + "\n"
+            + prefix + _c(CALLBACK_OOM, 0x7f2fb6e00000, "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to "
+                          "allocate the necessary resources.", 0x1008, 512) + "\n")
+    a, b = parse_runtime_log(text).faults
+    assert (a.kind, a.queue, a.status, a.code, a.pid, a.rocclr_line) == (
+        "queue-callback", "0x7f2fb6e00000", "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION", 0x29, 4711, 2893)
+    assert (b.status, b.code) == ("HSA_STATUS_ERROR_OUT_OF_RESOURCES", 0x1008)
+
+
+# rocdevice.cpp (rocm-systems d78123a, the line ROCclr's prefix prints): the 2026 kernel identity
+MEMORY_FAULT_ERROR = "Memory Fault Error [host: %s, GPU index: %d, faulting addr: %p, kernel: %s]"
+CALLBACK_2026 = "Callback: Queue %p aborting with error : %s code: 0x%x [host: %s, GPU index: %d, kernel: %s]"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("addr", ADDRESSES[1:])
+def test_rocclr_kernel_identity_lines_keep_every_kernel_spelling(kernel, addr):
+    text = (":0:rocdevice.cpp            :3905: 53892590555 us:  " + _c(MEMORY_FAULT_ERROR, "node7", 1, addr, kernel)
+            + "\n" + _c(CALLBACK_2026, 0x7f2fb6e00000, APERTURE, 0x29, "node7", 1, kernel) + "\n")
+    mfe, cb = parse_runtime_log(text).faults
+    assert (mfe.kind, mfe.host, mfe.gpu_index, mfe.address, mfe.kernel) == ("memory-fault-error", "node7", 1, addr,
+                                                                            kernel)
+    assert (cb.kind, cb.gpu_index, cb.kernel, cb.code) == ("queue-callback", 1, kernel, 0x29)
+
+
+# hipamd/include/hip/amd_detail/hip_assert.h:49 (clr f9f995c)
+HIP_ASSERT = "%s:%u: %s: Device-side assertion `%s' failed.\n"
+
+
+@pytest.mark.parametrize("func", KERNELS[:4])
+def test_hip_device_assert_from_the_format_string(func):
+    text = _c(HIP_ASSERT, "/src/app/kernels.hip", 42, func, "idx < n && \"out of range\"")
+    (a,) = parse_runtime_log(text).device_asserts
+    assert (a.runtime, a.file, a.line, a.function, a.assertion, a.block, a.count) == (
+        "HIP", "/src/app/kernels.hip", 42, func, 'idx < n && "out of range"', None, 1)
+
+
+# ---------------- PyTorch / CUDA runtime ----------------
+
+# CUDA's __assertfail (closed source): the shape PyTorch's index kernels print, one line per thread
+CUDA_ASSERT = "%s:%d: %s: block: [%d,%d,%d], thread: [%d,%d,%d] Assertion `%s` failed.\n"
+
+
+def test_cuda_device_assert_line():
+    expr = '-sizes[i] <= index && index < sizes[i] && "index out of bounds"'
+    text = "".join(_c(CUDA_ASSERT, "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu", 93, "operator()", 7, 0, 0,
+                      t, 0, 0, expr) for t in (32, 33, 34))
+    text += _c(CUDA_ASSERT, "/src/k.cu", 12, KERNELS[1], 0, 0, 0, 0, 0, 0, "x != 0")
+    a, b = parse_runtime_log(text).device_asserts
+    assert (a.runtime, a.file, a.line, a.function, a.assertion, a.block, a.thread, a.count) == (
+        "CUDA", "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu", 93, "operator()", expr, (7, 0, 0), (32, 0, 0), 3)
+    assert (b.function, b.line, b.assertion) == (KERNELS[1], 12, "x != 0")
+
+
+# ProcessGroupNCCL.cpp (pytorch cf1380d): createLogPrefix + WorkNCCL::checkTimeout + operator<<(WorkNCCL)
+PG_PREFIX_NAMED = "[PG ID %d PG GUID %s(%s) Rank %d] "
+PG_PREFIX = "[PG ID %d PG GUID %s Rank %d] "
+TIMEOUT = ("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=%d, OpType=%s, NumelIn=%d, NumelOut=%d, "
+           "Timeout(ms)=%d) ran for %d milliseconds before timing out.")
+
+
+@pytest.mark.parametrize("prefix, tag", [
+    (_c(PG_PREFIX_NAMED, 0, "0", "default_pg", 3), "rank 3 (default_pg)"),
+    (_c(PG_PREFIX, 2, "5", 11), "rank 11 (PG 2)"),
+    ("[Rank 1] ", "rank 1"),
+    ("", None)])
+def test_watchdog_timeout_with_the_process_group_prefix(prefix, tag):
+    line = "[rank3]:[E1105 12:00:00.123456789 ProcessGroupNCCL.cpp:632] " + prefix + _c(
+        TIMEOUT, 20, "ALLGATHER", 10, 20, 600000, 600013)
+    (f,) = parse_runtime_log(line + "\n").faults
+    assert (f.kind, f.reason, f.process_tag) == ("collective-timeout", "ALLGATHER #20 waited 600.013 s", tag)
+
+
+def test_watchdog_thread_terminated_with_a_cuda_error():
+    text = ("terminate called after throwing an instance of 'c10::DistBackendError'\n  what():  "
+            + _c(PG_PREFIX_NAMED, 0, "0", "default_pg", 0)
+            + "Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+              "encountered\n")
+    (e,) = parse_runtime_log(text).host_errors
+    assert (e.api, e.text, e.exception) == ("CUDA", "an illegal memory access was encountered",
+                                            "watchdog thread terminated with exception")
+
+
+# ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_error: the function named is a host function
+def test_ggml_cuda_error_block():
+    text = ("CUDA error: an illegal memory access was encountered\n"
+            "  current device: 0, in function ggml_backend_cuda_synchronize at ggml/src/ggml-cuda/ggml-cuda.cu:2468\n"
+            "  cudaStreamSynchronize(cuda_ctx->stream())\n")
+    (e,) = parse_runtime_log(text).host_errors
+    assert (e.api, e.text) == ("CUDA", "an illegal memory access was encountered")
+
+
+# ---------------- NVIDIA kernel driver ----------------
+
+# kernel_rc.c:385-410 (open-gpu-kernel-modules 595.45.04)
+XID_PROC = "NVRM: Xid (%s): %d, pid=%s, name=%s, %s%s"
+XID_BARE = "NVRM: Xid (%s): %d, %s%s"
+
+
+@pytest.mark.parametrize("attr, gi, ci", [("PCI:0000:3b:00 GPU-I:05 GPU-CI:01", 5, 1),
+                                          ("PCI:0000:3b:00 GPU-I:07", 7, None), ("PCI:0000:3b:00", None, None)])
+def test_xid_with_mig_attribution_from_the_format_string(attr, gi, ci):
+    line = "[ 4242.000001] " + _c(XID_PROC, attr, 43, "8812", "python3", "channel 0x00000012", "")
+    (x,) = parse_kernel_log(line + "\n").xids
+    assert (x.xid, x.pci, x.gpu_instance, x.compute_instance, x.pid, x.process, x.channel) == (
+        43, "PCI:0000:3b:00", gi, ci, 8812, "python3", "00000012")
+
+
+# kern_gpu_error_cont_ga100.c:334-340, the function's own examples
+@pytest.mark.parametrize("line, pid, what, reset", [
+    ("NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+     7194, "Contained: CE User Channel (0x9)", False),
+    ("NVRM: Xid (PCI:0000:01:00): 95, pid=7062, Uncontained: LTC TAG (0x2, 0x1). RST: Yes, D-RST: No",
+     7062, "Uncontained: LTC TAG (0x2, 0x1)", True)])
+def test_xid_94_95_containment_from_the_source_comment(line, pid, what, reset):
+    (x,) = parse_kernel_log(line + "\n").xids
+    assert (x.pid, x.process, x.containment, x.reset_required) == (pid, None, what, reset)
+
+
+# kernel_gsp.c:2385-2386
+GSP_TIMEOUT = ("Timeout after %llus of waiting for RPC response from GPU%d GSP! Expected function %d (%s) "
+               "sequence %u (0x%llx 0x%llx).")
+
+
+def test_xid_119_gsp_timeout_from_the_format_string():
+    line = _c(XID_BARE, "PCI:0000:3b:00", 119, _c(GSP_TIMEOUT, 6, 0, 76, "GSP_RM_CONTROL", 1234, 0x20800a4c, 4), "")
+    (x,) = parse_kernel_log(line + "\n").xids
+    assert (x.xid, x.pid, x.exception) == (119, None, "GSP did not answer RPC 76 (GSP_RM_CONTROL) of GPU0 for 6 s")
+
+
+# osinit.c:367-368: Xid 79 through nvErrorLog_va
+def test_xid_79_fallen_off_the_bus():
+    (x,) = parse_kernel_log(_c(XID_BARE, "PCI:0000:3b:00", 79, "GPU has fallen off the bus.", "") + "\n").xids
+    assert (x.xid, x.pci, x.pid, x.caused_by) == (79, "PCI:0000:3b:00", None, None)
+
+
+# kern_gmmu_gv100.c:559-560 (NV_PRINTF, a line of its own) and kern_gmmu_ga100.c:387-389 (an Xid)
+RM_MMU = ("MMU Fault: ENGINE 0x%x (%s %s) faulted @ 0x%x_%08x. Fault is of type 0x%x (%s). Access type is 0x%x (%s)")
+FLA = "NVLink remote translation error: faulted @ 0x%x_%08x. Fault is of type %s %s"
+
+
+def test_rm_mmu_fault_from_the_format_string():
+    text = ("NVRM: kgmmuPrintFaultInfo_GV100: " + _c(RM_MMU, 0x40, "GRAPHICS", "GPCCLIENT_T1_0", 0x7f8e, 0x2aa00000, 2,
+                                                    "FAULT_PDE", 0, "VIRT_READ") + "\n"
+            + _c(XID_BARE, "PCI:0000:3b:00", 144, _c(FLA, 0x1234, 0x5000, "FAULT_PTE", "ACCESS_TYPE_VIRT_WRITE"), "")
+            + "\n")
+    log = parse_kernel_log(text)
+    (ev,) = [e for e in log.events if e.kind == "nvidia-mmu-fault"]
+    assert ev.fields == {"engine": "GRAPHICS", "client": "GPCCLIENT_T1_0", "address": 0x7f8e2aa00000,
+                         "fault_type": "FAULT_PDE", "access": "VIRT_READ"}
+    (x,) = log.xids
+    assert (x.address, x.fault_type, x.access) == (0x123400005000, "FAULT_PTE", "ACCESS_TYPE_VIRT_WRITE")
+
+
+# ---------------- compute-sanitizer ----------------
+
+def _san(*lines: str) -> str:
+    return "".join(f"========= {line}\n" for line in ("COMPUTE-SANITIZER",) + lines)
+
+
+# nsight-training 2d680f7, cuda/2021_gtc/x-ac-04-v1/task1/task/sanitizer/04_memcheck2.ipynb:93
+def test_sanitizer_2021_api_error_line():
+    log = parse_debugger(_san("Program hit unspecified launch failure (error 719) on CUDA API call to "
+                              "cudaDeviceSynchronize."))
+    (ev,) = log.events
+    assert (ev.kind, ev.fields) == ("sanitizer-api-error", {"code": 719, "api": "cudaDeviceSynchronize",
+                                                            "text": "unspecified launch failure"})
+
+
+# 06_initcheck.ipynb:44-47 (2021 `at 0x.. in file:line:func`) and the current `at func+0x.. in file:line`
+@pytest.mark.parametrize("kernel", KERNELS[:4])
+@pytest.mark.parametrize("old", [True, False])
+def test_initcheck_report_from_its_lines(kernel, old):
+    at = f"at 0xc40 in /src/conv.cu:48:{kernel}" if old else f"at {kernel}+0xc40 in /src/conv.cu:48"
+    log = parse_debugger(_san("Uninitialized __global__ memory read of size 4 bytes", "    " + at,
+                              "    by thread (3,3,0) in block (0,1,0)", "    Address 0x7fa8e5002048",
+                              "    Saved host backtrace up to driver entry point at kernel launch time"))
+    (f,) = log.sanitizer_findings
+    assert (f.tool, f.kind, f.size, f.space, f.kernel, f.offset, f.file, f.line, f.thread, f.block, f.address) == (
+        "initcheck", "uninitialized-read", 4, "global", kernel, 0xc40, "/src/conv.cu", 48, (3, 3, 0), (0, 1, 0),
+        0x7fa8e5002048)
+    assert not log.sanitizer         # not a memcheck access error
+
+
+# 05_racecheck.ipynb:31-36 (2021) and the current spelling of the same `at` field
+@pytest.mark.parametrize("kernel", KERNELS[:4])
+@pytest.mark.parametrize("old", [True, False])
+def test_racecheck_report_both_spellings(kernel, old):
+    def at(off, line):
+        return f"0x{off:x} in /src/conv.cu:{line}:{kernel}" if old else f"{kernel}+0x{off:x} in /src/conv.cu:{line}"
+    log = parse_debugger(_san(f"{'ERROR' if old else 'Error'}: Race reported between Read access at {at(0x6360, 123)}",
+                              f"    and Write access at {at(0x1fe0, 63)} [1,088 hazards]",
+                              f"    and Write access at {at(0x26d0, 68)} [64 hazards]"))
+    (f,) = log.sanitizer_findings
+    assert (f.tool, f.kind, f.kernel, f.offset, f.file, f.line, f.accesses, f.hazards) == (
+        "racecheck", "race", kernel, 0x6360, "/src/conv.cu", 123, ["Read", "Write", "Write"], 1152)
+
+
+# racecheck --racecheck-report hazard (compute-sanitizer documentation, racecheck hazard mode)
+def test_racecheck_hazard_mode():
+    log = parse_debugger(_san("ERROR: Potential WAW hazard detected at __shared__ 0x0 in block (1,0,0) :",
+                              "    Write Thread (31,0,0) at 0x00000150 in raceWAW.cu:18:sumKernel(int*, int*)",
+                              "    Write Thread (0,0,0) at 0x00000150 in raceWAW.cu:18:sumKernel(int*, int*)",
+                              "    Current Value : 0, Incoming Value : 1"))
+    (f,) = log.sanitizer_findings
+    assert (f.kind, f.space, f.address, f.block, f.thread, f.kernel, f.offset, f.line, f.accesses) == (
+        "WAW-hazard", "shared", 0, (1, 0, 0), (31, 0, 0), "sumKernel(int*, int*)", 0x150, 18, ["Write", "Write"])
+
+
+# synccheck (compute-sanitizer documentation, synccheck)
+def test_synccheck_report():
+    log = parse_debugger(_san("Barrier error detected. Divergent thread(s) in warp",
+                              "    at myKernel(int *)+0x70 in divergentThreads.cu:4",
+                              "    by thread (37,0,0) in block (0,0,0)"))
+    (f,) = log.sanitizer_findings
+    assert (f.tool, f.kind, f.text, f.kernel, f.offset, f.line, f.thread) == (
+        "synccheck", "barrier-error", "Barrier error detected. Divergent thread(s) in warp", "myKernel(int *)", 0x70,
+        4, (37, 0, 0))
+
+
+# memcheck's hardware exceptions (compute-sanitizer documentation, memcheck error types)
+@pytest.mark.parametrize("head", ["Invalid PC", "Illegal Instruction", "Misaligned PC", "Hardware Stack Overflow",
+                                  "Out-of-range Shared or Local Address", "Warp Illegal Address"])
+def test_memcheck_hardware_exception(head):
+    log = parse_debugger(_san(head, f"    at {KERNELS[2]}+0x1f0 in k.cu:9", "    by thread (0,0,0) in block (5,0,0)"))
+    (f,) = log.sanitizer_findings
+    assert (f.tool, f.kind, f.text, f.kernel, f.offset, f.block) == (
+        "memcheck", "hardware-exception", head, KERNELS[2], 0x1f0, (5, 0, 0))
+
+
+# 07_memory_leaks.ipynb:36
+def test_sanitizer_leak_line():
+    (ev,) = parse_debugger(_san("Leaked 13877248 bytes at 0x7efd74000000")).events
+    assert (ev.kind, ev.fields) == ("sanitizer-leak", {"size": 13877248, "address": 0x7efd74000000})
