@@ -176,7 +176,7 @@ class DeviceAssert:
     runtime: str                      # CUDA | HIP
     file: str
     line: int
-    function: str
+    function: str | None              # None where the build printed none (CUDA on Windows)
     assertion: str
     block: tuple[int, ...] | None = None     # CUDA prints block and thread; HIP neither
     thread: tuple[int, ...] | None = None

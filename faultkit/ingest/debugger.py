@@ -106,7 +106,9 @@ SAN_INIT = re.compile(r"^Uninitialized __(?P<space>\w+)__ memory (?P<rw>read|wri
 SAN_RACE = re.compile(r"^(?:ERROR|Error|WARNING|Warning): Race reported between (?P<acc>\w+) access at (?P<where>.+?)"
                       r"(?: \[(?P<n>[\d,]+) hazards?\])?$")
 SAN_RACE_AND = re.compile(r"^and (?P<acc>\w+) access at (?P<where>.+?)(?: \[(?P<n>[\d,]+) hazards?\])?$")
-SAN_HAZARD = re.compile(r"^(?:ERROR|Error|WARNING|Warning): Potential (?P<kind>WAW|WAR|RAW) hazard detected at "
+# hazard mode: `ERROR: Potential WAW hazard ...`, cuda-memcheck's `WARN:(Warp Level Programming) Potential RAW ...`
+SAN_HAZARD = re.compile(r"^(?:ERROR|Error|WARNING|Warning|WARN|INFO|Info):\s*(?:\([^)]*\)\s*)?Potential "
+                        r"(?P<kind>WAW|WAR|RAW) hazard detected at "
                         r"__(?P<space>\w+)__ (?P<addr>0x[0-9a-f]+) in block \((?P<block>[\d, ]+)\)\s*:?$")
 SAN_HAZARD_THREAD = re.compile(r"^(?P<acc>Read|Write|Atomic) Thread \((?P<thread>[\d, ]+)\) at (?P<where>.+?)$")
 SAN_BARRIER = re.compile(r"^Barrier error detected\.\s*(?P<what>.*)$")

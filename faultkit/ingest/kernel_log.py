@@ -98,7 +98,11 @@ XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?
 # older `Ch 000000..`, none at all in a shortened title).
 X31 = re.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
                  r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
-X13 = re.compile(r"Graphics SM Warp Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\): (?P<exc>.+)$")
+# GSP-RM prints a Warp Exception line, then a Global one for the same SM (`Multiple Warp Errors`)
+X13 = re.compile(r"Graphics SM (?P<scope>Warp|Global) Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), "
+                 r"SM (?P<sm>\d+)\): (?P<exc>.+)$")
+# Xid 109 and other RC errors: `errorString CTX SWITCH TIMEOUT, Info 0x58005`
+XERRSTR = re.compile(r"errorString (?P<err>[^,]+?)(?:, Info 0x[0-9a-f]+)?$")
 XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
 # Some drivers print the process name without its pid (`13, name=llama-server, Graphics Exception: ...`).
 XNAME = re.compile(r"(?:^|, )(?:pid=(?P<pid>\d+), )?name=(?P<name>[^,]+)")
@@ -618,7 +622,9 @@ class _Blocks:
         m13 = X13.search(rest)
         if m13:
             x.location = f"GPC {m13.group('gpc')}, TPC {m13.group('tpc')}, SM {m13.group('sm')}"
-            x.exception = m13.group("exc")
+            x.exception = m13.group("exc") if m13.group("scope") == "Warp" else f"{m13.group('exc')} (SM global)"
+        elif (me := XERRSTR.search(rest)):
+            x.exception = me.group("err")
         mp = XPID.search(rest)
         if mp:
             x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")

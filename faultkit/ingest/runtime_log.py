@@ -67,22 +67,28 @@ HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)
 MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
                           r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
 # PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
-# The prefix is `[Rank N] ` up to 2.3, then ProcessGroupNCCL::createLogPrefix's
-# `[PG ID N PG GUID G(desc) Rank N] ` (desc only for named groups); some builds print none.
-PG_PREFIX = r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? )?Rank (?P<rank>\d+)\] "
+# The prefix is `[Rank N] ` (the timeout line itself, still in 2.6 reports), `[PG N Rank N] ` (2.3-2.4
+# logPrefix) or ProcessGroupNCCL::createLogPrefix's `[PG ID N PG GUID G(desc) Rank N] ` (desc only for
+# named groups); some builds print none.
+PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
+             r"Rank (?P<rank>\d+)\] ")
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
 # The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
 WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
+# ProcessGroupNCCL's watchdog after an error or timeout: the work it stopped at and how far each side got
+WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or timeout\) detected by watchdog at work: "
+                           r"(?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
 # prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
 # HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
-# The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts.
-CUDA_ASSERT = re.compile(r"(?P<file>[^\s:][^:\n]*?):(?P<line>\d+): (?P<func>[^\n]+?): block: \[(?P<block>\d+,\d+,\d+)\], "
+# The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
+# Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
+ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
+CUDA_ASSERT = re.compile(ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
                          r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n]*)` failed\.")
-HIP_ASSERT = re.compile(r"(?P<file>[^\s:][^:\n]*?):(?P<line>\d+): (?P<func>[^\n]+?): Device-side assertion "
-                        r"`(?P<expr>[^\n]*)' failed\.")
+HIP_ASSERT = re.compile(ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `(?P<expr>[^\n]*)' failed\.")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -778,7 +784,8 @@ def _rank_tag(m: re.Match) -> str | None:
     """`rank N` (and the process group's name) from a watchdog line's prefix."""
     if not m.group("rank"):
         return None
-    group = m.group("desc") or (f"PG {m.group('pg')}" if m.group("pg") else None)
+    pg = m.group("pg") or m.group("pg_old")
+    group = m.group("desc") or (f"PG {pg}" if pg else None)
     return f"rank {m.group('rank')}" + (f" ({group})" if group else "")
 
 
@@ -788,7 +795,7 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
         return False
     cuda = m.re is CUDA_ASSERT
     new = DeviceAssert(org, "CUDA" if cuda else "HIP", m.group("file").strip(), int(m.group("line")),
-                       m.group("func").strip(), m.group("expr"),
+                       (m.group("func") or "").strip() or None, m.group("expr"),
                        _dims(m.group("block")) if cuda else None, _dims(m.group("thread")) if cuda else None,
                        pid=pid, process_tag=tag)
     for old in st.out.device_asserts[-8:]:
@@ -802,8 +809,15 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
 
 
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
-    m = WATCHDOG_EXCEPTION.search(rest)
+    m = WATCHDOG_WORK.search(rest)
     if m:
+        st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
+            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
+            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+        return
+    m = WATCHDOG_EXCEPTION.search(rest)
+    if m and "Watchdog caught collective operation timeout" not in m.group("text"):
+        # (a rethrown timeout is the collective-timeout fault of the same line, not a GPU error)
         text = m.group("text")
         if m.group("api"):
             text = text[len(m.group("api")) + len(" error: "):]
