@@ -40,7 +40,7 @@ def names(records, attr):
 
 out = {}
 for path in sorted(Path(sys.argv[1]).rglob("*")):
-    if not path.is_file() or path.suffix in (".csv", ".xz", ".py", ".sh", ".cu") or path.name.endswith(".source.txt"):
+    if not path.is_file() or path.suffix in (".csv", ".xz", ".py", ".sh", ".cu", ".md") or path.name.endswith(".source.txt"):
         continue
     text, _ = decode(path.read_bytes(), str(path))
     # the corpus's own markup (README: "# source:" lines and "# ---" excerpt marks) is not evidence
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--files", action="store_true", help="list every file whose count changed")
     args = ap.parse_args(argv)
-    corpus = Path(args.corpus)
+    corpus = Path(args.corpus).resolve()     # each probe runs in its own tree's folder
     if not corpus.is_dir():
         print(f"corpus not found at {corpus}; see shared/corpus/README.md", file=sys.stderr)
         return 2

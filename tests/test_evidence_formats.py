@@ -4,6 +4,8 @@ A format no sample showed is tested here all the same."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from faultkit.ingest.debugger import parse_debugger
@@ -311,3 +313,86 @@ def test_memcheck_hardware_exception(head):
 def test_sanitizer_leak_line():
     (ev,) = parse_debugger(_san("Leaked 13877248 bytes at 0x7efd74000000")).events
     assert (ev.kind, ev.fields) == ("sanitizer-leak", {"size": 13877248, "address": 0x7efd74000000})
+
+
+# ---------------- shapes of public reports (tests/data/source_shapes/SOURCES.md) ----------------
+
+SOURCE_SHAPES = Path(__file__).parent / "data" / "source_shapes"
+DECODE = ("tbl::io::detail::delta_decoder::decode_block(unsigned int, const cooperative_groups::__v1::thread_block_tile"
+          "<(unsigned int)32, cooperative_groups::__v1::thread_block> &)")
+REDUCE = ("Par::Impl::Reduce<Par::Impl::Combined<main::[lambda(int, float &) (instance 1)], Par::Range<Par::Gpu> >, "
+          "Par::Gpu>::operator ()() const")
+INDEX_EXPR = '-sizes[i] <= index && index < sizes[i] && "index out of bounds"'
+
+
+def _findings(text):
+    return [(f.tool, f.kind, f.kernel, f.offset, f.file, f.line, f.hazards) for f in parse_debugger(text).sanitizer_findings]
+
+
+def _asserts(text):
+    return [(a.runtime, a.file, a.line, a.function, a.block, a.thread, a.count)
+            for a in parse_runtime_log(text).device_asserts]
+
+
+def _xids(text):
+    return [(x.xid, x.pid, x.process, x.channel, x.location, x.exception, x.containment, x.reset_required)
+            for x in parse_kernel_log(text).xids]
+
+
+def _watchdog(text):
+    log = parse_runtime_log(text)
+    return ([(f.kind, f.reason, f.process_tag) for f in log.faults],
+            [(n.fields["process_tag"], n.fields["work"], n.fields["last_enqueued"], n.fields["last_completed"])
+             for n in log.notes if n.kind == "watchdog-work"],
+            [(e.api, e.text) for e in log.host_errors])
+
+
+SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "racecheck_current_template_kernel.txt": (_findings, [
+        ("racecheck", "race", DECODE, 0xa3f0, "delta_decode.cuh", 288, 32),
+        ("racecheck", "race", "tbl::io::detail::delta_decoder::next_block(bool)", 0xb4d0, "delta_decode.cuh", 190, 4)]),
+    "racecheck_no_lineinfo_warning.txt": (_findings, [
+        ("racecheck", "race", "pack_tiles(const unsigned int *, const unsigned int *, uint4 *, int)", 0x3a0, None, None,
+         240325)]),
+    "racecheck_2021_lambda_functor.txt": (_findings, [
+        ("racecheck", "race", REDUCE, 0x2a40, "/opt/lib/include/Par/Par_Reduce.hpp", 311, 2)]),
+    "racecheck_hazard_warn_cuda_memcheck.txt": (_findings, [
+        ("racecheck", "RAW-hazard", "_ZN5graph4scan10WarpPrefixILi32EE6inclusiveEPi", 0x2c40,
+         "/home/dev/graph/util/warp_prefix.cuh", 88, None)]),
+    "initcheck_2021_file_line_func.txt": (_findings, [
+        ("initcheck", "uninitialized-read", "blur(float const*, int, int, float*)", 0x5d0, "/work/demo/blur.cu", 37,
+         None)]),
+    "cuda_assert_index_kernel_many_threads.txt": (_asserts, [
+        ("CUDA", "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu", 94, "operator()", (3, 0, 0), (64, 0, 0), 4)]),
+    "cuda_assert_windows_no_function.txt": (_asserts, [
+        ("CUDA", r"C:\ci\_work\pytorch\pytorch\builder\windows\pytorch\aten\src\ATen\native\cuda\IndexKernel.cu", 91,
+         None, (12, 0, 0), (40, 0, 0), 2)]),
+    "hip_assert_then_rocclr_callback.txt": (_asserts, [
+        ("HIP", "saxpy_hip.cpp", 31, "void saxpy(float, const float *__restrict, float *__restrict, int)", None, None,
+         2)]),
+    "watchdog_pg_prefix_detected_at_work.txt": (_watchdog, (
+        [("collective-timeout", "ALLREDUCE #4410 waited 600.044 s", "rank 1"),
+         ("collective-timeout", "ALLREDUCE #4410 waited 600.081 s", "rank 0")],
+        [("rank 1 (default_pg)", 4410, 4412, 4409), ("rank 0 (default_pg)", 4410, 4412, 4409)], [])),
+    "watchdog_rethrown_timeout_what.txt": (_watchdog, (
+        [("collective-timeout", "_ALLGATHER_BASE #7021 waited 600.012 s", "rank 6")], [], [])),
+    "xid_dmesg_T_43_31_94_unknown_pid.txt": (_xids, [
+        (43, 552310, "pt_main_thread", "00000009", None, None, None, None),
+        (31, 561874, "python3.11", "00000009", None, None, None, None),
+        (94, None, None, None, None, None, "Contained: SM (0x1)", False)]),
+    "xid_13_global_and_109_ctx_switch.txt": (_xids, [
+        (13, None, None, None, "GPC 3, TPC 1, SM 1", "Illegal Instruction Parameter", None, None),
+        (13, None, None, None, "GPC 3, TPC 1, SM 1", "Multiple Warp Errors (SM global)", None, None),
+        (13, None, None, None, None, None, None, None),
+        (109, 902211, "pt_main_thread", "00000007", None, "CTX SWITCH TIMEOUT", None, None)]),
+}
+
+
+def test_every_source_shape_has_expected_values():
+    assert {p.name for p in SOURCE_SHAPES.glob("*.txt")} == set(SOURCE_SHAPE_VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(SOURCE_SHAPE_VALUES))
+def test_source_shapes(name):
+    reader, expected = SOURCE_SHAPE_VALUES[name]
+    assert reader((SOURCE_SHAPES / name).read_text()) == expected
