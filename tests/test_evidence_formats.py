@@ -4,6 +4,7 @@ A format no sample showed is tested here all the same."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,10 @@ ADDRESSES = [0, 0x1000, 0x7f7d37c00000, 0xffffffffffff0000]
 
 
 def _c(fmt: str, *args) -> str:
-    """printf: the format strings use %p/%lx/%zu; Python's % knows x/d/s."""
-    for spec in ("%zu", "%lu", "%llu", "%llus"):
-        fmt = fmt.replace(spec, "%d" + ("s" if spec == "%llus" else ""))
-    return fmt.replace("%p", "0x%x").replace("%lx", "%x").replace("%llx", "%x").replace("%u", "%d") % args
+    """printf for the sources' format strings: length modifiers (ll, l, z) dropped, %p as 0x%x, %u as %d."""
+    py = re.sub(r"%(0?\d*)(?:ll|l|z|h)?([duxXsp])",
+                lambda m: "%" + m[1] + {"u": "d", "p": "x"}.get(m[2], m[2]) if m[2] != "p" else "0x%x", fmt)
+    return py % args
 
 
 # ---------------- ROCr ----------------
@@ -396,3 +397,58 @@ def test_every_source_shape_has_expected_values():
 def test_source_shapes(name):
     reader, expected = SOURCE_SHAPE_VALUES[name]
     assert reader((SOURCE_SHAPES / name).read_text()) == expected
+
+
+# ---------------- Linux amdgpu (freebsd/drm-kmod 129bf0f, DRM of Linux 6.11) ----------------
+
+DEV = "[ 4242.123456] amdgpu 0000:c1:00.0: amdgpu: "
+GMC9_HEAD = "[%s] %s page fault (src_id:%u ring:%u vmid:%u pasid:%u)"              # gmc_v9_0.c:629-630
+GMC9_TASK = " for process %s pid %d thread %s pid %d)"                              # gmc_v9_0.c:637
+GMC9_ADDR = "  in page starting at address 0x%016llx from IH client 0x%x (%s)"      # gmc_v9_0.c:643
+GMC9_COOKIE = "  cookie node_id %d fault from die %s%d%s"                          # gmc_v9_0.c:649
+GMC9_STATUS = "VM_L2_PROTECTION_FAULT_STATUS:0x%08X"                               # gmc_v9_0.c (after :690)
+GMC11_HEAD = "[%s] page fault (src_id:%u ring:%u vmid:%u pasid:%u)"                # gmc_v11_0.c:132
+GMC11_TASK = " in process %s pid %d thread %s pid %d)"                              # gmc_v11_0.c:138
+GMC11_ADDR = "  in page starting at address 0x%016llx from client %d"               # gmc_v11_0.c:144
+GC_STATUS = "GCVM_L2_PROTECTION_FAULT_STATUS:0x%08X"                                # gfxhub_v2_0.c:84-86
+CID = "\t Faulty UTCL2 client ID: %s (0x%x)"                                         # gfxhub_v2_0.c:87
+FIELDS = ["\t MORE_FAULTS: 0x%lx", "\t WALKER_ERROR: 0x%lx", "\t PERMISSION_FAULTS: 0x%lx", "\t MAPPING_ERROR: 0x%lx",
+          "\t RW: 0x%lx"]                                                             # gfxhub_v2_0.c:90-104
+RING_TIMEOUT = "ring %s timeout, signaled seq=%u, emitted seq=%u"                   # amdgpu_job.c:61
+PROC_INFO = "Process information: process %s pid %d thread %s pid %d"               # amdgpu_job.c:68
+RAS_COUNT = "%lld new uncorrectable hardware errors detected in %s block"           # amdgpu_ras.c:1074
+
+
+def _printk(*lines: str) -> str:
+    return "".join(DEV + line + "\n" for line in lines)
+
+
+@pytest.mark.parametrize("addr", [0x1000, 0x7f7d37c00000, 0xfffff0000000])
+def test_gmc_v9_block_from_the_format_strings(addr):
+    text = _printk(_c(GMC9_HEAD, "mmhub0", "no-retry", 0, 0, 8, 32770), _c(GMC9_TASK, "python3", 9101, "pt_main", 9144),
+                   _c(GMC9_ADDR, addr, 0x12, "VMC"), _c(GMC9_COOKIE, 5, "AID", 1, ".XCD0"),
+                   _c(GMC9_STATUS, 0x00800932))
+    (f,) = parse_kernel_log(text).faults
+    assert (f.hub, f.retry, f.vmid, f.pasid, f.process, f.pid, f.thread, f.tid, f.address, f.ih_client, f.die,
+            f.status) == ("mmhub0", False, 8, 32770, "python3", 9101, "pt_main", 9144, addr, 0x12, "AID1.XCD0",
+                          0x00800932)
+
+
+def test_gmc_v11_block_from_the_format_strings():
+    text = _printk(_c(GMC11_HEAD, "gfxhub", 0, 24, 9, 32772), _c(GMC11_TASK, "llama-server", 5150, "llama-server", 5162),
+                   _c(GMC11_ADDR, 0x7ea6f9a00000, 10), _c(GC_STATUS, 0x00841051), _c(CID, "TCP", 0x8),
+                   *(_c(fmt, v) for fmt, v in zip(FIELDS, (1, 0, 5, 0, 1))))
+    (f,) = parse_kernel_log(text).faults
+    assert (f.hub, f.vmid, f.pasid, f.process, f.pid, f.address, f.ih_client, f.generation, f.client_name, f.client_id,
+            f.permission_faults, f.rw, f.more_faults) == (
+        "gfxhub", 9, 32772, "llama-server", 5150, 0x7ea6f9a00000, 10, "gfx11", "TCP", 0x8, 5, 1, 1)
+
+
+def test_ring_timeout_and_ras_count_from_the_format_strings():
+    log = parse_kernel_log(_printk(_c(RING_TIMEOUT, "comp_1.2.0", 1180, 1183),
+                                   _c(PROC_INFO, "python3", 7001, "python3", 7013),
+                                   _c(RAS_COUNT, 12, "umc")))
+    timeout, ras = log.events
+    assert (timeout.kind, timeout.fields["ring"], timeout.fields["in_flight"], timeout.fields["pid"]) == (
+        "ring-timeout", "comp_1.2.0", 3, 7001)
+    assert (ras.kind, ras.text) == ("ras", "12 new uncorrectable hardware errors detected in umc block")

@@ -80,7 +80,8 @@ KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an un
                  r"timeout waiting for kiq fence|Fence fallback timer expired on ring \S+)")
 SQ_INTR = re.compile(r"sq_intr: error, (?P<rest>.*)$")
 RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware Error\]: .*|poison is consumed by client \d+.*|"
-                 r"(?<!\d)\d+ (?:new )?correctable hardware errors detected.*)")
+                 # amdgpu_ras.c:1074/1086 (drm-kmod 129bf0f): "%lld new uncorrectable hardware errors detected in %s block"
+                 r"(?<!\d)\d+ (?:new )?(?:un)?correctable hardware errors detected.*)")
 IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
