@@ -452,3 +452,10 @@ def test_ring_timeout_and_ras_count_from_the_format_strings():
     assert (timeout.kind, timeout.fields["ring"], timeout.fields["in_flight"], timeout.fields["pid"]) == (
         "ring-timeout", "comp_1.2.0", 3, 7001)
     assert (ras.kind, ras.text) == ("ras", "12 new uncorrectable hardware errors detected in umc block")
+
+
+# SGLang's logging prefix (`[%Y-%m-%d %H:%M:%S TPn]`, with DP/EP ranks in data/expert-parallel runs)
+def test_sglang_rank_prefix_names_the_process():
+    line = "[2026-11-20 10:17:42 DP0 TP3 EP3] " + _c(VM_FAULT, 4, 0x13e852f0, 0x7f0000001000, "", "Unknown")
+    (f,) = parse_runtime_log(line).faults
+    assert (f.process_tag, f.stamp.wall, f.node, f.address) == ("DP0 TP3 EP3", "2026-11-20T10:17:42", 4, 0x7f0000001000)
