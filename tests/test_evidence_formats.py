@@ -348,7 +348,17 @@ def _watchdog(text):
             [(e.api, e.text) for e in log.host_errors])
 
 
+def _memcheck(text):
+    return [(r.space, r.access, r.size, r.kernel, r.offset, r.file, r.line, r.thread, r.block, r.address)
+            for r in parse_debugger(text).sanitizer]
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "synccheck_2019_device_frame.txt": (_findings, [
+        ("synccheck", "barrier-error", "ptxcall_reduceKernel_7", 0x3a10,
+         "/home/u/.julia/packages/GPUKern/Qx3r1/src/device/intrinsics/synchronization.jl", 12, None)]),
+    "memcheck_2026_at_without_offset.txt": (_memcheck, [
+        ("shared", "read", 16, "tma_bulk_load_tile", None, "tma_bulk.h", 188, (96, 0, 0), (2, 0, 0), 0x600)]),
     "racecheck_current_template_kernel.txt": (_findings, [
         ("racecheck", "race", DECODE, 0xa3f0, "delta_decode.cuh", 288, 32),
         ("racecheck", "race", "tbl::io::detail::delta_decoder::next_block(bool)", 0xb4d0, "delta_decode.cuh", 190, 4)]),

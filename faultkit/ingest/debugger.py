@@ -94,6 +94,9 @@ SAN_NEAR = re.compile(r"(?:^|\s)and is (?:(?P<dist>[\d,]+) bytes (?P<dir>after|b
                       r"allocation at (?P<base>0x[0-9a-f]+) of size (?P<asize>[\d,]+) bytes$")
 # Older compute-sanitizer / cuda-memcheck: `at 0x440 in triton__0d1d2d`, `at 0x148 in /src/t.cu:10:kern(int*)`
 SAN_AT_OLD = re.compile(r"^at 0x(?P<off>[0-9a-f]+) in (?:(?P<file>\S+?):(?P<line>\d+):)?(?P<func>\S.*?)$")
+# compute-sanitizer 2026 without an offset (NVIDIA/cccl#8288): `at cp_async_bulk_cp_mask in cp_async_bulk.h:236`;
+# the empty `off` group keeps the three `at` patterns' fields alike
+SAN_AT_BARE = re.compile(r"^at (?!0x)(?P<func>\S.*?)(?P<off>(?!))? in (?P<file>\S+):(?P<line>\d+)$")
 SAN_API = re.compile(r'^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to "(?P<text>[^"]+)" on CUDA API call to (?P<api>\w+)\.$')
 SAN_FRAME = re.compile(r"^Host Frame:\s*(?P<frame>.*)$")
 # compute-sanitizer 2021.x (nsight-training 04_memcheck2.ipynb:93): the error text, no enum, no "due to"
@@ -499,8 +502,8 @@ class _Parser:
         r = self.sanitizer
         if r is None:
             return True
-        if (m := SAN_AT.match(body) or SAN_AT_OLD.match(body)):
-            r.kernel, r.offset = m["func"], int(m["off"], 16)
+        if (m := SAN_AT.match(body) or SAN_AT_OLD.match(body) or SAN_AT_BARE.match(body)):
+            r.kernel, r.offset = m["func"], int(m["off"], 16) if m["off"] else None
             r.file, r.line = m["file"], int(m["line"]) if m["line"] else None
         elif (m := SAN_BY.match(body)):
             r.thread, r.block = _ints(m["thread"]), _ints(m["block"])
@@ -547,11 +550,11 @@ class _Parser:
 
     def finding_at(self, text: str) -> bool:
         f = self.finding
-        m = SAN_AT.match(text) or SAN_AT_OLD.match(text)
+        m = SAN_AT.match(text) or SAN_AT_OLD.match(text) or SAN_AT_BARE.match(text)
         if not m:
             return False
         if f.kernel is None:          # the first access names the report's place
-            f.kernel, f.offset = m["func"], int(m["off"], 16)
+            f.kernel, f.offset = m["func"], int(m["off"], 16) if m["off"] else None
             f.file, f.line = m["file"], int(m["line"]) if m["line"] else None
         return True
 
