@@ -353,7 +353,17 @@ def _memcheck(text):
             for r in parse_debugger(text).sanitizer]
 
 
+def _report_points(text):
+    log = parse_runtime_log(text)
+    return ([(r.kind, r.frame, r.exception, r.process_tag) for r in log.report_points],
+            [(e.api, e.text, e.exception, e.enum) for e in log.host_errors])
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "vllm_logger_prefixed_traceback.txt": (_report_points, (
+        [("python-traceback", "/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py:1083 in synchronize",
+          "torch.AcceleratorError: HIP error: an illegal memory access was encountered", "EngineCore_DP0 pid=41807")],
+        [("HIP", "an illegal memory access was encountered", "torch.AcceleratorError", "hipErrorIllegalAddress")])),
     "synccheck_2019_device_frame.txt": (_findings, [
         ("synccheck", "barrier-error", "ptxcall_reduceKernel_7", 0x3a10,
          "/home/u/.julia/packages/GPUKern/Qx3r1/src/device/intrinsics/synchronization.jl", 12, None)]),

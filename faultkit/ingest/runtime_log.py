@@ -198,6 +198,11 @@ BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,
 # core around a Ray worker) are peeled one by one, the innermost naming the process.
 WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
+# vLLM's logger (vllm/logger.py `_FORMAT`: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s",
+# datefmt "%m-%d %H:%M:%S"; 2024 builds without the `[`), repeated before every line of a multi-line
+# message by its NewLineFormatter: a traceback's lines each carry it, their indentation after it.
+VLLM_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? "
+                         r"\[?[\w.-]+:\d+\] ")
 QUOTE = re.compile(r"^(?:>\s?)+")
 
 
@@ -216,6 +221,12 @@ def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]
         m = WORKER_TAG.match(rest)
         if m:
             tag, pid = m.group("tag"), int(m.group("pid"))
+            rest = rest[m.end():]
+            continue
+        m = VLLM_PREFIX.match(rest)
+        if m:
+            stamp = stamp or Stamp(raw=f"{m.group('md')} {m.group('hms')}", clock="wall",
+                                   wall=f"{m.group('md')}T{m.group('hms')}", wall_note="vLLM log stamp without a year")
             rest = rest[m.end():]
             continue
         m = CTEST_TAG.match(rest)
