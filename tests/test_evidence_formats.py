@@ -479,3 +479,9 @@ def test_sglang_rank_prefix_names_the_process():
     line = "[2026-11-20 10:17:42 DP0 TP3 EP3] " + _c(VM_FAULT, 4, 0x13e852f0, 0x7f0000001000, "", "Unknown")
     (f,) = parse_runtime_log(line).faults
     assert (f.process_tag, f.stamp.wall, f.node, f.address) == ("DP0 TP3 EP3", "2026-11-20T10:17:42", 4, 0x7f0000001000)
+
+
+# cudaGetErrorString(cudaErrorLaunchTimeout = 702), as a program prints it with the number
+def test_launch_timeout_text_is_a_gpu_error():
+    (e,) = parse_runtime_log("step 12\nkernel sync: the launch timed out and was terminated (702)\n").host_errors
+    assert (e.api, e.text) == ("CUDA/HIP", "the launch timed out and was terminated (702)")

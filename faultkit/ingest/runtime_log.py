@@ -169,9 +169,12 @@ C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
 # A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
 # (`sync: operation not supported on global/shared address space (717)`). The strings are the
 # runtimes' own; 7xx numbers are the device-side errors that end a context.
+# (cudaGetErrorString texts of cudaError_t 700-719 that end a context; 702 is the launch watchdog's
+# timeout: a kernel that ran too long, not a bad access)
 RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
                            r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
-                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter)"
+                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter|"
+                           r"the launch timed out and was terminated)"
                            r"\W{0,3}\(?(?:error |code )?(?P<code>7\d\d)\)?")
 # Python tracebacks and faulthandler dumps
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
@@ -387,7 +390,7 @@ MAY_MATTER = _literals([
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
     "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
-    "program counter",
+    "program counter", "timed out and was terminated",
     # watchdog thread exceptions, device-side asserts, ROCr's core-dump failures (see their patterns)
     "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
