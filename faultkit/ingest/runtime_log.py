@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
-from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
-                     RuntimeLog, Stamp, WaveDump)
+from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
+                     RuntimeFault, RuntimeLog, Stamp, WaveDump)
 from .text import Line, LineSource, cut_problem, decode
 
 HEX = r"0x[0-9a-fA-F]+"
@@ -168,9 +168,8 @@ CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
 # A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
 # (`sync: operation not supported on global/shared address space (717)`). The strings are the
-# runtimes' own; 7xx numbers are the device-side errors that end a context.
-# (cudaGetErrorString texts of cudaError_t 700-719 that end a context; 702 is the launch watchdog's
-# timeout: a kernel that ran too long, not a bad access)
+# runtimes' own; 7xx numbers are the device-side errors that end a context (702, the launch
+# watchdog's timeout, is a kernel that ran too long, not a bad access).
 RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
                            r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
                            r"encountered|device-side assert triggered|hardware stack error|invalid program counter|"
@@ -392,7 +391,8 @@ MAY_MATTER = _literals([
     "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
     "program counter", "timed out and was terminated",
     # watchdog thread exceptions, device-side asserts, ROCr's core-dump failures (see their patterns)
-    "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
+    "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE",
+    "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
 def _quiet(st: _State) -> bool:
@@ -501,7 +501,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
         _match_host_errors(st, rest, org, tag)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
-    _match_notes(st, rest, org)
+    _match_notes(st, rest, org, tag)
     for kind, rx in HINTS:
         h = rx.search(rest)
         if h:
@@ -823,12 +823,6 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
 
 
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
-    m = WATCHDOG_WORK.search(rest)
-    if m:
-        st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
-            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
-            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
-        return
     m = WATCHDOG_EXCEPTION.search(rest)
     if m and "Watchdog caught collective operation timeout" not in m.group("text"):
         # (a rethrown timeout is the collective-timeout fault of the same line, not a GPU error)
@@ -1003,7 +997,13 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
                                                                       "runtime": "cuda"}))
 
 
-def _match_notes(st: _State, rest: str, org: Origin) -> None:
+def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> None:
+    m = WATCHDOG_WORK.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
+            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
+            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+        return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:
         st.out.notes.append(Note(org, "nearby-memory-map", rest.strip(),
