@@ -492,6 +492,7 @@ class SanitizerFinding:
     space: str | None = None         # global | shared
     accesses: list[str] = field(default_factory=list)   # racecheck: "Write", "Read" ...
     hazards: int | None = None       # racecheck: "[N hazards]", summed over the report's lines
+    mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
 
 
 @dataclass

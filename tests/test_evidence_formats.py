@@ -378,7 +378,7 @@ SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
     "racecheck_2021_lambda_functor.txt": (_findings, [
         ("racecheck", "race", REDUCE, 0x2a40, "/opt/lib/include/Par/Par_Reduce.hpp", 311, 2)]),
     "racecheck_hazard_warn_cuda_memcheck.txt": (_findings, [
-        ("racecheck", "RAW-hazard", "_ZN5graph4scan10WarpPrefixILi32EE6inclusiveEPi", 0x2c40,
+        ("racecheck", "RAW-hazard", "graph::scan::WarpPrefix<32>::inclusive(int*)", 0x2c40,
          "/home/dev/graph/util/warp_prefix.cuh", 88, None)]),
     "initcheck_2021_file_line_func.txt": (_findings, [
         ("initcheck", "uninitialized-read", "blur(float const*, int, int, float*)", 0x5d0, "/work/demo/blur.cu", 37,
@@ -485,3 +485,20 @@ def test_sglang_rank_prefix_names_the_process():
 def test_launch_timeout_text_is_a_gpu_error():
     (e,) = parse_runtime_log("step 12\nkernel sync: the launch timed out and was terminated (702)\n").host_errors
     assert (e.api, e.text) == ("CUDA/HIP", "the launch timed out and was terminated (702)")
+
+
+# A mangled kernel is demangled by the C++ runtime's demangler; what is not a mangled name stays as it is
+@pytest.mark.parametrize("name, plain", [
+    ("_Z10vector_addPfS_S_i", "vector_add(float*, float*, float*, int)"),
+    ("_ZN5graph4scan10WarpPrefixILi32EE9inclusiveEPi", "graph::scan::WarpPrefix<32>::inclusive(int*)"),
+    ("_Znot_a_valid_name", None), ("vector_add(float*)", None), ("triton_poi_fused_add_0", None), (None, None)])
+def test_demangle(name, plain):
+    from faultkit.ingest.symbols import demangle
+    assert demangle(name) == plain
+
+
+def test_a_finding_keeps_the_mangled_name_beside_the_demangled_one():
+    log = parse_debugger(_san("Uninitialized __global__ memory read of size 4 bytes",
+                              "    at 0x70 in /src/v.cu:3:_Z10vector_addPfS_S_i", "    by thread (0,0,0) in block (0,0,0)"))
+    (f,) = log.sanitizer_findings
+    assert (f.kernel, f.mangled) == ("vector_add(float*, float*, float*, int)", "_Z10vector_addPfS_S_i")

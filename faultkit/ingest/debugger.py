@@ -15,6 +15,7 @@ import re
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
                      ThreadRow)
+from .symbols import demangle
 from .text import cut_problem, decode, numbered_lines
 
 TID = r"\d+(?:\.\d+)?"
@@ -555,6 +556,8 @@ class _Parser:
             return False
         if f.kernel is None:          # the first access names the report's place
             f.kernel, f.offset = m["func"], int(m["off"], 16) if m["off"] else None
+            if (plain := demangle(f.kernel)):
+                f.mangled, f.kernel = f.kernel, plain
             f.file, f.line = m["file"], int(m["line"]) if m["line"] else None
         return True
 
