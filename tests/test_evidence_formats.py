@@ -502,3 +502,15 @@ def test_a_finding_keeps_the_mangled_name_beside_the_demangled_one():
                               "    at 0x70 in /src/v.cu:3:_Z10vector_addPfS_S_i", "    by thread (0,0,0) in block (0,0,0)"))
     (f,) = log.sanitizer_findings
     assert (f.kernel, f.mangled) == ("vector_add(float*, float*, float*, int)", "_Z10vector_addPfS_S_i")
+
+
+# A paste of the kernel log with a device assert or a watchdog line is read as both kinds
+@pytest.mark.parametrize("runtime_line", [
+    "/p/IndexKernel.cu:94: operator(): block: [3,0,0], thread: [64,0,0] Assertion `x` failed.",
+    "k.hip:12: void k(int*): Device-side assertion `x < 4' failed.",
+    "[rank0]:[E1105 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."])
+def test_runtime_lines_beside_a_kernel_log_are_read(runtime_line):
+    from faultkit.ingest.detect import detect_kinds
+    text = "[ 12.000001] NVRM: Xid (PCI:0000:3b:00): 43, pid=1, name=x, channel 0x0000000a\n" + runtime_line + "\n"
+    assert detect_kinds(text) == {"kernel-log", "runtime-log"}
