@@ -515,3 +515,25 @@ def test_runtime_lines_beside_a_kernel_log_are_read(runtime_line):
     from faultkit.ingest.detect import detect_kinds
     text = "[ 12.000001] NVRM: Xid (PCI:0000:3b:00): 43, pid=1, name=x, channel 0x0000000a\n" + runtime_line + "\n"
     assert detect_kinds(text) == {"kernel-log", "runtime-log"}
+
+
+# The new runtime formats wherever they are pasted: indented, quoted, behind collectors' prefixes
+PASTE_PREFIXES = ["", "    ", "> ", "(Worker_TP1 pid=77) ", "2026-11-20T10:17:42.123Z ", "[2026-11-20 10:17:42 TP1] ",
+                  "(EngineCore_DP0 pid=77) ERROR 11-20 10:17:42 [core.py:1100] ", "12: "]
+NEW_RUNTIME_LINES = {
+    "cuda-assert": (_c(CUDA_ASSERT, "/src/k.cu", 12, KERNELS[1], 1, 0, 0, 5, 0, 0, "i < n").strip(),
+                    lambda log: [(a.runtime, a.function, a.line) for a in log.device_asserts],
+                    [("CUDA", KERNELS[1], 12)]),
+    "hip-assert": (_c(HIP_ASSERT, "k.hip", 7, KERNELS[2], "i < n").strip(),
+                   lambda log: [(a.runtime, a.function, a.line) for a in log.device_asserts], [("HIP", KERNELS[2], 7)]),
+    "watchdog-timeout": (_c(PG_PREFIX_NAMED, 0, "0", "default_pg", 2) + _c(TIMEOUT, 9, "ALLREDUCE", 1, 1, 600000, 600500),
+                         lambda log: [(f.kind, f.reason) for f in log.faults],
+                         [("collective-timeout", "ALLREDUCE #9 waited 600.5 s")]),
+}
+
+
+@pytest.mark.parametrize("prefix", PASTE_PREFIXES)
+@pytest.mark.parametrize("name", sorted(NEW_RUNTIME_LINES))
+def test_new_runtime_lines_in_every_pasted_shape(name, prefix):
+    line, read, expected = NEW_RUNTIME_LINES[name]
+    assert read(parse_runtime_log(prefix + line + "\n")) == expected
