@@ -145,6 +145,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             echo(f"WARNING: {w}")
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
+    env[layout.BUNDLE_ENV] = str(out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
     backend = make_backend(opts, env, arming.core_limit if arming else None)
     backend.output.redact = opts.redact_output
     if console is not None:
