@@ -187,3 +187,33 @@ def test_textfile_for_node_exporter(tmp_path):
     assert m[("faultkit_fault_lines_total", (("node", "n"),))] == 1.0
     assert m[("faultkit_last_incident_timestamp_seconds", (("node", "n"),))] > 0
     w.close()
+
+
+DEPLOY = ROOT / "deploy"
+
+
+def _watch_args() -> list[list[str]]:
+    """Every `faultkit watch` invocation the deployment recipes carry."""
+    import shlex
+    found = []
+    unit = (DEPLOY / "systemd" / "faultkit-watch.service").read_text()
+    found += [shlex.split(ln.split("=", 1)[1])[2:] for ln in unit.splitlines() if ln.startswith("ExecStart=")]
+    npd = json.loads((DEPLOY / "npd" / "faultkit-plugin.json").read_text())
+    found += [r["args"][1:] for r in npd["rules"]]
+    sh = (DEPLOY / "slurm" / "faultkit-healthcheck.sh").read_text()
+    found += [shlex.split(ln.split("faultkit watch", 1)[1].rstrip(")")) for ln in sh.splitlines()
+              if "faultkit watch" in ln and not ln.startswith("#")]
+    import re
+    ds = (DEPLOY / "kubernetes" / "faultkit-watch-daemonset.yaml").read_text()
+    cmd = re.search(r"command: \[faultkit, watch, (.*)\]", ds).group(1).split(", ")
+    found.append([c.strip('"') for c in cmd])
+    return found
+
+
+def test_every_deployment_recipe_is_a_valid_watch_command_line():
+    from faultkit.cli import watch
+    runs = _watch_args()
+    assert len(runs) == 4
+    for args in runs:
+        ctx = watch.make_context("watch", list(args))    # click's own parser: an unknown flag raises
+        assert ctx.params["kernel_log"] == "kmsg" and ctx.params["spool"] == "/var/spool/faultkit"
