@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import re
 import signal
 import sys
@@ -37,8 +38,10 @@ def main() -> None:
 @click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
 @click.option("-v", "--verbose", is_flag=True, help="say on stderr what each input was read as, and every problem")
+@click.option("--job", metavar="ID", help="the bundles given are one job's (one per node or rank), whatever job id "
+                                         "their manifests carry: judged as one incident across nodes")
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, job: str | None) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -54,6 +57,11 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     opts = TriageOptions(env=parse_env(env_pairs, "--env") if env_pairs else None,
                          window_ns=int(parse_duration(window) * 1e9), debugger=debugger,
                          open_cores=not no_open_cores)
+    from .job_triage import job_of
+    bundles = job_of(list(inputs), job)
+    if bundles is not None:
+        _triage_job(bundles, opts, fmt, output)
+        return
     incident = run_triage(list(inputs), opts)
     if verbose:
         for i in incident.inputs:
@@ -140,6 +148,22 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
 
 
 EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
+
+
+def _triage_job(bundles, opts, fmt: str, output: str | None) -> None:
+    """Several nodes' bundles of one job: one incident, the first mover, the others its consequences."""
+    from .export.job_report import JOB_RENDERERS
+    from .job_triage import triage_job
+    from .triage import triage as run_triage
+    if fmt not in JOB_RENDERERS:
+        raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
+    report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
+    text = JOB_RENDERERS[fmt](report)
+    if output:
+        write_output(output, text)
+        click.echo(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}", err=True)
+    else:
+        sys.stdout.write(text)
 
 
 def write_output(path: str, text: str) -> None:
@@ -400,7 +424,12 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture
     from .triage import triage as run_triage
 
+    from .launch_env import PatternError, expand, launch_of
     out = out or time.strftime("faultkit-bundle-%Y%m%d-%H%M%S")
+    try:        # srun/torchrun/mpirun start one faultkit per rank: `-o run/%h` gives each its own bundle
+        out = expand(out, launch_of(dict(os.environ), platform.node()), os.getpid())
+    except PatternError as exc:
+        raise click.UsageError(f"-o {out}: {exc}") from None
     if bool(command) == (pid is not None):
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if pid is not None:

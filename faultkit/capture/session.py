@@ -21,6 +21,7 @@ from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
+from ..launch_env import launch_of
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
@@ -172,6 +173,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
                               "follow": layout.KERNEL_FOLLOW if following else follower.error}
     manifest["system"] = facts.collect(out)
+    manifest["launch"] = launch_of(dict(os.environ), manifest["system"].get("host")).to_json()
 
     guard = watchdog.Watchdog(out, token)
     ended_by = None

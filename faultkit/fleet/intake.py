@@ -9,11 +9,9 @@ import re
 from pathlib import Path
 
 from .. import layout
+from ..launch_env import Launch, launch_of
 from .record import Context, IncidentRecord, records_from_report
 
-# Launchers' job ids, first found wins (Slurm, then Kubernetes' LeaderWorkerSet / a plain k8s job, then
-# torchrun's rendezvous id).
-JOB_VARIABLES = ("SLURM_JOB_ID", "LWS_GROUP_ID", "JOB_ID", "TORCHELASTIC_RUN_ID")
 _CUDA_DRIVER = re.compile(r"Driver Version\s*:\s*(\S+)")
 _CUDA_RUNTIME = re.compile(r"CUDA Version\s*:\s*(\S+)")
 
@@ -44,7 +42,7 @@ def context_of(path: str, node: str | None, job: str | None, seen_at: float | No
     system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
     ctx = Context(report=str(path))
     ctx.node = node or _str(system.get("host")) or _str(manifest.get("host")) or "unknown"
-    ctx.job = job or _str(manifest.get("job")) or _job_from_env(folder)
+    ctx.job = job or Launch.from_json(manifest.get("launch")).job or _job_from_env(folder)
     ctx.seen_at = seen_at if seen_at is not None else _start(manifest, p)
     ctx.runtime = _str(system.get("rocm_version"))
     smi = _read(folder / layout.fact_file("nvidia-smi"))
@@ -89,9 +87,9 @@ def _job_from_env(folder: Path) -> str | None:
         return None
     for proc in procs if isinstance(procs, list) else []:
         env = proc.get("env") if isinstance(proc, dict) and isinstance(proc.get("env"), dict) else {}
-        for var in JOB_VARIABLES:
-            if env.get(var):
-                return str(env[var])
+        job = launch_of({str(k): str(v) for k, v in env.items()}).job
+        if job:
+            return job
     return None
 
 
