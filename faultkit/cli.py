@@ -130,11 +130,17 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     if output.endswith(".json"):
         fmt = "json"                                 # -o x.json means Chrome JSON
     Path(output).parent.mkdir(parents=True, exist_ok=True)
+    from .job_triage import job_of, triage_job
+    bundles = job_of(list(inputs))
     with Progress() as progress:
         progress.stage("reading the inputs and the trace")
-        inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
-        progress.stage("laying out the tracks")
-        tl = build_timeline(inc, win)
+        if bundles is not None:      # one job's bundles: a process group per node on the aligned clock
+            from .export.job_timeline import build_job_timeline
+            tl = build_job_timeline(triage_job(bundles[0], bundles[1], lambda p: run_triage([p], TriageOptions())))
+        else:
+            inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
+            progress.stage("laying out the tracks")
+            tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
         if fmt == "json":
             n = write_json(tl, output)

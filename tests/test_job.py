@@ -104,6 +104,15 @@ def test_three_node_gloo_job_one_faulting_rank(tmp_path):
     lost = {c["node"] for c in job["consequences"] if c["kind"] == "peer-loss"}
     assert lost == {"node-a", "node-c"}
     assert all(c["after_s"] > -0.1 for c in job["consequences"] if c["kind"] == "peer-loss")
+    # the timeline: a process per node, the first mover's cause flowing to each consequence
+    out = tmp_path / "job.pftrace"
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", *sorted(map(str, run.iterdir())), "-o",
+                          str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    from faultkit.export.pftrace_check import check_trace
+    checked = check_trace(out.read_bytes(), keep_names=True)
+    assert checked.ok, checked.errors
+    assert checked.flows == len(job["consequences"]) and checked.flows >= 2
 
 
 def test_output_patterns_take_the_launchers_variables():
