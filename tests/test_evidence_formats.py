@@ -537,3 +537,11 @@ NEW_RUNTIME_LINES = {
 def test_new_runtime_lines_in_every_pasted_shape(name, prefix):
     line, read, expected = NEW_RUNTIME_LINES[name]
     assert read(parse_runtime_log(prefix + line + "\n")) == expected
+
+
+def test_a_device_assert_cut_at_the_end_of_a_paste_is_kept_and_said():
+    line = _c(CUDA_ASSERT, "/src/k.cu", 12, "operator()", 3, 0, 0, 64, 0, 0, "-sizes[i] <= index && index < sizes[i]")
+    log = parse_runtime_log(line[:line.index("&&")].rstrip())
+    (a,) = log.device_asserts
+    assert (a.function, a.line, a.block, a.assertion) == ("operator()", 12, (3, 0, 0), "-sizes[i] <= index")
+    assert [p.message for p in log.problems] == ["device assert line cut before its end: the assertion is partial"]

@@ -89,6 +89,10 @@ ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
 CUDA_ASSERT = re.compile(ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
                          r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n]*)` failed\.")
 HIP_ASSERT = re.compile(ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `(?P<expr>[^\n]*)' failed\.")
+# the same lines cut after the assertion's start (a paste's last line, a log's size limit)
+CUDA_ASSERT_CUT = re.compile(ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
+                             r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n`]*)$")
+HIP_ASSERT_CUT = re.compile(ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `(?P<expr>[^\n']*)$")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -806,8 +810,12 @@ def _rank_tag(m: re.Match) -> str | None:
 def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
     m = CUDA_ASSERT.search(rest) or HIP_ASSERT.search(rest)
     if not m:
-        return False
-    cuda = m.re is CUDA_ASSERT
+        m = CUDA_ASSERT_CUT.search(rest.rstrip()) or HIP_ASSERT_CUT.search(rest.rstrip())
+        if not m:
+            return False
+        st.out.problems.append(Problem(st.name, "device assert line cut before its end: the assertion is partial",
+                                       org.line))
+    cuda = m.re in (CUDA_ASSERT, CUDA_ASSERT_CUT)
     new = DeviceAssert(org, "CUDA" if cuda else "HIP", m.group("file").strip(), int(m.group("line")),
                        (m.group("func") or "").strip() or None, m.group("expr"),
                        _dims(m.group("block")) if cuda else None, _dims(m.group("thread")) if cuda else None,
