@@ -86,13 +86,14 @@ WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or tim
 # The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
 # Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
 ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
-CUDA_ASSERT = re.compile(ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
-                         r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n]*)` failed\.")
-HIP_ASSERT = re.compile(ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `(?P<expr>[^\n]*)' failed\.")
+CUDA_ASSERT_HEAD = (ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
+                    r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `")
+HIP_ASSERT_HEAD = ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `"
+CUDA_ASSERT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n]*)` failed\.")
+HIP_ASSERT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n]*)' failed\.")
 # the same lines cut after the assertion's start (a paste's last line, a log's size limit)
-CUDA_ASSERT_CUT = re.compile(ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
-                             r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `(?P<expr>[^\n`]*)$")
-HIP_ASSERT_CUT = re.compile(ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `(?P<expr>[^\n']*)$")
+CUDA_ASSERT_CUT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n`]*)$")
+HIP_ASSERT_CUT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n']*)$")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
