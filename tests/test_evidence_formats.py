@@ -359,7 +359,38 @@ def _report_points(text):
             [(e.api, e.text, e.exception, e.enum) for e in log.host_errors])
 
 
+def _vm_faults(text):
+    return [(f.address, f.pid, f.process, f.client_name, f.generation, f.status) for f in parse_kernel_log(text).faults]
+
+
+def _runtime(text):
+    log = parse_runtime_log(text)
+    return ([(f.kind, f.node, f.address, f.reason, f.status, f.code, f.pid) for f in log.faults],
+            [(e.api, e.text, e.exception, e.enum) for e in log.host_errors],
+            [(a.function, a.line, a.assertion) for a in log.device_asserts],
+            [n.text for n in log.notes if n.kind == "abort"])
+
+
+def _xid_chain(text):
+    return [(x.xid, x.pid, x.process, x.channel, x.caused_by) for x in parse_kernel_log(text).xids]
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "gmc_v11_two_blocks_process_line.txt": (_vm_faults, [
+        (0x7e41bc3a0000, 7712, "python3", "TCP", "gfx11", 0x00801031),
+        (0x7e41bc3a9000, 7712, "python3", "TCP", "gfx11", 0x00801031)]),
+    "vllm_enginecore_fault_then_gpu_hang.txt": (_runtime, (
+        [("vm-fault", 1, 0x7f21b9e05000, "Page not present or supervisor privilege", None, None, None),
+         ("hw-exception", 1, None, "GPU Hang", None, None, None)], [], [], ["Aborted                    (core dumped)"])),
+    "xid_45_chained_journal.txt": (_xid_chain, [
+        (45, 402117, "python3", "00000001", 149), (45, 402119, "python3", "0000000c", 145),
+        (45, 402117, "python3", "00000002", 149)]),
+    "accelerator_error_terminate_hip_enum.txt": (_runtime, (
+        [], [("CUDA", "an illegal memory access was encountered", None, "hipErrorIllegalAddress")], [], [])),
+    "hip_assert_old_callbackqueue_nil_fault.txt": (_runtime, (
+        [("vm-fault", 2, 0, "Page not present or supervisor privilege", None, None, None),
+         ("queue-callback", None, None, None, "HSA_STATUS_ERROR_EXCEPTION", 0x1016, 4410)], [],
+        [("void check_kernel()", 9, "false")], ["Aborted (core dumped)", "Aborted (core dumped)"])),
     "vllm_logger_prefixed_traceback.txt": (_report_points, (
         [("python-traceback", "/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py:1083 in synchronize",
           "torch.AcceleratorError: HIP error: an illegal memory access was encountered", "EngineCore_DP0 pid=41807")],

@@ -160,7 +160,8 @@ CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?
 CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
 CUDA_FRAME0 = re.compile(r"^\s*#0\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
 CUDA_WRITING = re.compile(r"Writing ELF file to (?P<file>\S+)")
-ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
+# bash pads the job status to a column: `line 14:  5901 Aborted                    (core dumped) cmd`
+ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
                    r"failed \(exitcode: (?P<exitcode>-?\d+)\))")
 # PyTorch / HIP / CUDA
@@ -842,7 +843,9 @@ def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
                                             exception="watchdog thread terminated with exception"))
         return
     m = TORCH_ERROR.search(rest)
-    if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest):
+    # (c10's `terminate called ...` / `  what():  CUDA error: ...` states the error after what())
+    if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest
+              or re.match(r"\s*what\(\):\s+(?:HIP|CUDA) error: ", rest)):
         st.out.host_errors.append(HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")))
         return
     m = ERROR_ENUM.search(rest)
