@@ -375,7 +375,16 @@ def _xid_chain(text):
     return [(x.xid, x.pid, x.process, x.channel, x.caused_by) for x in parse_kernel_log(text).xids]
 
 
+def _host_errors(text):
+    return [(e.api, e.text, e.exception) for e in parse_runtime_log(text).host_errors]
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "vllm_2024_logger_triton_error_watchdog.txt": (_host_errors, [
+        ("CUDA", "an illegal memory access was encountered", "RuntimeError"),
+        ("CUDA", "an illegal memory access was encountered", "watchdog thread terminated with exception")]),
+    "watchdog_exception_c10_log_prefix.txt": (_host_errors, [
+        ("CUDA", "an illegal memory access was encountered", "watchdog thread terminated with exception")]),
     "gmc_v11_two_blocks_process_line.txt": (_vm_faults, [
         (0x7e41bc3a0000, 7712, "python3", "TCP", "gfx11", 0x00801031),
         (0x7e41bc3a9000, 7712, "python3", "TCP", "gfx11", 0x00801031)]),
@@ -576,3 +585,17 @@ def test_a_device_assert_cut_at_the_end_of_a_paste_is_kept_and_said():
     (a,) = log.device_asserts
     assert (a.function, a.line, a.block, a.assertion) == ("operator()", 12, (3, 0, 0), "-sizes[i] <= index")
     assert [p.message for p in log.problems] == ["device assert line cut before its end: the assertion is partial"]
+
+
+# Triton's launcher errors: nvidia/driver.c gpuAssert ("Triton Error [CUDA]: %s") and the AMD backend's
+# prefix + "%s Code: %d, Messsage: %s" (the typo is the source's; later releases spell it "Message")
+@pytest.mark.parametrize("line, api, text", [
+    ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered", "CUDA",
+     "an illegal memory access was encountered"),
+    ("RuntimeError: " + "%s Code: %d, Messsage: %s" % ("Triton Error [HIP]: ", 1, "invalid argument"), "HIP",
+     "invalid argument (1)"),
+    ("RuntimeError: Triton Error [HIP]: Code: 700, Message: an illegal memory access was encountered", "HIP",
+     "an illegal memory access was encountered (700)")])
+def test_triton_launcher_errors(line, api, text):
+    (e,) = parse_runtime_log("ERROR 04-15 00:31:11 worker_base.py:574] " + line + "\n").host_errors
+    assert (e.api, e.text, e.exception) == (api, text, "RuntimeError")

@@ -169,6 +169,11 @@ ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal P
 # word characters costs one attempt, not one per position.
 TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
                          r"(?P<text>[^\n]*[^\s])")
+# Triton's launchers (triton/backends/nvidia/driver.c gpuAssert: "Triton Error [CUDA]: %s" with
+# cuGetErrorString's text; the AMD backend's "%s Code: %d, Messsage: %s" after "Triton Error [HIP]: ",
+# spelled "Message" in later releases)
+TRITON_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?Triton Error \[(?P<api>CUDA|HIP)\]:\s+"
+                          r"(?:Code: (?P<code>\d+), Mess+age: )?(?P<text>[^\n]*[^\s])")
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
@@ -833,6 +838,11 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
 
 
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+    m = TRITON_ERROR.search(rest)
+    if m:
+        text = m.group("text") + (f" ({m.group('code')})" if m.group("code") else "")
+        st.out.host_errors.append(HostError(org, m.group("api"), text, exception=m.group("exc") or "Triton launcher"))
+        return
     m = WATCHDOG_EXCEPTION.search(rest)
     if m and "Watchdog caught collective operation timeout" not in m.group("text"):
         # (a rethrown timeout is the collective-timeout fault of the same line, not a GPU error)
