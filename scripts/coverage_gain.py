@@ -4,7 +4,8 @@
 
 Runs the runtime-log, kernel-log and debugger parsers of two faultkit trees over every text file
 of the corpus (CSV traces are left out: every row of a trace names a kernel, which says nothing
-about reading crash text) and counts the distinct kernel names their records carry, per file.
+about reading crash text) and counts the distinct kernel names their records carry, per file, and
+the fault and error records they return (faults, host errors, asserts, stops, sanitizer reports, Xids).
 "Before" is the faultkit package of a git ref (default `main`), unpacked into a temporary
 folder with `git archive`; "after" is this checkout. Each tree runs in its own interpreter, so
 the two never share an import.
@@ -46,23 +47,27 @@ for path in sorted(Path(sys.argv[1]).rglob("*")):
     # the corpus's own markup (README: "# source:" lines and "# ---" excerpt marks) is not evidence
     text = "\n".join(l for l in text.splitlines() if not l.startswith(("# source:", "# notes:", "# Format:", "# Version:")))
     kinds = detect_kinds(text)
-    kernels, device_functions = set(), set()
+    kernels, device_functions, errors = set(), set(), 0
     if "runtime-log" in kinds:
         rt = parse_runtime_log(text, path.name)
+        errors += sum(len(getattr(rt, g, ())) for g in ("faults", "host_errors", "device_asserts", "driver_exceptions"))
         for group, attr in (("faults", "kernel"), ("dispatches", "kernel"), ("waves", "kernel"),
                             ("driver_exceptions", "kernel"), ("hints", "kernel")):
             kernels.update(n for n in names(getattr(rt, group, ()), attr) if n)
         device_functions.update(n for n in names(getattr(rt, "device_asserts", ()), "function") if n)
     if "debugger" in kinds:
         dbg = parse_debugger(text, path.name)
+        errors += len(dbg.stops) + len(dbg.sanitizer) + len(getattr(dbg, "sanitizer_findings", ()))
         kernels.update(s.frame.function for s in dbg.stops if s.gpu and s.frame and s.frame.function)
         kernels.update(s.error_function for s in dbg.stops if getattr(s, "error_function", None))
         for group, attr in (("sanitizer", "kernel"), ("dispatches", "kernel"), ("cuda_kernels", "name"),
                             ("sanitizer_findings", "kernel")):
             kernels.update(n for n in names(getattr(dbg, group, ()), attr) if n)
     if "kernel-log" in kinds:
-        parse_kernel_log(text, path.name)      # names no kernel; parsed so a crash in it shows
-    out[str(path.relative_to(sys.argv[1]))] = {"kernels": sorted(kernels), "device_functions": sorted(device_functions)}
+        kl = parse_kernel_log(text, path.name)      # names no kernel
+        errors += len(kl.faults) + len(kl.xids)
+    out[str(path.relative_to(sys.argv[1]))] = {"kernels": sorted(kernels), "device_functions": sorted(device_functions),
+                                               "errors": errors}
 print(json.dumps(out))
 """
 
@@ -98,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         before = _probe(_unpack(args.before, Path(tmp)), corpus)
     after = _probe(ROOT, corpus)
     totals = {"files": len(after), "before": 0, "after": 0, "files_before": 0, "files_after": 0,
-              "device_functions_before": 0, "device_functions_after": 0}
+              "device_functions_before": 0, "device_functions_after": 0, "errors_before": 0, "errors_after": 0}
     changed = []
     for name in sorted(after):
         b, a = before.get(name, {"kernels": [], "device_functions": []}), after[name]
@@ -108,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         totals["files_after"] += bool(a["kernels"])
         totals["device_functions_before"] += len(b.get("device_functions", []))
         totals["device_functions_after"] += len(a["device_functions"])
+        totals["errors_before"] += b.get("errors", 0)
+        totals["errors_after"] += a["errors"]
         if b != a:
             changed.append((name, b, a))
     print(f"corpus {corpus}: {totals['files']} text files")
@@ -117,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{totals['files_after']}")
     print(f"device functions named (asserts):          {args.before} {totals['device_functions_before']}  ->  "
           f"this tree {totals['device_functions_after']}")
+    print(f"fault/error records (faults, host errors, asserts, stops, sanitizer reports, Xids): {args.before} "
+          f"{totals['errors_before']}  ->  this tree {totals['errors_after']}")
     if args.files:
         for name, b, a in changed:
-            print(f"  {name}: {b['kernels'] + b.get('device_functions', [])} -> {a['kernels'] + a['device_functions']}")
+            print(f"  {name}: {b['kernels'] + b.get('device_functions', [])} ({b.get('errors', 0)} records) -> "
+                  f"{a['kernels'] + a['device_functions']} ({a['errors']} records)")
     return 0
 
 
