@@ -379,7 +379,25 @@ def _host_errors(text):
     return [(e.api, e.text, e.exception) for e in parse_runtime_log(text).host_errors]
 
 
+def _cuda_stops(text):
+    return [(s.kind, s.exception, s.frame.function if s.frame else None, s.error_pc, s.error_file, s.error_line,
+             (s.gpu.kernel_id, s.gpu.block, s.gpu.thread, s.gpu.sm) if s.gpu else None, s.from_core)
+            for s in parse_debugger(text).stops]
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "cudagdb_out_of_range_launch_frame.txt": (_cuda_stops, [
+        ("cuda-exception", "Warp Out-of-range Address", "void stereo_init_cu<float>(SceneState&)", None, None, None,
+         (4, (0, 0, 0), (0, 3, 0), 0), False)]),
+    "cudagdb_core_invalid_address_space.txt": (_cuda_stops, [
+        ("cuda-exception", "Warp Invalid Address Space", "julia_grad_kernel__5120", 0x6a01cc8, "grad.jl", 21,
+         (0, (1, 0, 0), (64, 0, 0), 2), True)]),
+    "xid_13_journal_printk_illegal_encoding.txt": (_xids, [
+        (13, None, None, None, None, None, None, None),
+        (13, None, None, None, "GPC 2, TPC 1, SM 0", "Illegal Instruction Encoding", None, None),
+        (13, None, None, None, "GPC 2, TPC 1, SM 0", "Multiple Warp Errors (SM global)", None, None)]),
+    "nvidia_warp_cuda_error_700.txt": (_host_errors, [
+        ("CUDA", "an illegal memory access was encountered (700)", "NVIDIA Warp at /builds/agent/0f1e2d/warp/native/warp.cu:223")] * 2),
     "vllm_2024_logger_triton_error_watchdog.txt": (_host_errors, [
         ("CUDA", "an illegal memory access was encountered", "RuntimeError"),
         ("CUDA", "an illegal memory access was encountered", "watchdog thread terminated with exception")]),
@@ -599,3 +617,14 @@ def test_a_device_assert_cut_at_the_end_of_a_paste_is_kept_and_said():
 def test_triton_launcher_errors(line, api, text):
     (e,) = parse_runtime_log("ERROR 04-15 00:31:11 worker_base.py:574] " + line + "\n").host_errors
     assert (e.api, e.text, e.exception) == (api, text, "RuntimeError")
+
+
+# NVIDIA Warp, warp/native/warp.cu check_cuda_result: both spellings of its format string
+@pytest.mark.parametrize("fmt, args", [("Warp CUDA error %u: %s (%s:%d)", (700, "an illegal memory access was encountered",
+                                                                         "warp.cu", 223)),
+                                       ("Warp CUDA error %u: %s (in function %s, %s:%d)",
+                                        (700, "an illegal memory access was encountered", "wp_launch", "warp.cu", 223))])
+def test_nvidia_warp_error_from_the_format_strings(fmt, args):
+    (e,) = parse_runtime_log(_c(fmt, *args) + "\n").host_errors
+    assert (e.api, e.text, e.exception) == ("CUDA", "an illegal memory access was encountered (700)",
+                                            "NVIDIA Warp at warp.cu:223")

@@ -174,6 +174,10 @@ TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?
 # spelled "Message" in later releases)
 TRITON_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?Triton Error \[(?P<api>CUDA|HIP)\]:\s+"
                           r"(?:Code: (?P<code>\d+), Mess+age: )?(?P<text>[^\n]*[^\s])")
+# NVIDIA Warp's check_cuda_result (warp/native/warp.cu): "Warp CUDA error %u: %s (%s:%d)", newer
+# "Warp CUDA error %u: %s (in function %s, %s:%d)"; the place is Warp's own host call, not a kernel
+WARP_CUDA_ERROR = re.compile(r"Warp CUDA error (?P<code>\d+): (?P<text>[^()\n]+?) \((?:in function (?P<func>[^,]+), )?"
+                             r"(?P<where>[^()\s]+:\d+)\)")
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
@@ -838,6 +842,11 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
 
 
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+    m = WARP_CUDA_ERROR.search(rest)
+    if m:
+        st.out.host_errors.append(HostError(org, "CUDA", f"{m.group('text')} ({m.group('code')})",
+                                            exception=f"NVIDIA Warp at {m.group('where')}"))
+        return
     m = TRITON_ERROR.search(rest)
     if m:
         text = m.group("text") + (f" ({m.group('code')})" if m.group("code") else "")
