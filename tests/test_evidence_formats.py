@@ -385,7 +385,36 @@ def _cuda_stops(text):
             for s in parse_debugger(text).stops]
 
 
+def _host_core(text):
+    log = parse_debugger(text)
+    return ([s.gpu for s in log.stops], [(e.kind, e.fields) for e in log.events],
+            [f.objfile for f in log.backtrace])
+
+
+def _host_segfault(text):
+    return [(e.kind, e.fields) for e in parse_kernel_log(text).events if e.kind == "host-segfault"]
+
+
+def _dispatches(text):
+    log = parse_runtime_log(text)
+    return [(d.source, d.kernel, d.pid, d.us) for d in log.dispatches], [(f.kind, f.address) for f in log.faults]
+
+
 SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
+    "hip_log_level3_shadername_tid_space.txt": (_dispatches, (
+        [("shader-name", "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB1_GRVW8_WG32_8_1", 88120, 41250080995)],
+        [("vm-fault", 0x7f9bfc063000)])),
+    "sanitizer_2021_misaligned_shared_julia.txt": (lambda text: [
+        (r.space, r.access, r.size, r.kernel, r.offset, r.thread, r.address, r.misaligned)
+        for r in parse_debugger(text).sanitizer], [
+        ("shared", "write", 16, "julia_stencil_kernel__6011(CuDeviceArray<Float32,int=3,int=1>,CuDeviceArray<Float32,"
+         "int=3,int=1>,Float32,Int64)", 0xb0, (3, 1, 1), 0x2a4, True)]),
+    "gdb_host_core_in_comgr.txt": (_host_core, (
+        [], [("terminated", {"sig": "SIGSEGV", "meaning": "Segmentation fault"})],
+        ["/opt/rocm-4.2.0/lib/libamd_comgr.so.2"] * 3)),
+    "dmesg_user_segfault_in_libhsa.txt": (_host_segfault, [
+        ("host-segfault", {"process": "rocminfo", "pid": 6120, "address": 0x1000, "ip": "00007f2c5836b192", "error": 6,
+                           "library": "libhsa-runtime64.so.1.1.9"})]),
     "cudagdb_out_of_range_launch_frame.txt": (_cuda_stops, [
         ("cuda-exception", "Warp Out-of-range Address", "void stereo_init_cu<float>(SceneState&)", None, None, None,
          (4, (0, 0, 0), (0, 3, 0), 0), False)]),
