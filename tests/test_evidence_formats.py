@@ -381,7 +381,7 @@ def _host_errors(text):
 
 def _cuda_stops(text):
     return [(s.kind, s.exception, s.frame.function if s.frame else None, s.error_pc, s.error_file, s.error_line,
-             (s.gpu.kernel_id, s.gpu.block, s.gpu.thread, s.gpu.sm) if s.gpu else None, s.from_core)
+             (s.gpu.kernel_id, s.gpu.block, s.gpu.thread, s.gpu.sm) if s.gpu else None)
             for s in parse_debugger(text).stops]
 
 
@@ -417,10 +417,10 @@ SOURCE_SHAPE_VALUES = {   # file -> (reader, the values the file shows)
                            "library": "libhsa-runtime64.so.1.1.9"})]),
     "cudagdb_out_of_range_launch_frame.txt": (_cuda_stops, [
         ("cuda-exception", "Warp Out-of-range Address", "void stereo_init_cu<float>(SceneState&)", None, None, None,
-         (4, (0, 0, 0), (0, 3, 0), 0), False)]),
+         (4, (0, 0, 0), (0, 3, 0), 0))]),
     "cudagdb_core_invalid_address_space.txt": (_cuda_stops, [
         ("cuda-exception", "Warp Invalid Address Space", "julia_grad_kernel__5120", 0x6a01cc8, "grad.jl", 21,
-         (0, (1, 0, 0), (64, 0, 0), 2), True)]),
+         (0, (1, 0, 0), (64, 0, 0), 2))]),
     "xid_13_journal_printk_illegal_encoding.txt": (_xids, [
         (13, None, None, None, None, None, None, None),
         (13, None, None, None, "GPC 2, TPC 1, SM 0", "Illegal Instruction Encoding", None, None),
