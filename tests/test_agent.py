@@ -281,3 +281,62 @@ def test_the_ring_header_is_checked():
     assert "checksum" in ring.read_header(bytes(bad))[1]
     assert ring.read_header(good)[1] is None
     assert struct.unpack_from("<Q", good, ring.HEAD_AT)[0] == 0
+
+
+# ---------------- the C++ tracker, against a stand-in for torch's allocator header ----------------
+
+FAKE_C10 = Path(__file__).parent / "data" / "fake_c10"
+
+
+def _tracker(tmp: Path) -> str:
+    import shutil
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler here: the tracker cannot be built")
+    out = str(tmp / "tracker.so")
+    src = Path(ring.__file__).parent / "tracker.cpp"
+    r = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-I", str(FAKE_C10), str(src), "-o", out],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_the_tracker_writes_records_with_python_sites_read_without_the_gil(tmp_path):
+    lib_path = _tracker(tmp_path)
+    code = textwrap.dedent(f"""
+        import ctypes, sys, time, importlib.util
+        spec = importlib.util.spec_from_file_location("rt", {str(Path(ring.__file__).parent / "runtime.py")!r})
+        rt = importlib.util.module_from_spec(spec); spec.loader.exec_module(rt)
+        ring = rt._load("ring")
+        rt._state["header"] = {{"failures": []}}
+        lib = ctypes.CDLL({lib_path!r})          # CDLL: the GIL is released in calls, as torch's ops do
+        rt._declare(lib)
+        lib.fake_event.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t]
+        cap = ring.create({str(tmp_path / 'a.ring')!r}, 1 << 16, "test")
+        assert lib.fk_attach({str(tmp_path / 'a.ring').encode()!r}, cap, int(sys.argv[1])) == 0
+        print("SITES", rt.start_sites({lib_path!r}, lib, {str(tmp_path / 's.tsv')!r}, "/nonexistent/"))
+        def make_kv_pool():
+            lib.fake_event(3, 0x7f0000000000, 1 << 30, 0)   # SEGMENT_ALLOC
+        def alloc_block():
+            lib.fake_event(0, 0x7f0000200000, 4096, 7)       # ALLOC (kept only with blocks)
+        for _ in range(2):
+            make_kv_pool()
+            alloc_block()
+        time.sleep(0.3)
+    """)
+    for blocks in (0, 1):
+        r = subprocess.run([sys.executable, "-c", code, str(blocks)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "SITES None" in r.stdout, r.stdout
+        data = (tmp_path / "a.ring").read_bytes()
+        recs, torn = ring.read_records(data, ring.read_header(data)[0]["capacity"])
+        assert torn == 0
+        kinds = [ring.KIND_NAMES[x[2]] for x in recs]
+        assert kinds == (["segment_alloc", "alloc"] * 2 if blocks else ["segment_alloc"] * 2)
+        assert recs[0][5] == 0x7f0000000000 and recs[0][6] == 1 << 30
+        assert recs[0][8] != 0 and recs[0][8] == recs[1 + blocks][8]     # the same stack, interned once
+        sites = {int(l.split("\t")[0]): l.split("\t")[1:] for l in (tmp_path / "s.tsv").read_text().splitlines()}
+        line = next(i + 1 for i, t in enumerate(code.splitlines()) if "lib.fake_event(3" in t)
+        assert sites[recs[0][8]][0] == f"<string>:{line} make_kv_pool"
+        if blocks:
+            assert sites[recs[1][8]][0].endswith(" alloc_block") and recs[1][7] == 7

@@ -224,24 +224,130 @@ def _attach(late: bool = False) -> None:
     path = _path(files.ALLOC_RING)
     capacity = ring.create(path, nbytes, "torch-tracker-blocks" if blocks else "torch-tracker-segments")
     lib = ctypes.CDLL(job.library)
-    lib.fk_attach.restype = ctypes.c_int
-    lib.fk_attach.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
-    lib.fk_error.restype = ctypes.c_char_p
-    lib.fk_forget.restype = None
-    # Frames under torch's own folder are skipped: the site is the first frame outside it.
-    rc = lib.fk_attach(path.encode(), _path(files.SITES).encode(), capacity, 1 if blocks else 0,
-                       (job.torch_dir.rstrip("/") + "/").encode())
+    _declare(lib)
+    rc = lib.fk_attach(path.encode(), capacity, 1 if blocks else 0)
     if rc != 0:
         alloc["note"] = f"the tracker did not attach: {lib.fk_error().decode(errors='replace')}"
         return
     _state["lib"] = lib
     alloc.update(mechanism="c++ trace tracker", ring=os.path.basename(path), capacity=capacity,
-                 sites=os.path.basename(_path(files.SITES)), built_in_s=job.seconds,
-                 attached={"wall": time.time(), "monotonic_ns": time.monotonic_ns()})
+                 built_in_s=job.seconds, attached={"wall": time.time(), "monotonic_ns": time.monotonic_ns()})
     if late:
         alloc["note"] = ("attached after CUDA started (the tracker was being built): device memory reserved "
                          "before the attach time is not in the ring")
     _armed("allocator-" + ("blocks" if blocks else "segments"))
+    problem = start_sites(job.library, lib, _path(files.SITES), job.torch_dir)
+    alloc["sites"] = os.path.basename(_path(files.SITES)) if problem is None else None
+    if problem:
+        alloc["sites_note"] = problem
+
+
+def _declare(lib) -> None:
+    import ctypes
+    lib.fk_attach.restype = ctypes.c_int
+    lib.fk_attach.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
+    lib.fk_error.restype = ctypes.c_char_p
+    lib.fk_forget.restype = None
+    lib.fk_pending.restype = ctypes.c_uint32
+    lib.fk_take.restype = ctypes.c_int
+    lib.fk_take.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.fk_is_object_of.restype = ctypes.c_int
+    lib.fk_is_object_of.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+
+
+# ---------------- Python sites ----------------
+
+DEPTH = 8                 # frames per raw stack (tracker.cpp's DEPTH)
+RESOLVE_EVERY_S = 0.02    # a site first seen less than this before an abort stays unresolved
+
+
+def _calibrate_inner(fn):
+    return fn()
+
+
+def start_sites(library: str, lib, sites_path: str, lib_dir: str) -> str | None:
+    """Calibrate the tracker's raw frame reading from a frame whose code is known, then resolve the
+    stacks it queues in a background thread. Returns why there are no sites, or None."""
+    import ctypes
+    import types
+    py = ctypes.PyDLL(library)                   # called with the GIL held
+    py.fk_calibrate.restype = ctypes.c_int
+    py.fk_calibrate.argtypes = [ctypes.py_object, ctypes.py_object, ctypes.c_uint64, ctypes.c_uint64]
+    def call():          # the frame the C function sees running, called from _calibrate_inner
+        return py.fk_calibrate(inner, outer, type(inner).__basicsize__, len(inner.co_code))
+    inner, outer = call.__code__, _calibrate_inner.__code__
+    if _calibrate_inner(call) != 0:
+        return lib.fk_error().decode(errors="replace")
+    resolver = _Resolver(lib, sites_path, lib_dir.rstrip("/") + "/", id(types.CodeType))
+    _state["resolver"] = resolver
+    threading.Thread(target=resolver.run, name="faultkit-agent-sites", daemon=True).start()
+    return None
+
+
+class _Resolver:
+    """Turns the tracker's raw stacks (code object pointers and instruction offsets, read without
+    the GIL) into `file:line function`: the first frame outside torch's folder and the innermost one.
+    Code objects are kept alive once seen, so a pointer never comes to mean another code object."""
+
+    def __init__(self, lib, path: str, lib_dir: str, code_type: int):
+        import ctypes
+        self.lib, self.path, self.lib_dir, self.code_type = lib, path, lib_dir, code_type
+        self.codes: dict[int, object] = {}
+        self.buf = (ctypes.c_uint64 * (256 * (2 + 2 * DEPTH)))()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+    def run(self) -> None:
+        while True:
+            time.sleep(RESOLVE_EVERY_S)
+            try:
+                if self.lib.fk_pending():
+                    self.drain()
+            except Exception as exc:
+                _fail("site resolver", exc)
+                _save()
+                return
+
+    def drain(self) -> None:
+        import ctypes
+        row = 2 + 2 * DEPTH
+        while True:
+            n = self.lib.fk_take(ctypes.addressof(self.buf), 256)
+            if n <= 0:
+                return
+            lines = []
+            for i in range(n):
+                r = self.buf[i * row:(i + 1) * row]
+                frames = [(r[2 + 2 * k], r[3 + 2 * k]) for k in range(int(r[1]))]
+                lines.append(self.line(int(r[0]), frames))
+            os.write(self.fd, "".join(lines).encode("utf-8", "replace"))
+
+    def code(self, addr: int):
+        c = self.codes.get(addr)
+        if c is None and addr and self.lib.fk_is_object_of(addr, self.code_type):
+            import ctypes
+            c = ctypes.cast(addr, ctypes.py_object).value
+            self.codes[addr] = c
+        return c
+
+    def line(self, sid: int, frames: list) -> str:
+        named = []
+        for addr, off in frames:
+            c = self.code(addr)
+            if c is None:
+                continue
+            if c.co_filename.startswith("<") and c.co_filename not in ("<string>", "<stdin>"):
+                continue          # the interpreter's own entry frames
+            named.append(f"{c.co_filename}:{_line_of(c, off)} {c.co_name}")
+        user = next((x for x in named if not x.startswith(self.lib_dir)), "-")
+        inner = named[0] if named else "-"
+        return f"{sid}\t{user}\t{inner}\n"
+
+
+def _line_of(code, offset: int):
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
 
 
 # ---------------- fork ----------------

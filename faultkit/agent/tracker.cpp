@@ -24,23 +24,18 @@
 #include <type_traits>
 #include <unistd.h>
 #include <unordered_map>
+#include <vector>
 
-// The few CPython functions used, declared weak: the library loads (and reports no sites) even in
-// a process whose interpreter does not export them. No Python.h is needed to build it.
+// Python sites. Torch's op bindings release the GIL before they allocate, so the allocating thread
+// usually does not hold it and no CPython API may be called here. The thread's own frame chain
+// cannot change while it is inside this callback, so it is read raw (code object and instruction
+// pointers only: no reference count, no allocation), with offsets found by fk_calibrate() from a
+// frame whose code is known; if calibration fails there are no sites (and the header says so).
+// New stacks are queued; the agent's resolver thread (with the GIL) turns code pointers into
+// file:line function and writes the sites file. One CPython function is declared, weak.
 extern "C" {
 typedef struct _object PyObject;
-int PyGILState_Check(void) __attribute__((weak));
-PyObject* PyEval_GetFrame(void) __attribute__((weak));               // borrowed
-PyObject* PyFrame_GetBack(PyObject*) __attribute__((weak));          // new reference
-PyObject* PyFrame_GetCode(PyObject*) __attribute__((weak));          // new reference
-int PyFrame_GetLineNumber(PyObject*) __attribute__((weak));
-PyObject* PyObject_GetAttrString(PyObject*, const char*) __attribute__((weak));
-const char* PyUnicode_AsUTF8(PyObject*) __attribute__((weak));
-void Py_IncRef(PyObject*) __attribute__((weak));
-void Py_DecRef(PyObject*) __attribute__((weak));
-void PyErr_Clear(void) __attribute__((weak));
-int PyGC_Disable(void) __attribute__((weak));
-int PyGC_Enable(void) __attribute__((weak));
+void* PyGILState_GetThisThreadState(void) __attribute__((weak));
 }
 
 namespace {
@@ -49,7 +44,7 @@ constexpr size_t HEADER_BYTES = 4096;
 constexpr size_t RECORD_BYTES = 64;
 constexpr size_t HEAD_AT = 24;
 constexpr uint32_t SITE_NONE = 0, SITE_FULL = 0xFFFFFFFFu;
-constexpr size_t MAX_SITES = 1 << 16;
+
 constexpr int MAX_FRAMES = 32;
 enum Kind : uint16_t { ALLOC = 1, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP,
                        SEGMENT_UNMAP, SNAPSHOT, OOM };
@@ -59,8 +54,6 @@ struct Ring {
   size_t bytes = 0;
   uint64_t capacity = 0;
   bool all_blocks = false;
-  int sites_fd = -1;
-  std::string lib_prefix;
 };
 
 std::atomic<Ring*> g_ring{nullptr};
@@ -87,110 +80,85 @@ uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-// ---- Python sites (only with the GIL held: the GIL also guards this table) ----
-struct SiteKey {
-  PyObject* inner;
-  int inner_line;
-  PyObject* user;
-  int user_line;
-  bool operator==(const SiteKey& o) const {
-    return inner == o.inner && inner_line == o.inner_line && user == o.user && user_line == o.user_line;
+// ---- Python sites ----
+constexpr int DEPTH = 8;
+struct Layout {
+  bool ok = false;
+  bool via_cframe = false;   // 3.11/3.12: tstate->cframe->current_frame; 3.13: tstate->current_frame
+  size_t cframe_off = 0;
+  size_t tstate_off = 0, code_off = 0, prev_off = 0, instr_off = 0, code_base = 0;
+} g_layout;
+
+struct RawStack {
+  uint64_t code[DEPTH];
+  uint64_t off[DEPTH];
+  int n;
+};
+struct StackHash {
+  size_t operator()(const RawStack& s) const {
+    size_t h = size_t(s.n);
+    for (int i = 0; i < s.n; i++) h = h * 1000003u ^ size_t(s.code[i]) ^ (size_t(s.off[i]) << 20);
+    return h;
   }
 };
-struct SiteHash {
-  size_t operator()(const SiteKey& k) const {
-    return std::hash<void*>()(k.inner) ^ (size_t(k.inner_line) * 0x9E3779B97F4A7C15ull) ^
-           (std::hash<void*>()(k.user) << 1) ^ (size_t(k.user_line) << 17);
+struct StackEq {
+  bool operator()(const RawStack& a, const RawStack& b) const {
+    if (a.n != b.n) return false;
+    for (int i = 0; i < a.n; i++)
+      if (a.code[i] != b.code[i] || a.off[i] != b.off[i]) return false;
+    return true;
   }
 };
-std::unordered_map<SiteKey, uint32_t, SiteHash> g_sites;
-std::unordered_map<PyObject*, bool> g_is_lib;   // code object -> under torch's folder (kept alive)
+std::mutex g_sites_mu;
+std::unordered_map<RawStack, uint32_t, StackHash, StackEq> g_sites;
+std::vector<std::pair<uint32_t, RawStack>> g_pending;
+std::atomic<uint32_t> g_pending_n{0};
+constexpr size_t MAX_SITES = 1 << 16;
 
-std::string attr_str(PyObject* code, const char* name) {
-  PyObject* v = PyObject_GetAttrString(code, name);
-  if (!v) {
-    PyErr_Clear();
-    return "?";
+inline uint64_t rd(uint64_t a) { return *reinterpret_cast<const uint64_t*>(a); }
+
+// Reads that may hit unmapped memory (calibration, checking a code pointer): write() reports EFAULT
+// instead of faulting.
+bool safe_read(uint64_t addr, void* out, size_t n) {
+  static int fds[2] = {-1, -1};
+  if (fds[0] < 0 && pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  if (addr < 4096) return false;
+  if (write(fds[1], reinterpret_cast<const void*>(addr), n) != ssize_t(n)) return false;
+  return read(fds[0], out, n) == ssize_t(n);
+}
+bool safe_word(uint64_t addr, uint64_t* out) { return safe_read(addr, out, 8); }
+
+bool raw_stack(RawStack* st) {
+  const Layout& L = g_layout;
+  if (!L.ok || !PyGILState_GetThisThreadState) return false;
+  uint64_t ts = uint64_t(PyGILState_GetThisThreadState());
+  if (!ts) return false;                        // a thread outside Python
+  uint64_t f = rd(ts + L.tstate_off);
+  if (f && L.via_cframe) f = rd(f + L.cframe_off);
+  st->n = 0;
+  while (f && st->n < DEPTH) {
+    uint64_t code = rd(f + L.code_off);
+    uint64_t ip = rd(f + L.instr_off);
+    st->code[st->n] = code;
+    st->off[st->n] = ip >= code + L.code_base ? ip - code - L.code_base : 0;
+    st->n++;
+    f = rd(f + L.prev_off);
   }
-  const char* s = PyUnicode_AsUTF8(v);
-  std::string out = s ? s : "?";
-  if (!s) PyErr_Clear();
-  Py_DecRef(v);
-  return out;
+  return st->n > 0;
 }
 
-bool is_lib(PyObject* code, const std::string& prefix) {
-  auto it = g_is_lib.find(code);
-  if (it != g_is_lib.end()) return it->second;
-  std::string file = attr_str(code, "co_filename");
-  bool lib = file.compare(0, prefix.size(), prefix) == 0 || file.rfind("<frozen", 0) == 0;
-  Py_IncRef(code);   // held: its address is never reused for another code object
-  g_is_lib.emplace(code, lib);
-  return lib;
-}
-
-std::string describe(PyObject* code, int line) {
-  return attr_str(code, "co_filename") + ":" + std::to_string(line) + " " + attr_str(code, "co_name");
-}
-
-uint32_t python_site(Ring* r) {
-  if (!PyGILState_Check || !PyEval_GetFrame || !PyFrame_GetBack || !PyFrame_GetCode || !PyObject_GetAttrString ||
-      !PyUnicode_AsUTF8 || !Py_IncRef || !Py_DecRef || !PyErr_Clear || !PyFrame_GetLineNumber)
-    return SITE_NONE;
-  if (!PyGILState_Check()) return SITE_NONE;   // a thread outside Python (or without the GIL)
-  PyObject* frame = PyEval_GetFrame();
-  if (!frame) return SITE_NONE;
-  // Frame objects may be made below (3.11+): no collection may run while the allocator is locked.
-  int gc_was = PyGC_Disable ? PyGC_Disable() : 0;
-  Py_IncRef(frame);
-  PyObject* inner = nullptr;
-  int inner_line = 0;
-  PyObject* user = nullptr;
-  int user_line = 0;
-  for (int depth = 0; frame && depth < MAX_FRAMES; depth++) {
-    PyObject* code = PyFrame_GetCode(frame);
-    int line = PyFrame_GetLineNumber(frame);
-    if (!inner) {
-      inner = code;
-      inner_line = line;
-      Py_IncRef(inner);
-    }
-    bool lib = is_lib(code, r->lib_prefix);
-    if (!lib) {
-      user = code;
-      user_line = line;
-      Py_IncRef(user);
-    }
-    Py_DecRef(code);
-    if (!lib) break;
-    PyObject* back = PyFrame_GetBack(frame);
-    Py_DecRef(frame);
-    frame = back;
-  }
-  if (frame) Py_DecRef(frame);
-  if (gc_was && PyGC_Enable) PyGC_Enable();
-  if (!inner) return SITE_NONE;
-  SiteKey key{inner, inner_line, user, user_line};
-  auto it = g_sites.find(key);
-  uint32_t id;
-  if (it != g_sites.end()) {
-    id = it->second;
-    Py_DecRef(inner);            // the table already holds these
-    if (user) Py_DecRef(user);
-  } else if (g_sites.size() >= MAX_SITES) {
-    Py_DecRef(inner);
-    if (user) Py_DecRef(user);
-    return SITE_FULL;
-  } else {
-    id = uint32_t(g_sites.size() + 1);
-    g_sites.emplace(key, id);    // keeps the references taken above
-    if (r->sites_fd >= 0) {
-      std::string line = std::to_string(id) + "\t" + (user ? describe(user, user_line) : std::string("-")) + "\t" +
-                         describe(inner, inner_line) + "\n";
-      ssize_t ignored = write(r->sites_fd, line.data(), line.size());   // one write: a whole line or its cut end
-      (void)ignored;
-    }
-  }
+uint32_t python_site(Ring*) {
+  RawStack st;
+  std::memset(&st, 0, sizeof st);
+  if (!raw_stack(&st)) return SITE_NONE;
+  std::lock_guard<std::mutex> g(g_sites_mu);
+  auto it = g_sites.find(st);
+  if (it != g_sites.end()) return it->second;
+  if (g_sites.size() >= MAX_SITES) return SITE_FULL;
+  uint32_t id = uint32_t(g_sites.size() + 1);
+  g_sites.emplace(st, id);
+  g_pending.emplace_back(id, st);
+  g_pending_n.store(uint32_t(g_pending.size()), std::memory_order_release);
   return id;
 }
 
@@ -258,8 +226,7 @@ extern "C" {
 const char* fk_error() { return g_error.c_str(); }
 
 // ring: a file ring.py created (header written, allocated in full); sites: appended to.
-int fk_attach(const char* ring_path, const char* sites_path, uint64_t capacity, int all_blocks,
-              const char* lib_prefix) {
+int fk_attach(const char* ring_path, uint64_t capacity, int all_blocks) {
   static std::once_flag once;
   std::call_once(once, crc_init);
   if (g_ring.load()) {
@@ -289,8 +256,6 @@ int fk_attach(const char* ring_path, const char* sites_path, uint64_t capacity, 
   r->bytes = bytes;
   r->capacity = capacity;
   r->all_blocks = all_blocks != 0;
-  r->lib_prefix = lib_prefix ? lib_prefix : "";
-  r->sites_fd = open(sites_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   g_ring.store(r, std::memory_order_release);
   try {
     c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
@@ -305,6 +270,84 @@ int fk_attach(const char* ring_path, const char* sites_path, uint64_t capacity, 
     return -5;
   }
   return 0;
+}
+
+// Called with the GIL held from a Python frame running `inner` (called from a frame running
+// `outer`), whose instructions start `code_base` bytes into the code object and are `code_len`
+// bytes long: finds where this interpreter keeps the thread's current frame, a frame's code, its
+// caller and its instruction pointer. Returns 0 when found.
+int fk_calibrate(PyObject* inner, PyObject* outer, uint64_t code_base, uint64_t code_len) {
+  if (!PyGILState_GetThisThreadState) {
+    g_error = "PyGILState_GetThisThreadState is not exported by this interpreter";
+    return -1;
+  }
+  uint64_t ts = uint64_t(PyGILState_GetThisThreadState());
+  uint64_t ci = uint64_t(inner), co = uint64_t(outer);
+  const size_t code_offs[] = {0, 32, 8, 16, 24};
+  for (size_t x = 0; x < 512; x += 8) {
+    uint64_t v;
+    if (!safe_word(ts + x, &v) || !v) continue;
+    // chain 0: tstate->current_frame (3.13); 1, 2: tstate->cframe->current_frame at 0 (3.12) or 8 (3.11)
+    for (int chain = 0; chain < 3; chain++) {
+      uint64_t f = v;
+      if (chain > 0 && !safe_word(v + (chain == 2 ? 8 : 0), &f)) continue;
+      if (!f) continue;
+      for (size_t cf : code_offs) {
+        uint64_t c;
+        if (!safe_word(f + cf, &c) || c != ci) continue;
+        for (size_t y = 8; y < 128; y += 8) {
+          uint64_t p, pc;
+          if (!safe_word(f + y, &p) || !p || !safe_word(p + cf, &pc) || pc != co) continue;
+          for (size_t z = 8; z < 128; z += 8) {
+            uint64_t ip;
+            if (z == y || z == cf || !safe_word(f + z, &ip)) continue;
+            if (ip >= ci + code_base && ip < ci + code_base + code_len) {
+              g_layout.tstate_off = x;
+              g_layout.via_cframe = chain > 0;
+              g_layout.cframe_off = chain == 2 ? 8 : 0;
+              g_layout.code_off = cf;
+              g_layout.prev_off = y;
+              g_layout.instr_off = z;
+              g_layout.code_base = code_base;
+              g_layout.ok = true;
+              return 0;
+            }
+          }
+        }
+      }
+    }
+  }
+  g_error = "the interpreter's frame layout was not recognised: no Python sites";
+  return -2;
+}
+
+uint32_t fk_pending() { return g_pending_n.load(std::memory_order_acquire); }
+
+// Moves up to `max` queued new stacks into out: per stack id, depth, then depth (code, offset) pairs.
+int fk_take(uint64_t* out, int max) {
+  std::lock_guard<std::mutex> g(g_sites_mu);
+  int n = 0;
+  size_t i = 0;
+  for (; i < g_pending.size() && n < max; i++, n++) {
+    const auto& e = g_pending[i];
+    uint64_t* row = out + size_t(n) * (2 + 2 * DEPTH);
+    row[0] = e.first;
+    row[1] = uint64_t(e.second.n);
+    for (int k = 0; k < DEPTH; k++) {
+      row[2 + 2 * k] = e.second.code[k];
+      row[3 + 2 * k] = e.second.off[k];
+    }
+  }
+  g_pending.erase(g_pending.begin(), g_pending.begin() + long(i));
+  g_pending_n.store(uint32_t(g_pending.size()), std::memory_order_release);
+  return n;
+}
+
+// Is this still a live object of that type (a code pointer queued a moment ago)?
+int fk_is_object_of(uint64_t addr, uint64_t type) {
+  uint64_t head[2];
+  if (!safe_read(addr, head, sizeof head)) return 0;
+  return head[1] == type && head[0] > 0 && head[0] < (1ull << 48) ? 1 : 0;
 }
 
 // In a forked child: the parent's CUDA context is unusable there; stop writing the parent's ring.
