@@ -26,55 +26,88 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def child(reps: int) -> None:
+def _workloads():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=6)).cuda().eval()
-    out = {}
-    with torch.no_grad():
-        prompt = torch.randint(0, 50000, (4, 16), device="cuda")
-        rates = []
-        for _ in range(reps + 1):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            o = model(prompt, use_cache=True)
+    prompt = torch.randint(0, 50000, (4, 16), device="cuda")
+
+    def eager() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        o = model(prompt, use_cache=True)
+        past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
+        for _ in range(160):
+            o = model(tok, past_key_values=past, use_cache=True)
             past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
-            for _ in range(160):
-                o = model(tok, past_key_values=past, use_cache=True)
-                past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
-            torch.cuda.synchronize()
-            rates.append(160 / (time.perf_counter() - t0))
-        out["eager"] = statistics.median(rates[1:])
-        window = torch.randint(0, 50000, (4, 64), device="cuda")
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                model(window, use_cache=False)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        torch.cuda.synchronize()
+        return 160 / (time.perf_counter() - t0)
+    window = torch.randint(0, 50000, (4, 64), device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
             model(window, use_cache=False)
-        rates = []
-        for _ in range(reps + 1):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(300):
-                g.replay()
-            torch.cuda.synchronize()
-            rates.append(300 / (time.perf_counter() - t0))
-        out["graph"] = statistics.median(rates[1:])
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(window, use_cache=False)
+
+    def graph() -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(300):
+            g.replay()
+        torch.cuda.synchronize()
+        return 300 / (time.perf_counter() - t0)
+    return eager, graph
+
+
+def child(reps: int) -> None:
+    import torch
+    with torch.no_grad():
+        eager, graph = _workloads()
+        out = {"eager": statistics.median([eager() for _ in range(reps + 1)][1:]),
+               "graph": statistics.median([graph() for _ in range(reps + 1)][1:])}
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run(cfg: str, out: Path, reps: int) -> dict:
+def inprocess(windows: int) -> None:
+    """One process with the tracker attached (--alloc-history): windows alternate between the tracker
+    off (its callback returns at once; the resolver thread paused), segments and blocks, so the
+    machine's drift between processes (tens of percent) falls on every mode alike. What 'off' still
+    pays: torch building each event for an attached tracker."""
+    import torch
+    rt = sys.modules.get("_faultkit_agent_runtime")
+    lib = rt._state.get("lib") if rt else None
+    if lib is None:
+        print("RESULT " + json.dumps({"error": "the agent's tracker is not attached", "header": rt and rt._state.get("header")}))
+        return
+    resolver = rt._state.get("resolver")
+    modes = {"off": 0, "segments": 1, "blocks": 2}
+    rates: dict = {m: {"eager": [], "graph": []} for m in modes}
+    with torch.no_grad():
+        eager, graph = _workloads()
+        eager(), graph()
+        for w in range(windows):
+            for m in (list(modes) if w % 2 == 0 else list(modes)[::-1]):
+                lib.fk_set_mode(modes[m])
+                if resolver is not None:
+                    resolver.paused = m == "off"
+                rates[m]["eager"].append(eager())
+                rates[m]["graph"].append(graph())
+    lib.fk_set_mode(-1)
+    print("RESULT " + json.dumps(rates), flush=True)
+
+
+def run(cfg: str, out: Path, reps: int, extra: list[str] = ()) -> dict:
     from faultkit.capture.agent import agent_env
     env = dict(os.environ)
     d = Path(tempfile.mkdtemp(dir=out, prefix=cfg + "-"))
     if cfg != "bare":
         env.update(agent_env(d, cfg == "blocks", {}))
-    p = subprocess.run([sys.executable, __file__, "--child", "--reps", str(reps)], env=env, capture_output=True,
+    p = subprocess.run([sys.executable, __file__, "--child", "--reps", str(reps), *extra], env=env, capture_output=True,
                        text=True, timeout=600)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     res = json.loads(line[7:]) if line else {"error": p.stderr[-2000:]}
@@ -99,9 +132,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--inprocess", type=int, default=0, metavar="WINDOWS",
+                    help="also the in-process alternation, with this many windows per mode")
     a = ap.parse_args()
     if a.child:
-        child(a.reps)
+        inprocess(a.inprocess) if a.inprocess else child(a.reps)
         return
     out = Path(a.out or tempfile.mkdtemp(prefix="bench-agent-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -120,6 +155,19 @@ def main() -> None:
     for c in configs:
         print(f"| {names[c]} | {med[c]['eager']:.1f} | {med[c]['eager'] / med['bare']['eager']:.3f} | "
               f"{med[c]['graph']:.1f} | {med[c]['graph'] / med['bare']['graph']:.3f} |")
+    if a.inprocess:
+        res = run("blocks", out, a.reps, ["--inprocess", str(a.inprocess)])
+        results["inprocess"] = res
+        if "off" in res:
+            print(f"\nIn one process, {a.inprocess} alternating windows per mode (medians, steps/s):")
+            print("| tracker | eager decode | vs off | CUDA graph | vs off |")
+            print("|---|---|---|---|---|")
+            off = {k: statistics.median(v) for k, v in res["off"].items()}
+            for m in ("off", "segments", "blocks"):
+                e, g = statistics.median(res[m]["eager"]), statistics.median(res[m]["graph"])
+                print(f"| {m} | {e:.1f} | {e / off['eager']:.3f} | {g:.1f} | {g / off['graph']:.3f} |")
+        else:
+            print("in-process run failed:", json.dumps(res)[:1500])
     (out / "bench.json").write_text(json.dumps(results, indent=1))
 
 

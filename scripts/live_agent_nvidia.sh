@@ -3,7 +3,7 @@
 # build the allocator tracker, capture the three memory faults of scripts/agent_fault_demo.py
 # (use-after-free of a released pool, a read past a live block, a wild pointer) and triage them,
 # then the agent's cost (scripts/bench_agent.py).
-# Usage: scripts/live_agent_nvidia.sh OUTDIR [build|faults|bench|all]
+# Usage: scripts/live_agent_nvidia.sh OUTDIR [build|faults|hang|bench|all]
 set -u
 O=${1:?output folder}
 mkdir -p "$O"
@@ -37,5 +37,10 @@ case "${2:-all}" in all|faults)
     echo "=== oob with --alloc-history"
     python3 -m faultkit.cli capture -q --alloc-history -o "$O/oob-blocks" -- python3 scripts/agent_fault_demo.py --case oob
     echo "capture rc=$?"; grep -h "reads at" "$O/oob-blocks/server.log"; triage oob-blocks ;; esac
+case "${2:-all}" in all|hang)
+    echo "=== hang: faultkit capture --timeout 30s -- python3 scripts/gpu_fault_server.py --hang --fault-after 5"
+    python3 -m faultkit.cli capture -q --timeout 30s -o "$O/hang" -- python3 scripts/gpu_fault_server.py --hang --fault-after 5
+    echo "capture rc=$?"; python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('STACKS_ASKED', m.get('stacks_asked'))" "$O/hang/manifest.json"
+    for f in "$O/hang"/agent/*.stacks.txt; do echo "--- $f"; head -12 "$f"; done; triage hang ;; esac
 case "${2:-all}" in all|bench)
     echo "=== cost"; python3 scripts/bench_agent.py --rounds ${ROUNDS:-3} --out "$O/bench" ;; esac

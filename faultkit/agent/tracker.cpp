@@ -57,6 +57,7 @@ struct Ring {
 };
 
 std::atomic<Ring*> g_ring{nullptr};
+std::atomic<int> g_mode{-1};    // -1: as attached; 0 off, 1 segments, 2 blocks (fk_set_mode: for measuring)
 std::string g_error;
 uint32_t crc_table[256];
 
@@ -197,6 +198,8 @@ template <class TE>
 void on_event(const TE& te) {
   Ring* r = g_ring.load(std::memory_order_acquire);
   if (!r) return;
+  int mode = g_mode.load(std::memory_order_relaxed);
+  if (mode == 0) return;
   uint16_t kind;
   switch (te.action_) {
     case TE::ALLOC: kind = ALLOC; break;
@@ -210,7 +213,7 @@ void on_event(const TE& te) {
     default: return;
   }
   bool segment = kind >= SEGMENT_ALLOC;
-  if (!segment && !r->all_blocks) return;
+  if (!segment && (mode == 1 || (mode < 0 && !r->all_blocks))) return;
   // A free's site says who freed; FREE_COMPLETED may run on another thread, later: no site.
   uint32_t site = (kind == ALLOC || kind == SEGMENT_ALLOC || kind == SEGMENT_MAP || kind == FREE_REQUESTED ||
                    kind == SEGMENT_FREE || kind == SEGMENT_UNMAP || kind == OOM)
@@ -349,6 +352,9 @@ int fk_is_object_of(uint64_t addr, uint64_t type) {
   if (!safe_read(addr, head, sizeof head)) return 0;
   return head[1] == type && head[0] > 0 && head[0] < (1ull << 48) ? 1 : 0;
 }
+
+// The cost benchmark switches what is recorded within one process (scripts/bench_agent.py).
+void fk_set_mode(int mode) { g_mode.store(mode); }
 
 // In a forked child: the parent's CUDA context is unusable there; stop writing the parent's ring.
 void fk_forget() { g_ring.store(nullptr); }
