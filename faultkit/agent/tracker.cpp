@@ -12,6 +12,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <fcntl.h>
@@ -114,6 +116,7 @@ std::mutex g_sites_mu;
 std::unordered_map<RawStack, uint32_t, StackHash, StackEq> g_sites;
 std::vector<std::pair<uint32_t, RawStack>> g_pending;
 std::atomic<uint32_t> g_pending_n{0};
+std::condition_variable g_pending_cv;   // the resolver waits on it with the GIL released: no polling
 constexpr size_t MAX_SITES = 1 << 16;
 
 inline uint64_t rd(uint64_t a) { return *reinterpret_cast<const uint64_t*>(a); }
@@ -160,6 +163,7 @@ uint32_t python_site(Ring*) {
   g_sites.emplace(st, id);
   g_pending.emplace_back(id, st);
   g_pending_n.store(uint32_t(g_pending.size()), std::memory_order_release);
+  g_pending_cv.notify_one();
   return id;
 }
 
@@ -325,6 +329,13 @@ int fk_calibrate(PyObject* inner, PyObject* outer, uint64_t code_base, uint64_t 
 }
 
 uint32_t fk_pending() { return g_pending_n.load(std::memory_order_acquire); }
+
+// Blocks (call it without the GIL: ctypes.CDLL) until a new stack is queued or timeout_ms passes.
+uint32_t fk_wait(int timeout_ms) {
+  std::unique_lock<std::mutex> g(g_sites_mu);
+  g_pending_cv.wait_for(g, std::chrono::milliseconds(timeout_ms), [] { return !g_pending.empty(); });
+  return uint32_t(g_pending.size());
+}
 
 // Moves up to `max` queued new stacks into out: per stack id, depth, then depth (code, offset) pairs.
 int fk_take(uint64_t* out, int max) {
