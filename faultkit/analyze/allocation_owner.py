@@ -243,8 +243,10 @@ def threads_at_abort(dumps: list[StackDump]) -> tuple[list[ThreadView], str | No
     for t in d.threads:
         top = t.frames[0] if t.frames else ""
         mark = None
-        if "/torch/cuda/" in top or top.endswith((" synchronize", " item", " _lazy_init")):
-            mark = f"inside the GPU runtime ({top.rsplit(' ', 1)[-1]}): where the GPU error reached the host"
+        if any("/faultkit/agent/" in f for f in t.frames):
+            mark = "faultkit's agent (its site resolver): not the target's"
+        elif "/torch/cuda/" in top or top.endswith((" synchronize", " item", " _lazy_init")):
+            mark = f"inside the GPU runtime ({top.rsplit(' ', 1)[-1]}): waiting on the GPU, where a GPU error reaches the host"
         elif t.current:
             mark = "the thread that received the signal"
         views.append(ThreadView(t.thread, t.frames, mark))
