@@ -219,3 +219,36 @@ def test_a_damaged_ring_header_is_a_problem_not_a_crash(tmp_path):
     msgs = " ".join(p.message for p in log.problems)
     assert "checksum" in msgs and "agent header unreadable" in msgs
     assert log.processes[5].events == []
+
+
+def test_the_memory_track_passes_the_timeline_check(live, tmp_path):
+    from faultkit.export.pftrace_check import check_trace
+    from faultkit.export.timeline import write_pftrace
+    out = tmp_path / "t.pftrace"
+    write_pftrace(build_timeline(live["uaf"], None), str(out))
+    r = check_trace(out.read_bytes())
+    assert r.ok, r.errors
+    assert any("segment_free" in n for n in sum(r.names.values(), []))
+
+
+def test_capture_records_the_agents_processes_and_no_agent_opts_out(tmp_path):
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "faultkit.cli", "capture", "-q", "--no-coredump", "-o"]
+    code = "import os; print('pid', os.getpid())"
+    on = subprocess.run(cmd + [str(tmp_path / "on"), "--", sys.executable, "-c", code], capture_output=True,
+                        text=True, timeout=120, cwd=ROOT)
+    assert on.returncode == 0, on.stderr
+    m = json.loads((tmp_path / "on" / "manifest.json").read_text())
+    pid = int(re.search(r"pid (\d+)", (tmp_path / "on" / "server.log").read_text())[1])
+    assert m["agent"]["enabled"] and m["agent"]["mode"] == "segments"
+    assert [p["pid"] for p in m["agent"]["processes"]] == [pid]
+    assert "faulthandler" in m["agent"]["processes"][0]["armed"]
+    assert any(files.ENV_DIR in (r.get("env") or {}) for r in json.loads((tmp_path / "on" / "environ.json").read_text()))
+    off = subprocess.run(cmd + [str(tmp_path / "off"), "--no-agent", "--", sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert off.returncode == 0, off.stderr
+    m = json.loads((tmp_path / "off" / "manifest.json").read_text())
+    assert m["agent"] == {"enabled": False, "note": "--no-agent"} and not (tmp_path / "off" / files.DIR).exists()
+    env = json.loads((tmp_path / "off" / "environ.json").read_text())
+    assert not any(files.ENV_DIR in (r.get("env") or {}) for r in env)
