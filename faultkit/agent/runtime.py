@@ -47,7 +47,8 @@ def start() -> None:
     hooked = _state.get("fork_hook")
     _state.clear()
     _state.update(fork_hook=hooked, files=files, dir=out, mode=os.environ.get(files.ENV_MODE) or "segments",
-                  header={"pid": os.getpid(), "ppid": os.getppid(), "argv": list(sys.argv) or None,
+                  # No argv: command lines can hold secrets; capture's process record has them, redacted.
+                  header={"pid": os.getpid(), "ppid": os.getppid(),
                           "executable": sys.executable, "python": sys.version.split()[0],
                           "started": {"wall": time.time(), "monotonic_ns": time.monotonic_ns()},
                           "mode": os.environ.get(files.ENV_MODE) or "segments",

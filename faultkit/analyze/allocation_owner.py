@@ -278,7 +278,7 @@ def black_box(log: AgentLog, addresses: list[FaultAddress], fault_ns: int | None
     bb = BlackBox(log=log)
     for pid, p in sorted(log.processes.items()):
         alloc = p.header.get("alloc") or {}
-        bb.processes.append({"pid": pid, "argv": (p.header.get("argv") or [])[:6], "armed": p.header.get("armed"),
+        bb.processes.append({"pid": pid, "ppid": p.header.get("ppid"), "armed": p.header.get("armed"),
                              "allocations": alloc.get("mechanism"), "mode": alloc.get("mode"),
                              "events": len(p.events), "sites": len(p.sites), "ring": p.ring,
                              "note": alloc.get("note") or alloc.get("sites_note"),

@@ -45,7 +45,7 @@ def processes(out: Path) -> list[dict]:
             rows.append({"pid": parsed[0], "header": n, "problem": "header file unreadable"})
             continue
         alloc = h.get("alloc") or {}
-        rows.append({"pid": h.get("pid", parsed[0]), "argv": (h.get("argv") or [])[:8], "armed": h.get("armed"),
+        rows.append({"pid": h.get("pid", parsed[0]), "armed": h.get("armed"),
                      "allocations": alloc.get("mechanism"), "note": alloc.get("note"),
                      "failures": h.get("failures") or [], "header": n})
     return rows

@@ -23,7 +23,7 @@ def section_parts(inc: Incident) -> dict | None:
     for p in bb.processes:
         what = p.get("allocations") or "no allocation map"
         ring = p.get("ring") or {}
-        bullets.append(f"pid {p['pid']} ({' '.join(map(str, p.get('argv') or []))[:80]}): {what}"
+        bullets.append(f"pid {p['pid']}" + (f" (parent {p['ppid']})" if p.get("ppid") else "") + f": {what}"
                        + (f", {p['mode']}" if p.get("mode") else "") + f", {p['events']} events, {p['sites']} sites"
                        + (f", {ring.get('torn')} torn record(s) dropped" if ring.get("torn") else "")
                        + (f"; {p['note']}" if p.get("note") else "")
