@@ -57,6 +57,7 @@ class Inputs:
     # lines capture read at one moment, sorted by line.
     stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
+    agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
 
     @property
     def captured(self) -> bool:
@@ -242,7 +243,9 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             continue
         total += min(e.size, MAX_TEXT_BYTES)
         by_rel[e.rel] = e
-        if role == layout.EVIDENCE:
+        if role == layout.AGENT:
+            out.agent.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
+        elif role == layout.EVIDENCE:
             out.files.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
         elif role == layout.ENVIRONMENT:
             out.environ.extend(_environ(e, out))

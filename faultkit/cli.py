@@ -378,6 +378,12 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--full-core", is_flag=True,
               help="GPU core dumps keep GPU memory: the core is as large as the GPU memory in use (tens to "
                    "hundreds of GB)")
+@click.option("--no-agent", is_flag=True,
+              help="do not place faultkit's agent into the target's Python processes (by default each one writes "
+                   "every thread's stack at an abort and its device-memory segments, with their Python sites)")
+@click.option("--alloc-history", is_flag=True,
+              help="the agent records every tensor allocation and free (address, size, stream, Python site), not "
+                   "only segments: names the exact block a fault address was in")
 @click.option("--hang-after", default=None, metavar="DURATION",
               help="no output from the target for this long is a hang: ask each GPU process for a core dump, "
                    "then stop (a --timeout does the same)")
@@ -412,7 +418,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
+def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
             pid, quiet, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
@@ -448,7 +454,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
                               attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
-                              coredump=not no_coredump, full_core=full_core,
+                              coredump=not no_coredump, full_core=full_core, agent=not no_agent,
+                              alloc_history=alloc_history,
                               hang_after_s=parse_duration(hang_after) if hang_after else None,
                               rocprof_args=shlex.split(rocprof_args))
         console = Console(quiet)

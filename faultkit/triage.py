@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
 from .analyze.fault_time import LogClock, fault_time
+from .analyze.allocation_owner import black_box, fault_addresses
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.log_claims import driver_claims, log_claims
@@ -23,6 +24,7 @@ from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, 
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
 from .ingest.debugger import parse_debugger
+from .ingest.agent_files import parse_agent
 from .ingest.detect import detect_kinds
 from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
@@ -79,6 +81,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inc.traces:
         inc.traces.rank()
     inc.report_points = inc.runtime.report_points
+    if inputs.agent:
+        _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
@@ -86,6 +90,20 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
+
+
+def _join_black_box(inputs: Inputs, inc: Incident) -> None:
+    """The agent's records against the fault's address (the core's focused lane first) and time."""
+    log = parse_agent([(f.name, f.data) for f in inputs.agent])
+    inc.problems.extend(log.problems)
+    pid_of = {c.transcript: c.pid for c in inc.cores if c.transcript}
+    lanes = [(s.lane_address, pid_of.get(s.file), s.lane_address_basis or "") for s in inc.stops
+             if s.lane_address is not None]
+    at = fault_time(inc.runtime, inc.kernel, inc.log_clock, None).boottime_ns
+    if at is None and inc.log_clock is not None:       # the CUDA driver's exception line, stamped on arrival
+        at = min((t for f in inc.faults if f.source == "runtime" and f.origin
+                  for t in [inc.log_clock.of_line(f.origin.file, f.origin.line)] if t is not None), default=None)
+    inc.black_box = black_box(log, fault_addresses(inc.faults, lanes), at)
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:

@@ -9,7 +9,9 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model"}
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model"}
+# The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
+AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
 
 def _module(path: Path) -> str:
@@ -45,7 +47,7 @@ GRAPH = {_module(p): _imports(p) for p in PKG.rglob("*.py")}
 def test_ingest_imports_only_the_model_layer():
     for mod, deps in GRAPH.items():
         if mod.startswith("faultkit.ingest"):
-            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER}
+            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER | AGENT_FORMAT}
             assert not bad, f"{mod} imports {bad}"
 
 
@@ -121,3 +123,10 @@ def test_analyses_hand_claims_to_the_judge_and_never_call_it():
                                                     "faultkit.export", "faultkit.triage", "faultkit.bundle"))}
             assert not bad, f"{mod} imports {bad}: the judge takes claims and faults only"
     assert "faultkit.judge.claims" in GRAPH["faultkit.analyze.log_claims"]
+
+
+def test_the_agent_imports_nothing_of_faultkit():
+    """It runs inside the target's interpreter, loaded by file path: faultkit is not importable there."""
+    for mod, deps in GRAPH.items():
+        if mod.startswith("faultkit.agent."):
+            assert not deps, f"{mod} imports {deps}"

@@ -39,7 +39,8 @@ def paths(obj, path="", out=None) -> set[str]:
 def test_every_key_is_documented():
     docs = [to_json(triage([str(ROOT / p)])) for p in ("traces/sglang-tp2-mi300x",
                                                        "tests/data/live_h200_coredump/fault",
-                                                       "tests/data/live_h200_coredump/hang")]
+                                                       "tests/data/live_h200_coredump/hang",
+                                                       "tests/data/live_h200_agent/uaf")]
     docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
     found = set().union(*(paths(d) for d in docs))
     assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform",

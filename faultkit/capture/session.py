@@ -22,7 +22,7 @@ from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from . import coredump, facts, kmsg, watchdog
+from . import agent, coredump, facts, kmsg, watchdog
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
 from .follow import NOT_ARMED, FollowBackend
@@ -59,6 +59,8 @@ class CaptureOptions:
     attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
     coredump: bool = True                # arm the runtimes' GPU core dumps (--no-coredump)
     full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
+    agent: bool = True                   # the in-process agent in every Python process of the target (--no-agent)
+    alloc_history: bool = False          # the agent records every block, not only segments (--alloc-history)
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
     redact_output: bool = False          # replace secrets in the target's own output too
     force: bool = False                  # write into a folder that is not empty
@@ -144,6 +146,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         env = {**arming.env, **env}          # what the user set wins
         for w in arming.warnings:
             echo(f"WARNING: {w}")
+    agent_vars = agent.agent_env(out, opts.alloc_history, env) if opts.agent and opts.pid is None else {}
+    env = {**env, **agent_vars}
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
     env[layout.BUNDLE_ENV] = str(out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
@@ -196,6 +200,10 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 ended_by = "hang"
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
+        if agent_vars and ended_by in ("timeout", "hang", "interrupted"):
+            # Every Python thread's stack of each live process, before anything stops it.
+            manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
+                                                                  if os.path.exists(f"/proc/{r.pid}")])
         if arming and ended_by in ("timeout", "hang", "interrupted"):
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
@@ -224,13 +232,16 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
-                  and k != watchdog.MARKER}
+                  and k != watchdog.MARKER and k not in agent_vars}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
         manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
+        manifest["agent"] = ({"enabled": True, "mode": agent_vars[agent.files.ENV_MODE],
+                              "processes": agent.processes(out)} if agent_vars else
+                             {"enabled": False, "note": "--no-agent" if not opts.agent else "a running server (--pid)"})
         if arming:
             manifest["cores"] = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
