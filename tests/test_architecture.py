@@ -9,7 +9,7 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model"}
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.hang_model"}
 
 
 def _module(path: Path) -> str:

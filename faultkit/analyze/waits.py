@@ -158,14 +158,12 @@ STDLIB_BASENAMES = frozenset({"threading.py", "queue.py", "selectors.py", "socke
 def classify(thread: ThreadStack) -> Wait:
     frames = thread.frames
     own = own_frame(frames)
-    # where a user looks: the own Python frame, else the innermost frame with a source line
-    where = frames[own] if own is not None else next((f for f in frames if not f.native), None) or next(
-        (f for f in frames if f.file and f.line), None)
+    where = frames[own] if own is not None else next((f for f in frames if not f.native), None)
     for cats in ((COLLECTIVE,), (GPU,)):
-        for f in frames:
+        for i, f in enumerate(frames):
             r = _rule_of(f, cats)
             if r is not None:
-                return Wait(r.category, r.kind, f, where, r.background)
+                return Wait(r.category, r.kind, f, where or caller(frames, i), r.background)
     below = frames[:own] if own is not None else frames
     best: tuple[Rule, StackFrame] | None = None
     for f in below:
@@ -173,9 +171,22 @@ def classify(thread: ThreadStack) -> Wait:
         if r is not None and (best is None or r.rank > best[0].rank):
             best = (r, f)
     if best is not None:
-        return Wait(HOST, best[0].kind, best[1], where)
+        return Wait(HOST, best[0].kind, best[1], where or caller(frames, frames.index(best[1])))
     on_cpu = thread.active is True or thread.state == "R"
     return Wait(RUNNING if on_cpu else UNKNOWN, "on-cpu" if on_cpu else "unknown", frames[0] if frames else None, where)
+
+
+RUNTIME_PREFIXES = ("hip", "cuda", "cu", "hsa", "rocr::", "amd::", "roc::", "ihip", "nccl", "rccl", "c10::",
+                    "c10d::", "at::", "torch::", "std::", "__", "gloo::", "Py", "_Py", "pthread_", "start_thread")
+
+
+def caller(frames: list[StackFrame], i: int) -> StackFrame | None:
+    """A native stack's place for a user: the first caller of the wait with a source line that is
+    not the runtime's own (the program's `main () at server.cpp:88`), else the wait frame itself."""
+    for f in frames[i + 1:]:
+        if f.file and f.line and f.function and not f.function.startswith(RUNTIME_PREFIXES):
+            return f
+    return frames[i] if frames[i].file else None
 
 
 def signature(thread: ThreadStack, depth: int = 12) -> tuple:

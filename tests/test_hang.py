@@ -1,0 +1,433 @@
+"""Host stacks and the hang verdict on real processes: py-spy and gdb run here on programs the
+tests start (a Python program with a thread blocked on a lock, one in time.sleep, one in accept,
+one in queue.get ...; a C program spinning in a function named like the CUDA runtime's stream
+wait), the parsers read what the tools printed, and each classification is checked against the
+line of the program it must point to."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit.analyze.collectives import lagging_ranks
+from faultkit.analyze.hang import analyse
+from faultkit.analyze.waits import classify
+from faultkit.capture import stacks as collector
+from faultkit.capture.hang_check import sample
+from faultkit.cli import main
+from faultkit.hang_model import ProcessStacks, StackFrame, ThreadStack
+from faultkit.ingest.flight_recorder import parse_flight_record, watchdog_collectives
+from faultkit.ingest.stacks import parse_faulthandler, parse_gdb_backtraces, parse_pyspy_json, parse_pyspy_text
+
+WAITER = '''
+import os, queue, socket, subprocess, sys, threading, time
+lock = threading.Lock(); lock.acquire()
+q = queue.Queue()
+ev = threading.Event()
+def locked():
+    lock.acquire()  # LOCK
+def sleeper():
+    time.sleep(1000)  # SLEEP
+def server():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+    s.accept()  # ACCEPT
+def getter():
+    q.get()  # QUEUE
+def waiter():
+    ev.wait()  # EVENT
+def parent():
+    subprocess.Popen(["sleep", "1000"]).wait()  # CHILD
+names = sys.argv[1].split(",")
+for f in (locked, sleeper, server, getter, waiter, parent):
+    if f.__name__ in names:
+        threading.Thread(target=f, name=f.__name__).start()
+time.sleep(0.3)
+print("ready", flush=True)
+time.sleep(1000)  # MAIN
+'''
+
+SPINNER = r'''
+/* A host thread spinning in a function named like the CUDA runtime's stream wait. */
+#include <stdio.h>
+volatile unsigned long spins;
+__attribute__((noinline)) int cudaStreamSynchronize(void *stream) {
+    (void)stream;
+    for (;;) spins++;  /* SPIN */
+    return 0;
+}
+int main(void) {
+    puts("ready"); fflush(stdout);
+    return cudaStreamSynchronize(0);  /* CALL */
+}
+'''
+
+ALL = "locked,sleeper,server,getter,waiter,parent"
+IDLE = "sleeper,server,getter,waiter"
+
+
+def line_of(text: str, mark: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if ln.rstrip().endswith(mark))
+
+
+class Started:
+    def __init__(self, cmd, source: Path):
+        self.source = source
+        self.text = source.read_text()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        assert self.proc.stdout.readline().strip() == b"ready"
+        self.pid = self.proc.pid
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)       # our own session: the program and its child
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hang")
+    py = d / "waiter.py"
+    py.write_text(WAITER)
+    started = {"all": Started([sys.executable, str(py), ALL], py),
+               "idle": Started([sys.executable, str(py), IDLE], py)}
+    if shutil.which("gcc"):
+        c = d / "fake_sync.c"
+        c.write_text(SPINNER)
+        subprocess.run(["gcc", "-O0", "-g", "-o", str(d / "fake_sync"), str(c)], check=True)
+        started["spin"] = Started([str(d / "fake_sync")], c)
+    yield started
+    for s in started.values():
+        s.stop()
+
+
+def pyspy_or_skip(pid: int, native: bool = True) -> collector.RawStacks:
+    src = collector.PySpySource(native=native)
+    if src.missing():
+        pytest.skip(src.missing())
+    raw = src.take(pid, 20)
+    if raw.problem and ("ermission" in raw.problem or "ptrace" in raw.problem):
+        pytest.skip(f"py-spy cannot read processes here: {raw.problem}")
+    assert raw.problem is None, raw.problem
+    return raw
+
+
+def gdb_or_skip(pid: int) -> collector.RawStacks:
+    src = collector.GdbSource()
+    if src.missing():
+        pytest.skip(src.missing())
+    raw = src.take(pid, 30)
+    if raw.problem and ("ptrace" in raw.problem or "ermission" in raw.problem):
+        pytest.skip(f"gdb cannot attach here: {raw.problem}")
+    assert raw.problem is None, raw.problem
+    return raw
+
+
+def thread(ps: ProcessStacks, name: str) -> ThreadStack:
+    return next(t for t in ps.threads if t.name == name)
+
+
+# ---------------- parsers on the tools' real output ----------------
+
+def test_pyspy_json_native_threads_and_lines(programs):
+    p = programs["all"]
+    ps = parse_pyspy_json(pyspy_or_skip(p.pid).text, p.pid)
+    assert {t.name for t in ps.threads} >= {"MainThread", *ALL.split(",")}
+    lk = thread(ps, "locked")
+    own = next(f for f in lk.frames if f.function == "locked")
+    assert (own.file, own.line, own.native) == (str(p.source), line_of(p.text, "# LOCK"), False)
+    assert any(f.native and f.library and f.library.startswith("libpython") for f in lk.frames)
+    assert lk.tid in {int(t) for t in os.listdir(f"/proc/{p.pid}/task")}
+
+
+def test_pyspy_text_is_read_like_its_json(programs):
+    p = programs["all"]
+    src = collector.PySpySource(native=False)
+    pyspy_or_skip(p.pid, native=False)
+    text = subprocess.run([src.binary, "dump", "--pid", str(p.pid)], capture_output=True, text=True, timeout=30).stdout
+    ps = parse_pyspy_text(text)
+    assert ps.pid == p.pid and str(p.source) in ps.command
+    sl = thread(ps, "sleeper")
+    assert (sl.frames[0].function, sl.frames[0].line) == ("sleeper", line_of(p.text, "# SLEEP"))
+    assert sl.active is False                    # py-spy prints "(idle)"
+
+
+def test_gdb_native_frame_of_the_c_program(programs):
+    if "spin" not in programs:
+        pytest.skip("gcc is not installed")
+    p = programs["spin"]
+    ps = parse_gdb_backtraces(gdb_or_skip(p.pid).text, p.pid)
+    assert [t.tid for t in ps.threads] == [p.pid]
+    top = ps.threads[0].frames[0]
+    assert (top.function, Path(top.file).name, top.line) == ("cudaStreamSynchronize", "fake_sync.c",
+                                                             line_of(p.text, "/* SPIN */"))
+    assert ps.threads[0].frames[1].function == "main"
+
+
+def test_faulthandler_dump_of_a_real_process(tmp_path):
+    prog = tmp_path / "fh.py"
+    prog.write_text("import faulthandler, sys, threading, time\n"
+                    "def nap():\n"
+                    "    time.sleep(30)  # NAP\n"
+                    "threading.Thread(target=nap, daemon=True).start(); time.sleep(0.3)\n"
+                    "faulthandler.dump_traceback(sys.stdout, all_threads=True)\n")
+    out = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=60).stdout
+    ps = parse_faulthandler(out, 1)
+    assert len(ps.threads) == 2
+    nap = next(t for t in ps.threads if t.frames and t.frames[0].function == "nap")
+    assert (nap.frames[0].file, nap.frames[0].line) == (str(prog), 3)
+    assert classify(nap).where.line == 3
+
+
+def test_bad_tool_output_is_a_message_not_a_crash():
+    assert parse_pyspy_json("Error: Failed to find python version", 5).problems[0].startswith("py-spy output is not")
+    assert parse_gdb_backtraces("ptrace: Operation not permitted.\n", 5).problems == [
+        "ptrace: Operation not permitted."]
+    assert parse_faulthandler("", 5).threads == []
+
+
+# ---------------- what each thread waits on ----------------
+
+@pytest.mark.parametrize("name,category,kind,mark", [
+    ("locked", "host", "lock", "# LOCK"), ("sleeper", "host", "sleep", "# SLEEP"),
+    ("server", "host", "socket", "# ACCEPT"), ("getter", "host", "queue", "# QUEUE"),
+    ("waiter", "host", "condition", "# EVENT"), ("parent", "host", "subprocess", "# CHILD"),
+    ("MainThread", "host", "sleep", "# MAIN")])
+def test_each_host_wait_is_named_with_its_line(programs, name, category, kind, mark):
+    p = programs["all"]
+    ps = parse_pyspy_json(pyspy_or_skip(p.pid).text, p.pid)
+    w = classify(thread(ps, name))
+    assert (w.category, w.kind) == (category, kind)
+    assert (w.where.file, w.where.line) == (str(p.source), line_of(p.text, mark))
+
+
+def test_fake_cuda_wait_through_the_collector_falls_back_to_gdb(programs):
+    if "spin" not in programs:
+        pytest.skip("gcc is not installed")
+    p = programs["spin"]
+    gdb_or_skip(p.pid)
+    d = collector.take(p.pid)
+    assert d.stacks.source == "gdb"
+    assert any(x.startswith("py-spy --native:") for x in d.stacks.problems)      # not Python: said, then gdb
+    w = classify(d.stacks.threads[0])
+    assert (w.category, w.kind, w.frame.function) == ("gpu", "synchronize", "cudaStreamSynchronize")
+    assert d.stacks.threads[0].state == "R"                                      # it spins
+
+
+# A ROCr signal wait as public reports show it (ROCm/ROCR-Runtime#96 "core::Signal::WaitAny never
+# get the signal"; ggml-org/llama.cpp#13100: hsakmt_ioctl <- hsaKmtWaitOnMultipleEvents_Ext): the
+# innermost frames are an ioctl, the GPU wait is several frames out.
+ROCR_WAIT = """\
+Thread 1 (Thread 0x7ffff7e8a740 (LWP 21801) "server"):
+#0  __GI___ioctl (fd=fd@entry=3, request=request@entry=3222817548) at ../sysdeps/unix/sysv/linux/ioctl.c:36
+#1  0x00007fffd6349400 in hsakmt_ioctl (fd=3, request=request@entry=3222817548, arg=arg@entry=0x7fffd65b5b10) at libhsakmt/src/libhsakmt.c:13
+#2  0x00007fffd6341f1f in hsaKmtWaitOnMultipleEvents_Ext (event_age=0x7fffd65b5c18, Milliseconds=15, WaitOnAll=true, NumEvents=<optimized out>, Events=0x7fffd65b5bc8) at libhsakmt/src/events.c:416
+#3  0x00007fffd62c1a2e in rocr::core::Signal::WaitAny (signal_count=1, hsa_signals=0x7fffd65b5d00, conds=0x7fffd65b5d10, values=0x7fffd65b5d20, timeout=18446744073709551615, wait_hint=HSA_WAIT_STATE_BLOCKED, satisfying_value=0x7fffd65b5d30) at runtime/hsa-runtime/core/runtime/signal.cpp:324
+#4  0x00007fffd62a6c1c in rocr::AMD::hsa_amd_signal_wait_any (signal_count=1, hsa_signals=0x7fffd65b5d00, conds=0x7fffd65b5d10, values=0x7fffd65b5d20, timeout_hint=18446744073709551615, wait_hint=HSA_WAIT_STATE_BLOCKED, satisfying_value=0x7fffd65b5d30) at runtime/hsa-runtime/core/runtime/hsa_ext_amd.cpp:587
+#5  0x00007ffff6a1b5e2 in amd::roc::VirtualGPU::releaseGpuMemoryFence(bool) () from /opt/rocm/lib/libamdhip64.so.6
+#6  0x00007ffff6a1c9d0 in hipDeviceSynchronize () from /opt/rocm/lib/libamdhip64.so.6
+#7  0x000055555555a1b3 in main () at server.cpp:88
+"""
+
+
+def test_rocr_signal_wait_shape_is_a_gpu_wait():
+    ps = parse_gdb_backtraces(ROCR_WAIT, 21801)
+    w = classify(ps.threads[0])
+    assert (w.category, w.kind) == ("gpu", "rocr-signal-wait")
+    assert w.frame.function == "hsaKmtWaitOnMultipleEvents_Ext"          # the innermost GPU wait frame
+    assert (w.where.function, w.where.file, w.where.line) == ("main", "server.cpp", 88)     # the program's call
+
+
+def frames(*names_files):
+    return [StackFrame(n, f, ln, None, native=f is None) for n, f, ln in names_files]
+
+
+@pytest.mark.parametrize("stack,category,kind,background", [
+    # torch.cuda.synchronize() as py-spy names it, no native frames
+    (frames(("synchronize", "/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", 1040),
+            ("step", "/srv/serve.py", 88)), "gpu", "torch.cuda.synchronize", False),
+    # .item(): the native frames of a tensor read back to the host
+    (frames(("cuStreamSynchronize", None, None), ("at::native::_local_scalar_dense_cuda(at::Tensor const&)", None, None),
+            ("step", "/srv/serve.py", 90)), "gpu", "synchronize", False),
+    (frames(("poll", None, None), ("ncclProxyProgress(void*)", None, None)), "collective", "nccl-proxy", True),
+    (frames(("pthread_cond_timedwait", None, None),
+            ("c10d::ProcessGroupNCCL::Watchdog::run()", None, None)), "collective", "watchdog", True),
+    # barrier(): a device synchronize under a collective call is the collective's wait
+    (frames(("cudaDeviceSynchronize", None, None), ("barrier", "/venv/lib/python3.12/site-packages/torch/"
+                                                    "distributed/distributed_c10d.py", 4700),
+            ("main", "/srv/train.py", 12)), "collective", "collective-call", False),
+    (frames(("hipStreamQuery", None, None), ("loop", "/srv/poll.py", 3)), "gpu", "query", False),
+    (frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468),
+            ("_run_once", "/usr/lib/python3.12/asyncio/base_events.py", 1949),
+            ("run_forever", "/usr/lib/python3.12/asyncio/base_events.py", 641),
+            ("main", "/srv/api.py", 30)), "host", "event-loop", False),
+    (frames(("zmq_poll", None, None), ("poll", "/venv/lib/python3.12/site-packages/zmq/sugar/poll.py", 106),
+            ("event_loop", "/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", 700)),
+     "host", "message-queue", False),
+])
+def test_wait_rules(stack, category, kind, background):
+    w = classify(ThreadStack(1, "t", stack))
+    assert (w.category, w.kind, w.background) == (category, kind, background)
+
+
+def test_a_thread_on_a_cpu_outside_any_wait_is_running():
+    t = ThreadStack(1, "t", frames(("compute", "/srv/x.py", 5)), active=True)
+    assert classify(t).category == "running"
+    assert classify(ThreadStack(1, "t", frames(("compute", "/srv/x.py", 5)), active=False)).category == "unknown"
+
+
+# ---------------- two samples: stuck, blocked, idle ----------------
+
+def two_samples(pid, interval=0.5):
+    return sample([pid], 2, interval, 20).samples
+
+
+def test_spinning_fake_gpu_wait_in_two_samples_is_stuck(programs):
+    if "spin" not in programs:
+        pytest.skip("gcc is not installed")
+    p = programs["spin"]
+    gdb_or_skip(p.pid)
+    hf = analyse(two_samples(p.pid), 0.5)
+    assert (hf.state, hf.level) == ("hung", "likely")
+    assert [(t.pid, t.wait.kind, t.unchanged) for t in hf.stuck] == [(p.pid, "synchronize", True)]
+    # where: the program's own call of the wait
+    assert f"fake_sync.c:{line_of(p.text, '/* CALL */')} main" in hf.summary
+    assert hf.stuck[0].cpu_ticks > 0                    # it burned CPU between the samples: spinning
+
+
+def test_idle_server_is_idle_not_hung(programs):
+    p = programs["idle"]
+    pyspy_or_skip(p.pid)
+    hf = analyse(two_samples(p.pid), 0.5)
+    assert hf.state == "idle" and hf.level is None and not hf.stuck
+    assert "idle, not hung" in hf.summary
+    assert {t.wait.kind for t in hf.processes[0].threads} == {"sleep", "socket", "queue", "condition"}
+
+
+def test_lock_held_forever_is_a_possible_host_hang(programs):
+    p = programs["all"]
+    pyspy_or_skip(p.pid)
+    hf = analyse(two_samples(p.pid), 0.5)
+    assert (hf.state, hf.level) == ("hung", "possible")
+    assert f'"locked" waits in ' in hf.summary and f"waiter.py:{line_of(p.text, '# LOCK')} locked" in hf.summary
+
+
+def test_a_gpu_wait_that_moves_is_not_stuck():
+    a = ProcessStacks(7, "x", [ThreadStack(8, "main", frames(("cudaStreamSynchronize", None, None),
+                                                             ("step", "/srv/a.py", 10)))])
+    b = ProcessStacks(7, "x", [ThreadStack(8, "main", frames(("cudaStreamSynchronize", None, None),
+                                                             ("step", "/srv/a.py", 14)))])
+    hf = analyse([[a], [b]], 2.0)
+    assert hf.state == "busy" and not hf.stuck
+    once = analyse([[a]])
+    assert once.state == "busy" and "one sample only" in once.summary
+
+
+def test_rank_in_collective_waits_on_rank_stuck_on_gpu():
+    coll = frames(("ncclAllReduce", None, None), ("all_reduce", "/t/distributed_c10d.py", 2800),
+                  ("train", "/srv/train.py", 40))
+    gpu = frames(("hipStreamSynchronize", None, None), ("train", "/srv/train.py", 37))
+    r0 = ProcessStacks(100, "x", [ThreadStack(100, "MainThread", coll)], rank=0)
+    r1 = ProcessStacks(101, "x", [ThreadStack(101, "MainThread", gpu)], rank=1)
+    hf = analyse([[r0, r1], [r0, r1]], 3.0)
+    assert hf.state == "hung" and {t.pid for t in hf.stuck} == {100, 101}
+    assert any(w.startswith("pid 100 (rank 0) waits in ncclAllReduce") and "pid 101 (rank 1) is stuck on its GPU "
+               "in hipStreamSynchronize" in w and "/srv/train.py:37 train" in w for w in hf.waits_on)
+
+
+# ---------------- collectives: flight recorder and watchdog ----------------
+
+def fr_pickle(entries, version="2.10") -> bytes:
+    return pickle.dumps({"version": version, "pg_config": {"0": {"name": "0", "ranks": "[0, 1, 2]"}},
+                         "pg_status": {}, "entries": entries}, protocol=2)
+
+
+def fr_entry(seq, state, op="nccl:all_reduce", pg=("0", "default_pg")):
+    return {"record_id": seq, "pg_id": 0, "process_group": pg, "collective_seq_id": seq, "p2p_seq_id": 0,
+            "op_id": seq, "profiling_name": op, "time_created_ns": 1, "input_sizes": [[4]], "state": state,
+            "is_p2p": False, "retired": state == "completed", "timeout_ms": 600000}
+
+
+def test_flight_records_name_the_rank_that_never_issued_the_collective():
+    ranks = [parse_flight_record(fr_pickle([fr_entry(s, "completed") for s in (1, 2, 3)] + [fr_entry(4, "started")]),
+                                 f"collectives/nccl_trace_rank_{r}") for r in (0, 2)]
+    ranks.append(parse_flight_record(fr_pickle([fr_entry(s, "completed") for s in (1, 2, 3)]),
+                                     "collectives/nccl_trace_rank_1"))
+    assert [r.rank for r in ranks] == [0, 2, 1] and all(not r.problems for r in ranks)
+    lag = lagging_ranks(ranks)
+    assert [(g.behind, g.ahead, g.ahead_at.seq, g.behind_at[1].seq) for g in lag] == [([1], [0, 2], 4, 3)]
+    hf = analyse([], lags=lag)
+    assert (hf.state, hf.level) == ("hung", "likely") and "rank 1 at 3" in hf.summary
+
+
+def test_flight_record_scheduled_but_not_started_is_behind_on_its_gpu():
+    r0 = parse_flight_record(fr_pickle([fr_entry(7, "started")]), "nccl_trace_rank_0")
+    r1 = parse_flight_record(fr_pickle([fr_entry(7, "scheduled")]), "nccl_trace_rank_1")
+    (lag,) = lagging_ranks([r0, r1])
+    assert lag.behind == [1] and "still only scheduled on ranks 1" in lag.why
+
+
+def test_torch_list_builders_are_read_and_anything_else_is_refused(tmp_path):
+    # torch's C++ pickler writes typed lists as GLOBAL torch.jit._pickle build_intlist
+    body = fr_pickle([fr_entry(1, "completed")])
+    builder = b"ctorch.jit._pickle\nbuild_intlist\n(]q\x00(K\x04K\x05etR."
+    from faultkit.ingest.flight_recorder import SafeUnpickler
+    assert SafeUnpickler(io.BytesIO(b"\x80\x02" + builder)).load() == [4, 5]
+    marker = tmp_path / "pwned"
+    evil = b"\x80\x02cos\nsystem\n(X" + len(f"touch {marker}").to_bytes(4, "little") + \
+        f"touch {marker}".encode() + b"tR."
+    rc = parse_flight_record(evil, "nccl_trace_rank_3")
+    assert not marker.exists()
+    assert rc.rank == 3 and rc.entries == [] and "os.system" in rc.problems[0]
+    assert parse_flight_record(b"\x80\x02garbage", "x_1").problems[0].startswith("x_1: not a readable flight record")
+    assert len(parse_flight_record(body, "r_0").entries) == 1
+
+
+def test_watchdog_lines_give_each_ranks_sequence_number():
+    text = ("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=721, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+            "milliseconds before timing out.\n"
+            "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=720, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600007 "
+            "milliseconds before timing out.\n")
+    ranks = watchdog_collectives(text, "server.log")
+    assert [(r.rank, r.entries[0].seq) for r in ranks] == [(0, 721), (1, 720)]
+    (lag,) = lagging_ranks(ranks)
+    assert (lag.behind, lag.ahead, lag.ahead_at.seq) == ([1], [0], 721)
+
+
+# ---------------- as a user: the CLI ----------------
+
+def test_cli_dump_text_and_json(programs):
+    p = programs["all"]
+    pyspy_or_skip(p.pid)
+    res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--interval", "0.5s"])
+    assert res.exit_code == 0, res.output
+    assert f"Process {p.pid}" in res.output and "verdict: hung (possible)" in res.output
+    assert f'"locked"  [PyThread_acquire_lock_timed (host: lock), unchanged]' in res.output
+    res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--samples", "1", "--format", "json"])
+    d = json.loads(res.output)
+    assert d["schema"] == "faultkit.dump/1" and len(d["samples"]) == 1
+    kinds = {t["name"]: t["kind"] for t in d["verdict"]["processes"][0]["threads"]}
+    assert kinds["server"] == "socket" and kinds["getter"] == "queue"
+    # the child `sleep` of the `parent` thread is read too (children are included by default)
+    assert len(d["verdict"]["processes"]) == 2
+
+
+def test_cli_dump_of_no_such_process():
+    res = CliRunner().invoke(main, ["dump", "--pid", "999999999"])
+    assert res.exit_code == 2 and "no such process: 999999999" in res.output
+    res = CliRunner().invoke(main, ["dump"])
+    assert res.exit_code == 2 and "give --pid PID" in res.output
