@@ -16,6 +16,8 @@ from .analyze.fault_groups import runtime_of, split
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.next_steps import suggest
+from .analyze.collectives import lagging_ranks
+from .analyze.hang import analyse as analyse_hang, hang_verdict_of
 from .analyze.running import hang_verdict, running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
 from .analyze.verdict import decide, with_unopened_cores
@@ -25,6 +27,8 @@ from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
 from .ingest.debugger import parse_debugger
 from .ingest.detect import detect_kinds
+from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
+from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.text import decode
@@ -57,6 +61,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
+    _hang(inputs, inc)
     for finding in inc.stops:
         resolve_with(finding, objects, inc.debugger.code_objects)
     inc.problems.extend(inc.runtime.problems)
@@ -80,7 +85,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
         inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer, *traced)
     if inc.verdict.level == "unknown" and not inc.faults:
         ended_by = (inputs.manifest or {}).get("ended_by") if inputs.captured else None
-        inc.verdict = hang_verdict(inc.running, ended_by) or inc.verdict
+        inc.verdict = hang_verdict_of(inc.hang, hang_verdict(inc.running, ended_by)) or inc.verdict
     inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
     if len(inc.groups) == 1:
         inc.groups[0].verdict = inc.verdict
@@ -92,6 +97,28 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
+
+
+def _hang(inputs: Inputs, inc: Incident) -> None:
+    """A capture's stack samples (the last round it took) and every rank's flight record."""
+    rounds = {}
+    for f in inputs.hang:
+        name = Path(f.name).name
+        if name.startswith("samples-") and name.endswith(".json"):
+            samples, interval, problems = parse_samples(f.data.decode(errors="replace"), f.name)
+            inc.problems += [Problem(f.name, p) for p in problems]
+            if samples:
+                rounds[name] = (samples, interval)
+        elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
+            rc = parse_flight_record(f.data, f.name)
+            inc.problems += [Problem(f.name, p) for p in rc.problems]
+            inc.collectives.append(rc)
+    tags = [c.get("tag") for c in (inputs.manifest or {}).get("hang_check") or [] if isinstance(c, dict)]
+    order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)
+    lags = lagging_ranks(inc.collectives)
+    if order or lags:
+        samples, interval = rounds[order[-1]] if order else ([], None)
+        inc.hang = analyse_hang(samples, interval, lags, inc.running)
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:
@@ -176,6 +203,8 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
         if "runtime-log" in kinds or "debugger" in kinds:
             inc.runtime.extend(parse_runtime_log(text, f.name))
+        if "Watchdog caught collective" in text:
+            inc.collectives += watchdog_collectives(text, f.name)
         if "debugger" in kinds:
             dl = parse_debugger(text, f.name)
             logs[f.name] = dl

@@ -431,3 +431,41 @@ def test_cli_dump_of_no_such_process():
     assert res.exit_code == 2 and "no such process: 999999999" in res.output
     res = CliRunner().invoke(main, ["dump"])
     assert res.exit_code == 2 and "give --pid PID" in res.output
+
+
+# ---------------- capture: --hang-after asks the stacks first ----------------
+
+def test_capture_hang_after_lets_an_idle_server_run(tmp_path, programs):
+    pyspy_or_skip(programs["idle"].pid)
+    out = tmp_path / "b"
+    t0 = time.monotonic()
+    res = CliRunner().invoke(main, ["capture", "--hang-after", "1s", "--timeout", "7s", "-q", "--allow-running", "-o", str(out), "--",
+                                    sys.executable, str(programs["idle"].source), IDLE])
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "timeout", res.output            # not stopped at the first second of silence
+    assert time.monotonic() - t0 >= 7
+    checks = m["hang_check"]
+    assert checks[0]["tag"] == "hang-1" and checks[0]["state"] == "idle"
+    assert checks[-1]["tag"] == "timeout-1"
+    assert (out / "stacks" / "samples-hang-1.json").is_file()
+    assert list((out / "stacks").glob("*.s1.py-spy-native.json"))          # the tool's own output, kept
+    doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
+    assert doc["hang"]["state"] == "idle" and "idle, not hung" in doc["verdict"]["why"]
+
+
+def test_capture_hang_after_stops_a_stuck_gpu_wait(tmp_path, programs):
+    if "spin" not in programs:
+        pytest.skip("gcc is not installed")
+    gdb_or_skip(programs["spin"].pid)
+    out = tmp_path / "b"
+    exe = programs["spin"].source.with_suffix("")
+    CliRunner().invoke(main, ["capture", "--hang-after", "1s", "--timeout", "60s", "-q", "--allow-running", "-o", str(out), "--",
+                              str(exe)])
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "hang"
+    assert m["hang_check"][0]["state"] == "hung" and "cudaStreamSynchronize" in m["hang_check"][0]["summary"]
+    doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
+    assert doc["hang"]["stuck"][0]["on"] == "cudaStreamSynchronize"
+    assert doc["verdict"]["level"] == "likely" and "is stuck" in doc["verdict"]["why"]
+    md = CliRunner().invoke(main, ["triage", str(out)]).output
+    assert "## Hang analysis" in md and "STUCK" in md

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, ThreadStack
+from ..model import Candidate, Verdict
 from .collectives import CollectiveLag
 from .running import RunningKernel
 from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
@@ -229,3 +230,26 @@ def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
             out.append(f"{q.label}'s GPU was running {k.kernel}" + (f" at {k.where}" if k.where else "")
                        + f" ({k.origin}, user-triggered core)")
     return list(dict.fromkeys(out))
+
+
+def hang_verdict_of(hf: HangFinding | None, kernels: Verdict | None) -> Verdict | None:
+    """Where nothing faulted. The stacks decide whether the kernels running in the user-triggered
+    cores matter: a kernel of a stuck process is the hang's (`likely`); the kernels of an idle
+    tree are no finding."""
+    if hf is None or hf.state == UNKNOWN:
+        return kernels
+    why = "; ".join([hf.summary, *hf.waits_on])
+    if hf.state == "idle":
+        return Verdict("unknown", None, f"no GPU exception; {why}")
+    if hf.state == "busy":
+        return kernels or Verdict("unknown", None, f"no GPU exception; {why}")
+    stuck_pids = {t.pid for t in hf.stuck}
+    mine = [k for k in hf.kernels if k.pid in stuck_pids]
+    names = list(dict.fromkeys(k.kernel for k in mine))
+    if len(names) == 1:
+        cands = [Candidate(names[0], 0.8, "running on the GPU of the stuck process when its core was taken: "
+                                          + ", ".join(f"pid {k.pid}" + (f" at {k.where}" if k.where else "")
+                                                      for k in mine))]
+        return Verdict("likely", names[0], f"no GPU exception; {why}", cands)
+    level = "likely" if hf.level == "likely" else "candidates"
+    return Verdict(level, None, f"no GPU exception; hang: {why}", kernels.candidates if kernels else [])

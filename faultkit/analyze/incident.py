@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..hang_model import RankCollectives
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
 from .fault_groups import FaultGroup
 from .fault_time import LogClock
+from .hang import HangFinding
 from .running import RunningKernel
 from .trace_findings import TraceFindings
 
@@ -35,3 +37,5 @@ class Incident:
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)
+    hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
+    collectives: list[RankCollectives] = field(default_factory=list)

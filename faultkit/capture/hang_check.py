@@ -61,11 +61,6 @@ def sample(pids, n: int = DEFAULT_SAMPLES, interval_s: float = DEFAULT_INTERVAL_
     return out
 
 
-def read_samples(text: str) -> tuple[list[list[ProcessStacks]], float | None]:
-    d = json.loads(text)
-    return [[ProcessStacks.from_json(p) for p in s] for s in d.get("samples") or []], d.get("interval_s")
-
-
 class HangCheck:
     """At `--hang-after` silence: sample the tree twice; a hang only if the stacks say so (a stuck
     GPU or collective wait, a blocked or busy process). An idle tree is let run (the silence clock
@@ -73,13 +68,13 @@ class HangCheck:
 
     def __init__(self, out: Path, even_idle: bool = False, interval_s: float = DEFAULT_INTERVAL_S, echo=print):
         self.out, self.even_idle, self.interval_s, self.echo = out, even_idle, interval_s, echo
-        self.rounds = 0
+        self.rounds: dict[str, int] = {}
         self.findings: list[dict] = []
 
     def confirm(self, pids, ended_by: str = "hang") -> bool:
         """True: treat it as a hang (stop the tree). The finding and stacks go into the bundle."""
-        self.rounds += 1
-        tag = f"{ended_by}-{self.rounds}"
+        self.rounds[ended_by] = self.rounds.get(ended_by, 0) + 1
+        tag = f"{ended_by}-{self.rounds[ended_by]}"
         s = sample(pids, interval_s=self.interval_s, folder=self.out / layout.STACKS_DIR, tag=tag)
         hf: HangFinding = analyse(s.samples, s.interval_s)
         self.findings.append({"tag": tag, "state": hf.state, "level": hf.level, "summary": hf.summary})

@@ -122,6 +122,17 @@ def parse_faulthandler(text: str, pid: int | None = None, source: str = "faultha
     return out
 
 
+def parse_samples(text: str, name: str) -> tuple[list[list[ProcessStacks]], float | None, list[str]]:
+    """A bundle's stacks/samples-<tag>.json (capture wrote it): the records of each round."""
+    try:
+        d = json.loads(text)
+        samples = [[ProcessStacks.from_json(p) for p in s] for s in d.get("samples") or []]
+        interval = d.get("interval_s")
+        return samples, interval if isinstance(interval, (int, float)) else None, []
+    except (ValueError, TypeError, AttributeError) as exc:
+        return [], None, [f"{name}: not a stack-samples record ({type(exc).__name__}: {exc})"]
+
+
 def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
