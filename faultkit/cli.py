@@ -177,9 +177,12 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) ->
             manifest = _json.loads((Path(bundle) / layout.MANIFEST).read_text())
         except (OSError, ValueError) as exc:
             raise click.BadParameter(f"{bundle}: no readable {layout.MANIFEST} ({exc})", param_hint="BUNDLE")
-        if manifest.get("state") != "running" or not isinstance(manifest.get("root_pid"), int):
+        if manifest.get("state") != "running":
             raise click.BadParameter(f"{bundle}: not a running capture (state {manifest.get('state')!r}); "
                                      f"give --pid PID", param_hint="BUNDLE")
+        if not isinstance(manifest.get("root_pid"), int):
+            raise click.BadParameter(f"{bundle}: its manifest names no process yet (the target is starting); "
+                                     f"try again, or give --pid PID", param_hint="BUNDLE")
         roots.append(manifest["root_pid"])
         folder = folder or Path(bundle) / layout.STACKS_DIR
     if not roots:

@@ -176,7 +176,7 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
     elif procs and states <= {IDLE, EXITED}:
         hf.state = "idle"
-        hf.summary = ("idle, not hung: every thread waits for work (" +
+        hf.summary = ("every thread waits for work (" +
                       ", ".join(sorted({t.wait.kind for p in procs for t in p.threads})) + ")" +
                       (f" in {len(samples)} samples{gap}" if len(samples) > 1 else ""))
     elif BUSY in states or WAITING in states:
@@ -240,7 +240,7 @@ def hang_verdict_of(hf: HangFinding | None, kernels: Verdict | None) -> Verdict 
         return kernels
     why = "; ".join([hf.summary, *hf.waits_on])
     if hf.state == "idle":
-        return Verdict("unknown", None, f"no GPU exception; {why}")
+        return Verdict("unknown", None, f"no GPU exception; idle, not hung: {why}")
     if hf.state == "busy":
         return kernels or Verdict("unknown", None, f"no GPU exception; {why}")
     stuck_pids = {t.pid for t in hf.stuck}

@@ -185,6 +185,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     try:
         backend.start()
         manifest["root_pid"] = backend.root_pid
+        _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
         idle_at = 0.0                     # when the stacks last said idle: the silence counts from there

@@ -44,7 +44,8 @@ def render_text(hf: HangFinding, last: list[ProcessStacks], max_frames: int = 40
 
 
 def verdict_text(hf: HangFinding) -> str:
-    lines = [f"verdict: {hf.state}" + (f" ({hf.level})" if hf.level else "") + f": {hf.summary}"]
+    level = hf.level or ("not hung" if hf.state in ("idle", "busy") else None)
+    lines = [f"verdict: {hf.state}" + (f" ({level})" if level else "") + f": {hf.summary}"]
     for t in hf.stuck[1:]:
         lines.append(f"  also stuck: pid {t.pid} {t.describe()}")
     lines += [f"  {w}" for w in hf.waits_on]
