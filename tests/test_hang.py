@@ -113,26 +113,23 @@ def programs(tmp_path_factory):
         s.stop()
 
 
-def pyspy_or_skip(pid: int, native: bool = True) -> collector.RawStacks:
-    src = collector.PySpySource(native=native)
+def read_or_skip(src, pid: int, deadline_s: float) -> collector.RawStacks:
+    """The tool's own output, or a skip that says why the tool cannot read processes here."""
     if src.missing():
         pytest.skip(src.missing())
-    raw = src.take(pid, 20)
+    raw = src.take(pid, deadline_s)
     if raw.problem and ("ermission" in raw.problem or "ptrace" in raw.problem):
-        pytest.skip(f"py-spy cannot read processes here: {raw.problem}")
+        pytest.skip(f"{src.name} cannot read processes here: {raw.problem}")
     assert raw.problem is None, raw.problem
     return raw
+
+
+def pyspy_or_skip(pid: int, native: bool = True) -> collector.RawStacks:
+    return read_or_skip(collector.PySpySource(native=native), pid, 20)
 
 
 def gdb_or_skip(pid: int) -> collector.RawStacks:
-    src = collector.GdbSource()
-    if src.missing():
-        pytest.skip(src.missing())
-    raw = src.take(pid, 30)
-    if raw.problem and ("ptrace" in raw.problem or "ermission" in raw.problem):
-        pytest.skip(f"gdb cannot attach here: {raw.problem}")
-    assert raw.problem is None, raw.problem
-    return raw
+    return read_or_skip(collector.GdbSource(), pid, 30)
 
 
 def thread(ps: ProcessStacks, name: str) -> ThreadStack:
