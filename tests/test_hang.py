@@ -466,3 +466,34 @@ def test_capture_hang_after_stops_a_stuck_gpu_wait(tmp_path, programs):
     assert doc["verdict"]["level"] == "likely" and "is stuck" in doc["verdict"]["why"]
     md = CliRunner().invoke(main, ["triage", str(out)]).output
     assert "## Hang analysis" in md and "STUCK" in md
+
+
+def test_agent_file_source_reads_faulthandler_on_its_signal(tmp_path):
+    """The in-process agent's way: faulthandler registered on a signal writes every thread's stack
+    into a file; the collector reads the last dump from it (no ptrace needed)."""
+    prog = tmp_path / "agent_like.py"
+    stacks = tmp_path / "stacks.txt"
+    prog.write_text(WAITER.replace('names = sys.argv[1].split(",")',
+                                   'import faulthandler, signal\n'
+                                   f'fh = open({str(stacks)!r}, "w")\n'
+                                   'faulthandler.register(signal.SIGUSR2, file=fh, all_threads=True)\n'
+                                   'names = sys.argv[1].split(",")'))
+    p = Started([sys.executable, str(prog), "server,getter,waiter"], prog)
+    try:
+        for _ in range(2):                       # two dumps appended: the last one is read
+            os.kill(p.pid, signal.SIGUSR2)
+            time.sleep(0.3)
+        src = collector.AgentFileSource(lambda pid: stacks if pid == p.pid else None)
+        d = collector.take(p.pid, [src])
+    finally:
+        p.stop()
+    assert d.stacks.source == "faulthandler" and len(d.stacks.threads) == 4
+    assert stacks.read_text().count("Current thread") == 2
+    kinds = {}
+    for t in d.stacks.threads:
+        w = classify(t)
+        kinds[w.where.function if w.where else None] = (w.kind, w.where.line if w.where else None)
+    text = prog.read_text()
+    assert kinds["server"] == ("socket", line_of(text, "# ACCEPT"))
+    assert kinds["getter"] == ("queue", line_of(text, "# QUEUE"))
+    assert kinds["waiter"] == ("condition", line_of(text, "# EVENT"))

@@ -66,8 +66,12 @@ class HangCheck:
     GPU or collective wait, a blocked or busy process). An idle tree is let run (the silence clock
     starts again) unless `even_idle`."""
 
-    def __init__(self, out: Path, even_idle: bool = False, interval_s: float = DEFAULT_INTERVAL_S, echo=print):
+    def __init__(self, out: Path, even_idle: bool = False, interval_s: float = DEFAULT_INTERVAL_S, echo=print,
+                 sources=None):
+        """`sources`: the stack sources in order (default py-spy, then gdb); an in-process agent's
+        file (capture.stacks.AgentFileSource) goes last, for processes no tool may attach to."""
         self.out, self.even_idle, self.interval_s, self.echo = out, even_idle, interval_s, echo
+        self.sources = sources
         self.rounds: dict[str, int] = {}
         self.findings: list[dict] = []
 
@@ -75,7 +79,8 @@ class HangCheck:
         """True: treat it as a hang (stop the tree). The finding and stacks go into the bundle."""
         self.rounds[ended_by] = self.rounds.get(ended_by, 0) + 1
         tag = f"{ended_by}-{self.rounds[ended_by]}"
-        s = sample(pids, interval_s=self.interval_s, folder=self.out / layout.STACKS_DIR, tag=tag)
+        s = sample(pids, interval_s=self.interval_s, folder=self.out / layout.STACKS_DIR, tag=tag,
+                   sources=self.sources)
         hf: HangFinding = analyse(s.samples, s.interval_s)
         self.findings.append({"tag": tag, "state": hf.state, "level": hf.level, "summary": hf.summary})
         self.echo(f"stacks of {len(s.samples[-1]) if s.samples else 0} process(es), {len(s.samples)} samples: "

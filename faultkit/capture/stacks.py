@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..ingest.stacks import PARSERS
+from ..ingest.stacks import FH_THREAD, PARSERS
 from ..hang_model import ProcessStacks
 from .proctree import _ppid, cmdline_of
 
@@ -135,12 +135,18 @@ class AgentFileSource:
 
 
 def _last_dump(text: str) -> str:
-    """faulthandler appends one dump after another: the last starts at its last first-thread line."""
+    """faulthandler appends one dump after another, with no line between them: a dump names each
+    thread once, so the last dump starts where a thread named before is named again."""
     lines = text.splitlines(keepends=True)
-    starts = [i for i, ln in enumerate(lines) if ln.startswith(("Thread 0x", "Current thread 0x"))
-              and (i == 0 or not lines[i - 1].strip() or "Fatal Python error" in lines[i - 1]
-                   or lines[i - 1].startswith(("Stack (most", "Fatal")))]
-    return "".join(lines[starts[-1]:]) if starts else ""
+    start, seen = None, set()
+    for i, ln in enumerate(lines):
+        m = FH_THREAD.match(ln.rstrip("\n"))
+        if not m:
+            continue
+        if start is None or m["id"] in seen:
+            start, seen = i, set()
+        seen.add(m["id"])
+    return "".join(lines[start:]) if start is not None else ""
 
 
 @dataclass
