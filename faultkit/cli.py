@@ -427,7 +427,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
                    "hundreds of GB)")
 @click.option("--hang-after", default=None, metavar="DURATION",
               help="no output from the target for this long, and its stacks (sampled twice) show a stuck GPU or "
-                   "collective wait, a blocked or a busy process: a hang. Ask each GPU process for a core dump, "
+                   "collective wait, a blocked process or a rank behind: a hang. Ask each GPU process for a core dump, "
                    "then stop. A silent tree whose every thread waits for work is idle: it goes on")
 @click.option("--even-idle", is_flag=True, help="--hang-after stops an idle tree too")
 @click.option("--attach-workers", is_flag=True,

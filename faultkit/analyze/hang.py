@@ -12,8 +12,10 @@ The rule (the one place it is written; `capture --hang-after` and `faultkit dump
     sample and nothing else moves (a host deadlock, `possible`);
   - a process is BUSY when a thread is on a CPU outside any known wait, or its stack moved;
   - one sample cannot tell stuck from slow: a GPU wait seen once is `waiting`, never stuck.
-A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in,
-a process busy with no output (a request in flight). Silence with every process idle is idle.
+A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in.
+A request in flight shows in the stacks: the thread working on it is busy (its stack moves: work
+in progress, judged again at the next silence) or waits on the GPU or a collective for it (stuck
+when that wait does not move). Silence with every process idle is idle.
 """
 
 from __future__ import annotations

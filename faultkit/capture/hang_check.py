@@ -63,8 +63,10 @@ def sample(pids, n: int = DEFAULT_SAMPLES, interval_s: float = DEFAULT_INTERVAL_
 
 class HangCheck:
     """At `--hang-after` silence: sample the tree twice; a hang only if the stacks say so (a stuck
-    GPU or collective wait, a blocked or busy process). An idle tree is let run (the silence clock
-    starts again) unless `even_idle`."""
+    GPU or collective wait, a blocked process, a rank behind) or cannot tell (no stack readable: the
+    silence alone decides, as before). An idle tree is let run (the silence clock starts again)
+    unless `even_idle`; so is a busy one (a thread on a CPU, stacks that moved: progress), until the
+    next silence or the --timeout."""
 
     def __init__(self, out: Path, even_idle: bool = False, interval_s: float = DEFAULT_INTERVAL_S, echo=print,
                  sources=None):
@@ -89,5 +91,8 @@ class HangCheck:
             return True                       # a timeout or an interrupt ends the capture whatever the stacks say
         if hf.state == "idle" and not self.even_idle:
             self.echo("idle, not hung: the capture goes on (--even-idle stops an idle server too)")
+            return False
+        if hf.state == "busy":
+            self.echo("working, not stuck: the capture goes on")
             return False
         return True
