@@ -497,3 +497,27 @@ def test_agent_file_source_reads_faulthandler_on_its_signal(tmp_path):
     assert kinds["server"] == ("socket", line_of(text, "# ACCEPT"))
     assert kinds["getter"] == ("queue", line_of(text, "# QUEUE"))
     assert kinds["waiter"] == ("condition", line_of(text, "# EVENT"))
+
+
+def test_hang_check_stops_only_on_evidence(tmp_path, programs):
+    from faultkit.capture.hang_check import HangCheck
+    pyspy_or_skip(programs["idle"].pid)
+    busy = subprocess.Popen([sys.executable, "-c", "import itertools\nfor i in itertools.count():\n    x = i * i"],
+                            start_new_session=True)
+    time.sleep(0.5)
+    said = []
+    try:
+        check = HangCheck(tmp_path, interval_s=0.5, echo=said.append)
+        assert check.confirm([programs["idle"].pid]) is False            # idle: goes on
+        assert check.confirm([busy.pid]) is False                        # working: goes on
+        assert HangCheck(tmp_path, even_idle=True, interval_s=0.5, echo=said.append).confirm(
+            [programs["idle"].pid]) is True
+        if "spin" in programs:
+            assert check.confirm([programs["spin"].pid]) is True         # stuck on the "GPU": a hang
+        assert check.confirm([programs["idle"].pid], "timeout") is True  # a timeout ends it whatever the stacks
+    finally:
+        busy.kill()
+        busy.wait()
+    assert [f["state"] for f in check.findings][:2] == ["idle", "busy"]
+    assert any(s.startswith("working, not stuck") for s in said)
+    assert (tmp_path / "stacks" / "samples-hang-2.json").is_file()
