@@ -185,6 +185,8 @@ def take(pid: int, sources: list[StackSource] | None = None, deadline_s: float =
             continue
         best = merge_native(best, got) if best is not None else got
     out = best or ProcessStacks(pid=pid, source="none")
+    if best is not None and best.source == "gdb" and any("python version" in p for p in problems):
+        problems = [p for p in problems if "python version" not in p] + ["not a Python process: native stacks only"]
     out.problems = problems
     out.taken_at = time.time()
     out.command = " ".join(cmdline_of(pid) or []) or None

@@ -9,6 +9,9 @@ from ..analyze.hang import HangFinding
 from ..hang_model import ProcessStacks
 
 DUMP_SCHEMA = "faultkit.dump/1"
+# the kernel's scheduler states (/proc/PID/task/TID/stat)
+STATE_WORDS = {"R": "on a CPU", "S": "sleeping", "D": "in the kernel, uninterruptible", "T": "stopped",
+               "t": "stopped by a tracer", "Z": "exited"}
 
 
 def render_text(hf: HangFinding, last: list[ProcessStacks], max_frames: int = 40) -> str:
@@ -30,7 +33,7 @@ def render_text(hf: HangFinding, last: list[ProcessStacks], max_frames: int = 40
                 w = tf.wait
                 tag = f"  [{w.on}" + (", idle" if w.idle else "") + (", STUCK" if tf.stuck else "") + \
                       ("" if tf.unchanged is None else ", unchanged" if tf.unchanged else ", moved") + "]"
-            state = f" {t.state}" if t.state else ""
+            state = f" ({STATE_WORDS.get(t.state, t.state)})" if t.state else ""
             out.append(f'\nThread {t.tid if t.tid is not None else "?"}{state}' + (f' "{t.name}"' if t.name else "")
                        + tag)
             for f in t.frames[:max_frames]:
