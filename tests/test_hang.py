@@ -463,7 +463,8 @@ def test_capture_hang_after_stops_a_stuck_gpu_wait(tmp_path, programs):
     assert m["hang_check"][0]["state"] == "hung" and "cudaStreamSynchronize" in m["hang_check"][0]["summary"]
     doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
     assert doc["hang"]["stuck"][0]["on"] == "cudaStreamSynchronize"
-    assert doc["verdict"]["level"] == "likely" and "is stuck" in doc["verdict"]["why"]
+    # no GPU core here names a kernel: the verdict names none, and says the hang is likely
+    assert doc["verdict"]["level"] == "unknown" and "hang (likely): pid" in doc["verdict"]["why"]
     md = CliRunner().invoke(main, ["triage", str(out)]).output
     assert "## Hang analysis" in md and "STUCK" in md
 
@@ -521,3 +522,32 @@ def test_hang_check_stops_only_on_evidence(tmp_path, programs):
     assert [f["state"] for f in check.findings][:2] == ["idle", "busy"]
     assert any(s.startswith("working, not stuck") for s in said)
     assert (tmp_path / "stacks" / "samples-hang-2.json").is_file()
+
+
+def test_python_frames_from_pyspy_merged_with_gdbs_native_frames(programs):
+    """Where py-spy cannot unwind native frames, gdb's are put under its Python frames, thread by
+    thread (same OS thread id)."""
+    p = programs["all"]
+    pyspy_or_skip(p.pid, native=False)
+    gdb_or_skip(p.pid)
+    d = collector.take(p.pid, [collector.PySpySource(native=False), collector.GdbSource()])
+    assert d.stacks.source == "py-spy + gdb" and [r.source for r in d.raw] == ["py-spy", "gdb"]
+    sv = thread(d.stacks, "server")
+    assert sv.frames[0].native and sv.frames[0].function.startswith("accept")      # gdb's innermost
+    assert any(f.function == "server" and f.line == line_of(p.text, "# ACCEPT") for f in sv.frames)
+    for name, kind in (("server", "socket"), ("getter", "queue"), ("locked", "lock"), ("sleeper", "sleep")):
+        assert classify(thread(d.stacks, name)).kind == kind, name
+
+
+def test_the_stuck_process_kernel_becomes_the_verdicts_and_an_idle_trees_is_no_finding():
+    from faultkit.analyze.hang import hang_verdict_of
+    from faultkit.analyze.running import RunningKernel, hang_verdict
+    gpu = frames(("cudaStreamSynchronize", None, None), ("step", "/srv/a.py", 10))
+    idle = frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468))
+    k = [RunningKernel("cores/cuda.h.11.1", 11, "spin_kernel", "spin.cu:7", 3, "cuda-gdb")]
+    stuck = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", gpu)])]] * 2, 3.0, kernels=k)
+    v = hang_verdict_of(stuck, hang_verdict(k, "hang"))
+    assert (v.level, v.kernel) == ("likely", "spin_kernel") and "pid 11 is stuck" in v.why
+    calm = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", idle)])]] * 2, 3.0, kernels=k)
+    v = hang_verdict_of(calm, hang_verdict(k, "hang"))
+    assert (v.level, v.kernel) == ("unknown", None) and "idle, not hung" in v.why

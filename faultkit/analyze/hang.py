@@ -253,5 +253,6 @@ def hang_verdict_of(hf: HangFinding | None, kernels: Verdict | None) -> Verdict 
                                           + ", ".join(f"pid {k.pid}" + (f" at {k.where}" if k.where else "")
                                                       for k in mine))]
         return Verdict("likely", names[0], f"no GPU exception; {why}", cands)
-    level = "likely" if hf.level == "likely" else "candidates"
-    return Verdict(level, None, f"no GPU exception; hang: {why}", kernels.candidates if kernels else [])
+    # The verdict's level is about a kernel: without one the hang's own level is in its words.
+    cands = kernels.candidates if kernels else []
+    return Verdict("candidates" if cands else "unknown", None, f"no GPU exception; hang ({hf.level}): {why}", cands)
