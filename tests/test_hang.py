@@ -551,3 +551,14 @@ def test_the_stuck_process_kernel_becomes_the_verdicts_and_an_idle_trees_is_no_f
     calm = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", idle)])]] * 2, 3.0, kernels=k)
     v = hang_verdict_of(calm, hang_verdict(k, "hang"))
     assert (v.level, v.kernel) == ("unknown", None) and "idle, not hung" in v.why
+
+
+def test_a_dead_gpu_worker_under_an_idle_parent_is_a_possible_hang():
+    from faultkit.analyze.hang import GoneWorker
+    idle = frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468))
+    parent = ProcessStacks(20, "x", [ThreadStack(20, "MainThread", idle)], ppid=1)
+    hf = analyse([[parent], [parent]], 3.0, gone=[GoneWorker(21, 20, "python -m worker --rank 1")])
+    assert (hf.state, hf.level) == ("hung", "possible")
+    assert hf.summary.startswith("GPU worker pid 21 (python -m worker --rank 1) died")
+    assert hf.waits_on == ["GPU worker pid 21 died before the samples; its parent pid 20 goes on (idle)"]
+    assert analyse([[parent], [parent]], 3.0).state == "idle"

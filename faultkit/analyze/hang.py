@@ -151,9 +151,19 @@ def _state(threads: list[ThreadFinding]) -> str:
     return UNKNOWN
 
 
+@dataclass(frozen=True)
+class GoneWorker:
+    """A process of the tree that used a GPU and exited before the samples (capture saw it)."""
+    pid: int
+    ppid: int | None
+    command: str
+
+
 def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
-            lags: list[CollectiveLag] = (), kernels: list[RunningKernel] = ()) -> HangFinding:
-    """`samples`: every process's stacks at each sampling moment, in order."""
+            lags: list[CollectiveLag] = (), kernels: list[RunningKernel] = (),
+            gone: list[GoneWorker] = ()) -> HangFinding:
+    """`samples`: every process's stacks at each sampling moment, in order. `gone`: GPU workers
+    that died before them: with the rest idle, the requests they were given go unanswered."""
     pids = list(dict.fromkeys(p.pid for s in samples for p in s))
     procs = []
     for pid in pids:
@@ -176,6 +186,11 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.state, hf.level = "hung", "possible"
         t = next(t for t in blocked[0].threads if t.wait.kind in BLOCKING_HOST)
         hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
+    elif procs and states <= {IDLE, EXITED} and gone:
+        hf.state, hf.level = "hung", "possible"
+        g = gone[0]
+        hf.summary = (f"GPU worker pid {g.pid} ({g.command[:80]}) died and the rest waits for work: what was sent "
+                      f"to it is not answered")
     elif procs and states <= {IDLE, EXITED}:
         hf.state = "idle"
         hf.summary = ("every thread waits for work (" +
@@ -192,6 +207,9 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.summary = "no stacks could be read" if not any(p.threads for p in procs) else \
             "the threads wait on nothing faultkit knows (see their stacks)"
     hf.waits_on = who_waits_on_whom(procs, hf.lags, hf.kernels)
+    live = {p.pid: p for p in procs}
+    hf.waits_on += [f"GPU worker pid {g.pid} died before the samples; its parent pid {g.ppid} goes on "
+                    f"({live[g.ppid].state})" for g in gone if g.ppid in live]
     return hf
 
 

@@ -77,14 +77,16 @@ class HangCheck:
         self.rounds: dict[str, int] = {}
         self.findings: list[dict] = []
 
-    def confirm(self, pids, ended_by: str = "hang") -> bool:
-        """True: treat it as a hang (stop the tree). The finding and stacks go into the bundle."""
+    def confirm(self, pids, ended_by: str = "hang", gone=()) -> bool:
+        """True: treat it as a hang (stop the tree). The finding and stacks go into the bundle.
+        `gone`: the GPU workers of the tree that died before (analyze.hang.GoneWorker)."""
         self.rounds[ended_by] = self.rounds.get(ended_by, 0) + 1
         tag = f"{ended_by}-{self.rounds[ended_by]}"
         s = sample(pids, interval_s=self.interval_s, folder=self.out / layout.STACKS_DIR, tag=tag,
                    sources=self.sources)
-        hf: HangFinding = analyse(s.samples, s.interval_s)
-        self.findings.append({"tag": tag, "state": hf.state, "level": hf.level, "summary": hf.summary})
+        hf: HangFinding = analyse(s.samples, s.interval_s, gone=list(gone))
+        self.findings.append({"tag": tag, "state": hf.state, "level": hf.level, "summary": hf.summary,
+                              "waits_on": hf.waits_on})
         self.echo(f"stacks of {len(s.samples[-1]) if s.samples else 0} process(es), {len(s.samples)} samples: "
                   f"{hf.state}: {hf.summary}")
         if ended_by != "hang":

@@ -22,6 +22,7 @@ from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
+from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
@@ -199,14 +200,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             silent = time.monotonic() - max(backend.output.last_output, idle_at)
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
                 # Silence is a hang only where the stacks show one: an idle server is let run.
-                if hang.confirm(lambda: _live(sampler)):
+                if hang.confirm(lambda: _live(sampler), gone=_gone(sampler)):
                     ended_by = "hang"
                 else:
                     idle_at = time.monotonic()
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
         if ended_by == "timeout":        # stacks before anything is stopped (a hang was sampled already)
-            hang.confirm(lambda: _live(sampler), ended_by)
+            hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
         if hang.findings:
             manifest["hang_check"] = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted"):
@@ -275,6 +276,11 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
 
 def _live(sampler: TreeSampler) -> list[int]:
     return [r.pid for r in sampler.records() if os.path.exists(f"/proc/{r.pid}")]
+
+
+def _gone(sampler: TreeSampler) -> list[GoneWorker]:
+    return [GoneWorker(r.pid, r.ppid, " ".join(r.cmdline)) for r in sampler.records()
+            if r.gpu and not os.path.exists(f"/proc/{r.pid}")]
 
 
 def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) -> str:
