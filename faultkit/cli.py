@@ -162,11 +162,9 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) ->
     Example:
       faultkit dump --pid 48213
       faultkit dump bundle/ --format json"""
-    import json as _json
-
     from . import layout
     from .analyze.hang import analyse
-    from .capture.hang_check import sample
+    from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
     from .export.hang_text import render_json, render_text
 
@@ -174,16 +172,9 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) ->
     folder = Path(output) if output else None
     if bundle:
         try:
-            manifest = _json.loads((Path(bundle) / layout.MANIFEST).read_text())
-        except (OSError, ValueError) as exc:
-            raise click.BadParameter(f"{bundle}: no readable {layout.MANIFEST} ({exc})", param_hint="BUNDLE")
-        if manifest.get("state") != "running":
-            raise click.BadParameter(f"{bundle}: not a running capture (state {manifest.get('state')!r}); "
-                                     f"give --pid PID", param_hint="BUNDLE")
-        if not isinstance(manifest.get("root_pid"), int):
-            raise click.BadParameter(f"{bundle}: its manifest names no process yet (the target is starting); "
-                                     f"try again, or give --pid PID", param_hint="BUNDLE")
-        roots.append(manifest["root_pid"])
+            roots.append(running_root(Path(bundle)))
+        except NotRunning as exc:
+            raise click.BadParameter(str(exc), param_hint="BUNDLE")
         folder = folder or Path(bundle) / layout.STACKS_DIR
     if not roots:
         raise click.UsageError("give --pid PID (or the bundle of a running capture)")
@@ -209,11 +200,6 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) ->
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
-
-
-def time_tag() -> str:
-    import time
-    return time.strftime("%Y%m%d-%H%M%S")
 
 
 EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70

@@ -562,3 +562,12 @@ def test_a_dead_gpu_worker_under_an_idle_parent_is_a_possible_hang():
     assert hf.summary.startswith("GPU worker pid 21 (python -m worker --rank 1) died")
     assert hf.waits_on == ["GPU worker pid 21 died before the samples; its parent pid 20 goes on (idle)"]
     assert analyse([[parent], [parent]], 3.0).state == "idle"
+
+
+def test_cli_dump_of_a_bundle_that_is_not_running(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"state": "finished", "root_pid": 1}))
+    res = CliRunner().invoke(main, ["dump", str(tmp_path)])
+    assert res.exit_code == 2 and "not a running capture (state 'finished')" in res.output
+    (tmp_path / "manifest.json").write_text(json.dumps({"state": "running"}))
+    res = CliRunner().invoke(main, ["dump", str(tmp_path)])
+    assert res.exit_code == 2 and "names no process yet" in res.output

@@ -23,6 +23,29 @@ DEFAULT_SAMPLES, DEFAULT_INTERVAL_S, DEFAULT_DEADLINE_S = 2, 3.0, 10.0
 TRACE_BUFFER_ENTRIES = "2000"
 
 
+class NotRunning(Exception):
+    pass
+
+
+def running_root(bundle: Path) -> int:
+    """The root pid of a capture that is still writing `bundle` (its manifest says so)."""
+    try:
+        manifest = json.loads((bundle / layout.MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise NotRunning(f"{bundle}: no readable {layout.MANIFEST} ({exc})")
+    if not isinstance(manifest, dict) or manifest.get("state") != "running":
+        state = manifest.get("state") if isinstance(manifest, dict) else None
+        raise NotRunning(f"{bundle}: not a running capture (state {state!r}); give --pid PID")
+    if not isinstance(manifest.get("root_pid"), int):
+        raise NotRunning(f"{bundle}: its manifest names no process yet (the target is starting); try again, "
+                         f"or give --pid PID")
+    return manifest["root_pid"]
+
+
+def time_tag() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
 def flight_recorder_env(out: Path) -> dict[str, str]:
     """PyTorch's flight recorder, dumped on a collective timeout into the bundle's collectives/.
     Costs a ring of small records per collective; nothing without torch.distributed."""
