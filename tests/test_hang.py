@@ -81,10 +81,11 @@ def line_of(text: str, mark: str) -> int:
 
 
 class Started:
-    def __init__(self, cmd, source: Path):
+    def __init__(self, cmd, source: Path, env: dict | None = None):
         self.source = source
         self.text = source.read_text()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
         assert self.proc.stdout.readline().strip() == b"ready"
         self.pid = self.proc.pid
 
@@ -102,7 +103,7 @@ def programs(tmp_path_factory):
     py = d / "waiter.py"
     py.write_text(WAITER)
     started = {"all": Started([sys.executable, str(py), ALL], py),
-               "idle": Started([sys.executable, str(py), IDLE], py)}
+               "idle": Started([sys.executable, str(py), IDLE], py, {"RANK": "3"})}
     if shutil.which("gcc"):
         c = d / "fake_sync.c"
         c.write_text(SPINNER)
@@ -311,6 +312,7 @@ def test_idle_server_is_idle_not_hung(programs):
     assert hf.state == "idle" and hf.level is None and not hf.stuck
     assert hf.summary.startswith("every thread waits for work")
     assert {t.wait.kind for t in hf.processes[0].threads} == {"sleep", "socket", "queue", "condition"}
+    assert (hf.processes[0].rank, hf.processes[0].ppid) == (3, os.getpid())     # its RANK, read from /proc
 
 
 def test_lock_held_forever_is_a_possible_host_hang(programs):
