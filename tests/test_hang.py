@@ -573,3 +573,9 @@ def test_cli_dump_of_a_bundle_that_is_not_running(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"state": "running"}))
     res = CliRunner().invoke(main, ["dump", str(tmp_path)])
     assert res.exit_code == 2 and "names no process yet" in res.output
+
+
+def test_no_stack_readable_says_why_and_leaves_the_decision_to_the_silence():
+    dead = ProcessStacks(5, "none", [], problems=["gdb: ptrace: Operation not permitted."])
+    hf = analyse([[dead], [dead]], 3.0)
+    assert hf.state == "unknown" and hf.summary == "no stacks could be read (gdb: ptrace: Operation not permitted.)"

@@ -204,7 +204,8 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
                              "waits on the GPU or a collective in one sample only (take two to tell stuck from slow)")
             for p in busy))
     else:
-        hf.summary = "no stacks could be read" if not any(p.threads for p in procs) else \
+        why = next((x for p in procs for x in p.problems), None)
+        hf.summary = f"no stacks could be read{f' ({why})' if why else ''}" if not any(p.threads for p in procs) else \
             "the threads wait on nothing faultkit knows (see their stacks)"
     hf.waits_on = who_waits_on_whom(procs, hf.lags, hf.kernels)
     live = {p.pid: p for p in procs}
