@@ -109,7 +109,7 @@ def _key(t: ThreadStack, i: int) -> tuple:
     return ("tid", t.tid) if t.tid is not None else ("name", t.name, i)
 
 
-def judge_process(samples: list[ProcessStacks | None]) -> ProcessFinding:
+def process_finding(samples: list[ProcessStacks | None]) -> ProcessFinding:
     """One process across the samples (None where it was not seen)."""
     seen = [s for s in samples if s is not None]
     last = seen[-1]
@@ -168,7 +168,7 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     procs = []
     for pid in pids:
         per = [next((p for p in s if p.pid == pid), None) for s in samples]
-        procs.append(judge_process(per))
+        procs.append(process_finding(per))
     stuck = [t for p in procs for t in p.threads if t.stuck]
     hf = HangFinding(UNKNOWN, None, "", stuck, [], procs, list(lags), list(kernels), len(samples), interval_s)
     states = {p.state for p in procs}
