@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 
 from ..ingest.stacks import FH_THREAD, PARSERS
 from ..hang_model import ProcessStacks
+from ..launch_env import launch_of
 from .proctree import _ppid, cmdline_of
 
 
@@ -228,21 +229,14 @@ def _task_stat(pid: int, tid: int) -> tuple[str, int] | None:
         return None
 
 
-RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-
-
 def _rank(pid: int) -> int | None:
-    """The distributed rank the launcher gave the process (torchrun's RANK, MPI's, Slurm's)."""
+    """The distributed rank its launcher gave the process (launch_env's table: torchrun, MPI, Slurm ...)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+            env = dict(kv.decode(errors="replace").split("=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
     except OSError:
         return None
-    for v in RANK_VARS:
-        raw = env.get(v.encode())
-        if raw is not None and raw.strip().isdigit():
-            return int(raw)
-    return None
+    return launch_of(env).rank
 
 
 def write(dump: Dump, folder: Path, sample: int) -> list[str]:
