@@ -165,7 +165,10 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="also keep the tools' own output and the records in this folder")
-def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) -> None:
+@click.option("--read", "reads", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="judge saved dumps instead (py-spy text or --json, gdb `thread apply all bt`, faulthandler): "
+                   "give two of one process, in the order they were taken")
+def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, reads) -> None:
     """Every thread's stack of live processes (Python and native: py-spy, else gdb), what each
     waits on (GPU, collective, host), and a hang verdict from two samples. Read-only: the
     processes are paused for milliseconds per sample, never stopped.
@@ -176,13 +179,26 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output) ->
     \b
     Example:
       faultkit dump --pid 48213
-      faultkit dump bundle/ --format json"""
+      faultkit dump bundle/ --format json
+      faultkit dump --read before.txt --read after.txt"""
     from . import layout
     from .analyze.hang import analyse
     from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
     from .export.hang_text import render_json, render_text
 
+    if reads:
+        from .ingest.stacks import as_samples, parse_any
+        if pids or bundle:
+            raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
+        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        for d in dumps:
+            for why in d.problems:
+                click.echo(f"warning: {why}", err=True)
+        rounds = as_samples([d for d in dumps if d.threads])
+        hf = analyse(rounds)
+        sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
+        sys.exit(0 if rounds else EXIT_INPUT)
     roots = list(pids)
     folder = Path(output) if output else None
     if bundle:

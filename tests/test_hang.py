@@ -72,6 +72,7 @@ int main(void) {
 }
 '''
 
+ROOT_README = Path(__file__).resolve().parent.parent / "README.md"
 ALL = "locked,sleeper,server,getter,waiter,parent"
 IDLE = "sleeper,server,getter,waiter"
 
@@ -579,3 +580,30 @@ def test_no_stack_readable_says_why_and_leaves_the_decision_to_the_silence():
     dead = ProcessStacks(5, "none", [], problems=["gdb: ptrace: Operation not permitted."])
     hf = analyse([[dead], [dead]], 3.0)
     assert hf.state == "unknown" and hf.summary == "no stacks could be read (gdb: ptrace: Operation not permitted.)"
+
+
+def test_cli_dump_reads_saved_dumps(tmp_path, programs):
+    """`--read`: two saved `py-spy dump --native` texts of one process, and a gdb transcript."""
+    p = programs["all"]
+    src = collector.PySpySource()
+    pyspy_or_skip(p.pid)
+    files = []
+    for k in (1, 2):
+        f = tmp_path / f"d{k}.txt"
+        f.write_text(subprocess.run([src.binary, "dump", "--native", "--pid", str(p.pid)], capture_output=True,
+                                    text=True, timeout=30).stdout)
+        files += ["--read", str(f)]
+    res = CliRunner().invoke(main, ["dump", *files, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert len(d["samples"]) == 2 and d["verdict"]["state"] == "hung" and d["verdict"]["level"] == "possible"
+    locked = next(t for t in d["verdict"]["processes"][0]["threads"] if t["name"] == "locked")
+    assert (locked["kind"], locked["unchanged"]) == ("lock", True)
+    assert locked["where"].endswith(f"waiter.py:{line_of(p.text, '# LOCK')} locked")
+    g = tmp_path / "g.txt"
+    g.write_text(gdb_or_skip(p.pid).text)
+    res = CliRunner().invoke(main, ["dump", "--read", str(g)])
+    assert res.exit_code == 0 and "[accept4 (host: socket), idle]" in res.output
+    assert "no wait seen stuck (the threads wait in: " in res.output
+    res = CliRunner().invoke(main, ["dump", "--read", str(ROOT_README)])
+    assert res.exit_code == 1 and "not a py-spy, gdb or faulthandler stack dump" in res.output

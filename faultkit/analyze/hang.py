@@ -205,8 +205,10 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
             for p in busy))
     else:
         why = next((x for p in procs for x in p.problems), None)
-        hf.summary = f"no stacks could be read{f' ({why})' if why else ''}" if not any(p.threads for p in procs) else \
-            "the threads wait on nothing faultkit knows (see their stacks)"
+        known = sorted({t.wait.kind for p in procs for t in p.threads if t.wait.category != UNKNOWN})
+        hf.summary = (f"no stacks could be read{f' ({why})' if why else ''}" if not any(p.threads for p in procs) else
+                      f"no wait seen stuck (the threads wait in: {', '.join(known)})" if known else
+                      "the threads wait on nothing faultkit knows (see their stacks)")
     hf.waits_on = who_waits_on_whom(procs, hf.lags, hf.kernels)
     live = {p.pid: p for p in procs}
     hf.waits_on += [f"GPU worker pid {g.pid} died before the samples; its parent pid {g.ppid} goes on "

@@ -137,5 +137,29 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def parse_any(text: str, name: str) -> ProcessStacks:
+    """A saved stack dump of any of the four kinds, told apart by its content."""
+    if re.match(r"\s*\[\s*(?:\{|\])", text):          # a JSON list of threads (gdb's start with "[New LWP")
+        return parse_pyspy_json(text)
+    if "(most recent call first):" in text:
+        return parse_faulthandler(text)
+    if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(", text, re.M):
+        return parse_gdb_backtraces(text)
+    out = parse_pyspy_text(text)
+    if not out.threads:
+        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump"]
+    return out
+
+
+def as_samples(dumps: list[ProcessStacks]) -> list[list[ProcessStacks]]:
+    """Saved dumps in the order given: the k-th dump of each process is its k-th sample (a dump
+    without a pid, faulthandler's, is one process)."""
+    per: dict[int, list[ProcessStacks]] = {}
+    for d in dumps:
+        per.setdefault(d.pid, []).append(d)
+    rounds = max((len(v) for v in per.values()), default=0)
+    return [[v[k] for v in per.values() if k < len(v)] for k in range(rounds)]
+
+
 PARSERS = {"py-spy": parse_pyspy_json, "py-spy-text": parse_pyspy_text, "gdb": parse_gdb_backtraces,
            "faulthandler": parse_faulthandler}
