@@ -321,7 +321,7 @@ def test_lock_held_forever_is_a_possible_host_hang(programs):
     pyspy_or_skip(p.pid)
     hf = analyse(two_samples(p.pid), 0.5)
     assert (hf.state, hf.level) == ("hung", "possible")
-    assert f'"locked" waits in ' in hf.summary and f"waiter.py:{line_of(p.text, '# LOCK')} locked" in hf.summary
+    assert '"locked" waits in ' in hf.summary and f"waiter.py:{line_of(p.text, '# LOCK')} locked" in hf.summary
 
 
 def test_a_gpu_wait_that_moves_is_not_stuck():
@@ -416,7 +416,7 @@ def test_cli_dump_text_and_json(programs):
     res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--interval", "0.5s"])
     assert res.exit_code == 0, res.output
     assert f"Process {p.pid}" in res.output and "verdict: hung (possible)" in res.output
-    assert f' (sleeping) "locked"  [PyThread_acquire_lock_timed (host: lock), unchanged]' in res.output
+    assert ' (sleeping) "locked"  [PyThread_acquire_lock_timed (host: lock), unchanged]' in res.output
     res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--samples", "1", "--format", "json"])
     d = json.loads(res.output)
     assert d["schema"] == "faultkit.dump/1" and len(d["samples"]) == 1
