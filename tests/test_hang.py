@@ -607,3 +607,30 @@ def test_cli_dump_reads_saved_dumps(tmp_path, programs):
     assert "no wait seen stuck (the threads wait in: " in res.output
     res = CliRunner().invoke(main, ["dump", "--read", str(ROOT_README)])
     assert res.exit_code == 1 and "not a py-spy, gdb or faulthandler stack dump" in res.output
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from faultkit.ingest.stacks import parse_any, parse_samples  # noqa: E402
+
+SHAPES = ['Thread 4 (Thread 0x7f (LWP 11562) "python3"):\n#0  0x1 in accept4 (fd=3) at a.c:31\n',
+          'Thread 1 (idle): "MainThread"\n    sleep (x.py:3)\n', 'Thread 0x00007f (most recent call first):\n'
+          '  File "x.py", line 3 in f\n', '[{"pid": 1, "thread_name": 5, "frames": [{"name": 3, "line": 2, "module": 7}]}]', '{"samples": [[{"pid": 1}]]}']
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(SHAPES), st.integers(0, 200), st.text(max_size=40))
+def test_stack_readers_never_raise_on_cut_or_damaged_dumps(shape, cut, junk):
+    text = shape[:cut] + junk
+    for parse in (parse_any, lambda t, n: parse_samples(t, n)[0]):
+        parse(text, "x")
+    ps = parse_any(text, "x")
+    for t in ps.threads:
+        classify(t)
+    parse_flight_record(text.encode(), "nccl_trace_rank_0")
+    parse_flight_record(b"\x80\x02" + text.encode(), "nccl_trace_rank_0")
+
+
+def test_pyspy_json_with_odd_types_is_read_as_text():
+    ps = parse_pyspy_json('[{"pid": 1, "thread_name": 5, "frames": [{"name": 3, "filename": 9, "line": 2}]}]')
+    assert (ps.threads[0].name, ps.threads[0].frames[0].function, ps.threads[0].frames[0].file) == ("5", "3", "9")

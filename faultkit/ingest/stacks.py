@@ -49,12 +49,15 @@ def parse_pyspy_json(text: str, pid: int | None = None, source: str = "py-spy") 
         for f in t.get("frames") or []:
             if not isinstance(f, dict):
                 continue
-            module = f.get("module")
+            module = f.get("module") if isinstance(f.get("module"), str) else None
             line = f.get("line") if isinstance(f.get("line"), int) and f.get("line") > 0 else None
-            frames.append(StackFrame(function=f.get("name"), file=f.get("filename") if line else None, line=line,
+            name, file = f.get("name"), f.get("filename")
+            frames.append(StackFrame(function=str(name) if name is not None else None,
+                                     file=str(file) if line and file is not None else None, line=line,
                                      library=_base(module) if module else None, native=bool(module)))
         tid = t.get("os_thread_id") if isinstance(t.get("os_thread_id"), int) else None
-        out.threads.append(ThreadStack(tid=tid, name=t.get("thread_name"), frames=frames,
+        name = t.get("thread_name")
+        out.threads.append(ThreadStack(tid=tid, name=str(name) if name is not None else None, frames=frames,
                                        active=t.get("active") if isinstance(t.get("active"), bool) else None))
     return out
 
