@@ -53,9 +53,28 @@ class ProcessStacks:
 
     @classmethod
     def from_json(cls, d: dict) -> "ProcessStacks":
-        threads = [ThreadStack(**{**t, "frames": [StackFrame(**f) for f in t.get("frames") or []]})
-                   for t in d.get("threads") or []]
-        return cls(**{**d, "threads": threads})
+        """Back from `to_json`; a value of the wrong type (a damaged or foreign file) is dropped."""
+        def frame(f: dict) -> StackFrame:
+            return StackFrame(_t(f.get("function"), str), _t(f.get("file"), str), _t(f.get("line"), int),
+                              _t(f.get("library"), str), f.get("native") is True)
+
+        threads = [ThreadStack(_t(t.get("tid"), int), _t(t.get("name"), str), [frame(f) for f in _list(t.get("frames"))
+                                                                             if isinstance(f, dict)],
+                               _t(t.get("active"), bool), _t(t.get("state"), str), _t(t.get("cpu_ticks"), int))
+                   for t in _list(d.get("threads")) if isinstance(t, dict)]
+        return cls(_t(d.get("pid"), int) or 0, _t(d.get("source"), str) or "?", threads, _t(d.get("taken_at"), float),
+                   _t(d.get("command"), str), _t(d.get("rank"), int), _t(d.get("ppid"), int),
+                   [str(p) for p in _list(d.get("problems"))])
+
+
+def _t(v, kind):
+    if kind is float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return v if isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) else None
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
 
 
 @dataclass(frozen=True)
