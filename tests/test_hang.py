@@ -635,3 +635,100 @@ def test_stack_readers_never_raise_on_cut_or_damaged_dumps(shape, cut, junk):
 def test_pyspy_json_with_odd_types_is_read_as_text():
     ps = parse_pyspy_json('[{"pid": 1, "thread_name": 5, "frames": [{"name": 3, "filename": 9, "line": 2}]}]')
     assert (ps.threads[0].name, ps.threads[0].frames[0].function, ps.threads[0].frames[0].file) == ("5", "3", "9")
+
+
+# ---------------- a real gloo job: one rank skips an all_reduce ----------------
+
+GLOO_JOB = '''
+import datetime, os, subprocess, sys, time
+OUT = sys.argv[1]
+if len(sys.argv) == 2:                       # the launcher: one process per rank, RANK in its environment
+    procs = [subprocess.Popen([sys.executable, __file__, OUT, str(r)], env={**os.environ, "RANK": str(r)})
+             for r in range(3)]
+    for p in procs:
+        p.wait()
+    sys.exit(0)
+import torch, torch.distributed as dist
+rank = int(sys.argv[2])
+dist.init_process_group("gloo", rank=rank, world_size=3, init_method="tcp://127.0.0.1:" + os.environ["PORT"],
+                        timeout=datetime.timedelta(seconds=30))
+t = torch.ones(4)
+for _ in range(3):
+    dist.all_reduce(t)
+def dump():
+    os.makedirs(f"{OUT}/collectives", exist_ok=True)
+    data = torch._C._distributed_c10d._dump_fr_trace()
+    with open(f"{OUT}/fr.{rank}.tmp", "wb") as fh:
+        fh.write(data)
+    os.replace(f"{OUT}/fr.{rank}.tmp", f"{OUT}/collectives/nccl_trace_rank_{rank}")
+if rank == 1:
+    dump()
+    open(f"{OUT}/ready.{rank}", "w").close()
+    time.sleep(120)  # BEHIND
+else:
+    open(f"{OUT}/ready.{rank}", "w").close()
+    try:
+        dist.all_reduce(t)  # FOURTH
+    except RuntimeError:
+        pass
+    dump()
+'''
+
+
+def test_gloo_job_where_one_rank_skips_an_all_reduce(tmp_path):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pytest.skip("torch not installed (pip install torch): the gloo job needs it")
+    import socket
+    from faultkit.capture.proctree import descendants
+    prog = tmp_path / "gloo_job.py"
+    prog.write_text(GLOO_JOB)
+    out = tmp_path / "job"
+    out.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PORT": str(port), "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}
+    job = subprocess.Popen([sys.executable, str(prog), str(out)], env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not all((out / f"ready.{r}").exists() for r in range(3)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)
+        if not (out / "ready.2").exists():
+            pytest.fail("the gloo job did not reach its fourth all_reduce")
+        pyspy_or_skip(job.pid)
+        stacks = sample(lambda: descendants(job.pid), 2, 1.0, 30).samples
+        records = [out / "collectives" / f"nccl_trace_rank_{r}" for r in range(3)]
+        while not all(r.exists() for r in records) and time.monotonic() < deadline + 60:
+            time.sleep(0.2)                     # ranks 0 and 2 time out (30 s), then write their records
+        time.sleep(0.5)
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+    text = prog.read_text()
+    hf = analyse(stacks, 1.0)
+    by_rank = {p.rank: p for p in hf.processes if p.rank is not None}
+    assert {r: by_rank[r].state for r in (0, 1, 2)} == {0: "stuck", 1: "idle", 2: "stuck"}
+    for r in (0, 2):
+        (t,) = [t for t in by_rank[r].threads if t.stuck]
+        assert (t.wait.category, t.wait.where.file, t.wait.where.line) == ("collective", str(prog),
+                                                                           line_of(text, "# FOURTH"))
+    # the flight records, through triage as a user passes the folder: rank 1 never issued #4
+    res = CliRunner().invoke(main, ["triage", str(out / "collectives"), "--format", "json"])
+    doc = json.loads(res.output)
+    (lag,) = doc["hang"]["collectives"]
+    assert (lag["behind"], lag["ahead"], lag["ahead_at"][:2], lag["behind_at"]["1"][0]) == \
+        ([1], [0, 2], [4, "gloo:all_reduce"], 3)
+    # both together: who waits on whom, and what the rank behind is doing
+    from faultkit.analyze.collectives import lagging_ranks as lags_of
+    ranks = [parse_flight_record((out / "collectives" / f"nccl_trace_rank_{r}").read_bytes(),
+                                 f"nccl_trace_rank_{r}") for r in range(3)]
+    both = analyse(stacks, 1.0, lags_of(ranks))
+    assert any(w.startswith("ranks 0, 2 wait in gloo:all_reduce #4 for rank 1; it is idle: its thread")
+               and f"gloo_job.py:{line_of(text, '# BEHIND')} <module>" in w for w in both.waits_on), both.waits_on

@@ -234,9 +234,11 @@ def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
             q = by_rank.get(r)
             doing = ""
             if q is not None:
+                # what the rank behind does: its stuck thread, else a busy one, else its main thread
                 t = next((t for t in q.threads if t.stuck), None) or next(
-                    (t for t in q.threads if not t.wait.idle), None)
-                doing = f"; its {t.describe()}" if t else f"; it is {q.state}"
+                    (t for t in q.threads if not t.wait.idle), None) or next(
+                    (t for t in q.threads if t.name == "MainThread"), None) or (q.threads or [None])[0]
+                doing = f"; it is {q.state}" + (f": its {t.describe()}" if t else "")
             out.append(f"ranks {', '.join(map(str, lag.ahead))} wait in {lag.ahead_at.op} #{lag.ahead_at.seq} "
                        f"for rank {r}" + doing)
     by_pid = {p.pid: p for p in procs}

@@ -142,10 +142,15 @@ def own_frame(frames: list[StackFrame]) -> int | None:
     return None
 
 
+# Libraries whose frames are never where a user looks (torch's c10d logging wrapper around a
+# collective, asyncio's loop); a server's own package in site-packages (vLLM, SGLang) is.
+LIBRARY_PATHS = re.compile(r"/(?:site|dist)-packages/(?:torch|triton|zmq|uvloop|concurrent|multiprocess)/")
+
+
 def _stdlib(path: str | None) -> bool:
     if not path:
         return False
-    if re.search(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)", path):
+    if re.search(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)", path) or LIBRARY_PATHS.search(path):
         return True
     return "/" not in path and path in STDLIB_BASENAMES    # py-spy's text prints short names
 
