@@ -657,6 +657,9 @@ for _ in range(3):
     dist.all_reduce(t)
 def dump():
     os.makedirs(f"{OUT}/collectives", exist_ok=True)
+    os.makedirs(f"{OUT}/json", exist_ok=True)      # the JSON dump first: the pickle's arrival ends the wait
+    with open(f"{OUT}/json/nccl_trace_rank_{rank}", "wb") as fh:
+        fh.write(torch._C._distributed_c10d._dump_fr_trace_json())
     data = torch._C._distributed_c10d._dump_fr_trace()
     with open(f"{OUT}/fr.{rank}.tmp", "wb") as fh:
         fh.write(data)
@@ -730,5 +733,9 @@ def test_gloo_job_where_one_rank_skips_an_all_reduce(tmp_path):
     ranks = [parse_flight_record((out / "collectives" / f"nccl_trace_rank_{r}").read_bytes(),
                                  f"nccl_trace_rank_{r}") for r in range(3)]
     both = analyse(stacks, 1.0, lags_of(ranks))
+    # torch's JSON dump of the same recorder reads the same
+    for r in range(3):
+        js = parse_flight_record((out / "json" / f"nccl_trace_rank_{r}").read_bytes(), f"nccl_trace_rank_{r}")
+        assert js.entries == ranks[r].entries and not js.problems
     assert any(w.startswith("ranks 0, 2 wait in gloo:all_reduce #4 for rank 1; it is idle: its thread")
                and f"gloo_job.py:{line_of(text, '# BEHIND')} <module>" in w for w in both.waits_on), both.waits_on

@@ -16,6 +16,7 @@ else, with a message.
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import re
 
@@ -58,9 +59,13 @@ class SafeUnpickler(pickle.Unpickler):
 
 
 def looks_like_flight_record(head: bytes) -> bool:
-    """A pickle (protocol 2+) that names the flight recorder's keys in its first bytes (`version`
-    and `pg_config` come first in torch's dump)."""
-    return head[:1] == b"\x80" and (b"pg_config" in head or b"entries" in head)
+    """A pickle (protocol 2+) or torch's JSON dump (`_dump_fr_trace_json`) that names the flight
+    recorder's keys in its first bytes (`version` and `pg_config` come first in the pickle,
+    `comm_lib_version` and `entries` in the JSON)."""
+    if head[:1] == b"\x80":
+        return b"pg_config" in head or b"entries" in head
+    return head.lstrip()[:1] == b"{" and (b'"entries"' in head or b'"comm_lib_version"' in head
+                                          or b'"pg_config"' in head)
 
 
 def parse_flight_record(data: bytes, name: str) -> RankCollectives:
@@ -72,7 +77,7 @@ def parse_flight_record(data: bytes, name: str) -> RankCollectives:
         out.problems.append(f"{name}: {len(data):,} bytes, more than a flight record holds; not read")
         return out
     try:
-        dump = SafeUnpickler(io.BytesIO(data)).load()
+        dump = json.loads(data) if data.lstrip()[:1] == b"{" else SafeUnpickler(io.BytesIO(data)).load()
     except _Refused as exc:
         out.problems.append(f"{name}: not read: the pickle asks for {exc} (only plain data is read from a flight "
                             f"record, never code)")
