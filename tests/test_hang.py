@@ -543,17 +543,25 @@ def test_python_frames_from_pyspy_merged_with_gdbs_native_frames(programs):
 
 
 def test_the_stuck_process_kernel_becomes_the_verdicts_and_an_idle_trees_is_no_finding():
-    from faultkit.analyze.hang import hang_verdict_of
-    from faultkit.analyze.running import RunningKernel, hang_verdict
+    from faultkit.analyze.hang import counted_running, hang_claims
+    from faultkit.analyze.running import RunningKernel, running_claims
+    from faultkit.judge import judge
+
+    def verdict(hf, kernels):
+        return judge(running_claims(counted_running(hf, kernels), "hang") + hang_claims(hf, False), [],
+                     "hang").verdict
     gpu = frames(("cudaStreamSynchronize", None, None), ("step", "/srv/a.py", 10))
     idle = frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468))
-    k = [RunningKernel("cores/cuda.h.11.1", 11, "spin_kernel", "spin.cu:7", 3, "cuda-gdb")]
-    stuck = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", gpu)])]] * 2, 3.0, kernels=k)
-    v = hang_verdict_of(stuck, hang_verdict(k, "hang"))
-    assert (v.level, v.kernel) == ("likely", "spin_kernel") and "pid 11 is stuck" in v.why
-    calm = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", idle)])]] * 2, 3.0, kernels=k)
-    v = hang_verdict_of(calm, hang_verdict(k, "hang"))
+    k = [RunningKernel("cores/cuda.h.11.1", 11, "spin_kernel", "spin.cu:7", 3, "cuda-gdb"),
+         RunningKernel("cores/cuda.h.12.1", 12, "gemm_kernel", None, 4, "cuda-gdb")]
+    stuck = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", gpu)]),
+                      ProcessStacks(12, "x", [ThreadStack(12, "main", idle)])]] * 2, 3.0, kernels=k)
+    v = verdict(stuck, k)                      # the stuck process's kernel wins over the other GPU's
+    assert (v.level, v.kernel) == ("likely", "spin_kernel") and "whose thread 11" in v.why
+    calm = analyse([[ProcessStacks(11, "x", [ThreadStack(11, "main", idle)])]] * 2, 3.0, kernels=k[:1])
+    v = verdict(calm, k[:1])                   # an idle tree's running kernel is no finding
     assert (v.level, v.kernel) == ("unknown", None) and "idle, not hung" in v.why
+    assert (verdict(None, k[:1]).level, verdict(None, k[:1]).kernel) == ("likely", "spin_kernel")   # no stacks
 
 
 def test_a_dead_gpu_worker_under_an_idle_parent_is_a_possible_hang():

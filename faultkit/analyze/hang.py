@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, ThreadStack
-from ..model import Candidate, Verdict
+from ..judge.claims import Basis, Claim, Identities
 from .collectives import CollectiveLag
 from .running import RunningKernel
 from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
@@ -257,25 +257,33 @@ def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
     return list(dict.fromkeys(out))
 
 
-def hang_verdict_of(hf: HangFinding | None, kernels: Verdict | None) -> Verdict | None:
-    """Where nothing faulted. The stacks decide whether the kernels running in the user-triggered
-    cores matter: a kernel of a stuck process is the hang's (`likely`); the kernels of an idle
-    tree are no finding."""
-    if hf is None or hf.state == UNKNOWN:
-        return kernels
-    why = "; ".join([hf.summary, *hf.waits_on])
+def counted_running(hf: HangFinding | None, running: list[RunningKernel]) -> list[RunningKernel]:
+    """The kernels in user-triggered cores that still say something: none of an idle tree (a
+    kernel an idle server's GPU was running is no finding), every one otherwise; a stuck
+    process's kernel is claimed by `hang_claims` instead."""
+    if hf is None:
+        return running
     if hf.state == "idle":
-        return Verdict("unknown", None, f"no GPU exception; idle, not hung: {why}")
-    if hf.state == "busy":
-        return kernels or Verdict("unknown", None, f"no GPU exception; {why}")
-    stuck_pids = {t.pid for t in hf.stuck}
-    mine = [k for k in hf.kernels if k.pid in stuck_pids]
-    names = list(dict.fromkeys(k.kernel for k in mine))
-    if len(names) == 1:
-        cands = [Candidate(names[0], 0.8, "running on the GPU of the stuck process when its core was taken: "
-                                          + ", ".join(f"pid {k.pid}" + (f" at {k.where}" if k.where else "")
-                                                      for k in mine))]
-        return Verdict("likely", names[0], f"no GPU exception; {why}", cands)
-    # The verdict's level is about a kernel: without one the hang's own level is in its words.
-    cands = kernels.candidates if kernels else []
-    return Verdict("candidates" if cands else "unknown", None, f"no GPU exception; hang ({hf.level}): {why}", cands)
+        return []
+    stuck = {t.pid for t in hf.stuck}
+    return [k for k in running if k.pid not in stuck]
+
+
+def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
+    """What the stacks say to the judge. The kernel running on the GPU of a process whose stacks
+    show it stuck is a claim (where nothing faulted: then the fault is the story); the hang
+    itself, with no kernel, gives the verdict its words where no kernel can be named."""
+    if hf is None or hf.state == UNKNOWN:
+        return []
+    words = "; ".join([hf.summary, *hf.waits_on])
+    out = []
+    stuck = {t.pid: t for t in hf.stuck}
+    for k in hf.kernels if not faulted else []:
+        t = stuck.get(k.pid)
+        if t is not None:
+            out.append(Claim(k.kernel, Basis("hang-stuck-kernel", "GPU core dump and host stacks"),
+                             f"running on the GPU of pid {k.pid}" + (f" at {k.where}" if k.where else "")
+                             + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core))
+    lead = {"idle": "idle, not hung", "busy": "working, not stuck"}.get(hf.state, f"hang ({hf.level})")
+    out.append(Claim(None, Basis("hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
+    return out

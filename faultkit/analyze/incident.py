@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..hang_model import RankCollectives
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
-from .fault_groups import FaultGroup
+from ..judge.incidents import FaultGroup
 from .fault_time import LogClock
 from .hang import HangFinding
 from .running import RunningKernel
