@@ -24,6 +24,10 @@ ROCPROF_DIR = "rocprofv3"
 AGENT_DIR = agent_files.DIR             # the in-process agent's files, per process (faultkit/agent/files.py)
 BUNDLE_ENV = "FAULTKIT_BUNDLE"           # in every captured process's environment: the bundle it writes to
 CORES_DIR = "cores"                      # GPU (and CPU) core dumps and their debugger transcripts
+STACKS_DIR = "stacks"                    # host stacks of the live processes at a hang: the tools' output, and
+STACK_SAMPLES = "samples-{tag}.json"     # the records of each sampling round (read back by triage)
+COLLECTIVES_DIR = "collectives"          # PyTorch's flight-recorder dumps, one per rank
+FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's file name: torch appends the rank
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
 
@@ -65,6 +69,7 @@ FACTS = "facts"
 OUTPUT = "output"              # something faultkit or the user rendered: never read
 CORE = "core"                  # a core dump (by name; its content decides what it is)
 AGENT = "agent"                # the in-process agent's ring, sites, stacks and header files
+HANG = "hang"                  # stack samples and flight records: read by the hang analysis only
 
 
 def classify(rel: str, captured: bool) -> str:
@@ -86,6 +91,8 @@ def classify(rel: str, captured: bool) -> str:
         return OUTPUT             # what roccoremerge made of a GPU core and a host core: opened already
     if captured and p.parts and p.parts[0] == CORES_DIR and not name.endswith(".txt"):
         return CORE
+    if captured and len(p.parts) > 1 and p.parts[0] in (STACKS_DIR, COLLECTIVES_DIR):
+        return HANG
     if captured and top:
         if name == KERNEL_BEFORE:
             return HISTORY

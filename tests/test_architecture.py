@@ -9,7 +9,7 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model"}
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model"}
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
@@ -66,6 +66,14 @@ def test_analyses_open_no_file():
         text = path.read_text()
         found = [w for w in words if w in text]
         assert not found, f"{path.name} touches files: {found}"
+
+
+def test_pickles_are_read_only_through_the_restricted_unpickler():
+    # A flight record is a pickle from the machine of a hung job: plain data only (ingest/flight_recorder.py).
+    for path in PKG.rglob("*.py"):
+        text = path.read_text()
+        found = [w for w in ("pickle.load(", "pickle.loads(", "pickle.Unpickler(", "import cPickle") if w in text]
+        assert not found, f"{path.name} unpickles outside SafeUnpickler: {found}"
 
 
 def test_no_import_cycle():

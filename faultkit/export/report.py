@@ -54,6 +54,7 @@ def to_json(inc: Incident) -> dict:
         "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
+        "hang": inc.hang.to_json() if inc.hang else None,
         "queue_analysis": queue_analysis(inc),
         "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
                              "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
@@ -131,7 +132,7 @@ def sections(inc: Incident) -> list[Section]:
     """The report's sections in reading order; a builder returns None where it has nothing to say."""
     built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
              _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
-             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _cores_section(inc),
+             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _hang_section(inc), _cores_section(inc),
              Section(**parts) if (parts := black_box.section_parts(inc)) else None,
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
@@ -312,6 +313,24 @@ def _capture_section(m: dict | None) -> Section | None:
              ("interrupted by", m.get("interrupted_by")), ("target", m.get("exit")), ("note", m.get("note"))]
     s.bullets = [f"{k}: {v}" for k, v in facts if v] + [f"warning: {w}" for w in m.get("warnings") or []
                                                          if isinstance(w, str)]
+    return s
+
+
+def _hang_section(inc: Incident) -> Section | None:
+    """The stacks a capture sampled at its hang or timeout, and which rank is behind."""
+    h = inc.hang
+    if h is None:
+        return None
+    s = Section("Hang analysis")
+    s.paragraphs.append(f"**{h.state}**" + (f" ({h.level})" if h.level else "") + f": {h.summary}")
+    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
+    if h.processes:
+        s.table = (["process", "state", "threads waiting (what on, where)"],
+                   [[p.label, p.state, "; ".join(f"{t.label}: {t.wait.on}" + (f" at {t.wait.where.where}"
+                                                                              if t.wait.where else "")
+                                                 + (" STUCK" if t.stuck else "")
+                                                 for t in p.threads if not t.wait.background)]
+                    for p in h.processes])
     return s
 
 
