@@ -138,7 +138,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
                    err=True)
 
 
-EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
+EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 
 
 def write_output(path: str, text: str) -> None:
@@ -208,7 +208,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
     Example:
       faultkit trials run --arm base='python -m server' --arm fix='python -m server --no-overlap' \\
           --env fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
-    from .trials.runner import Arm, TrialsError, run_trials
+    from .trials.runner import Arm, StartFailure, TrialsError, run_trials
 
     arms: dict[str, Arm] = {}
     for spec in arm_specs:
@@ -226,13 +226,20 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
                              parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True),
                              metric=parse_regex(metric, "--metric"))
+    except StartFailure as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_NOT_STARTED)
     except TrialsError as exc:
         raise click.ClickException(str(exc))
     except KeyboardInterrupt:
         click.echo(f"interrupted: finished trials are kept in {out}; run the same command to resume", err=True)
         sys.exit(130)
-    crashed = sum(r["crashed"] for r in results)
-    click.echo(f"{len(results)} trials, {crashed} crashed; report: faultkit trials report {out}", err=True)
+    counted = [r for r in results if r.counted]
+    crashed = sum(r.crashed for r in counted)
+    failed = len(results) - len(counted)
+    click.echo(f"{len(counted)} trials, {crashed} crashed" + (f", {failed} failed to start (not counted)" if failed
+                                                               else "") + f"; report: faultkit trials report {out}",
+               err=True)
 
 
 @trials.command("report")
@@ -277,11 +284,12 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
         if metric:
             regex = parse_regex(metric, "--metric")
             for r in results:
-                r["metric"], r["metric_regex"] = metric_from(trial_dir(Path(folder), r), regex), regex
+                r.metric, r.metric_regex = metric_from(trial_dir(Path(folder), r), regex) if r.counted else None, regex
         summary = summarise(plan, results)
     text = RENDERERS[fmt](summary)
     if output:
-        write_output(output, text)
+        from .trials.runner import write_private
+        write_private(Path(output), text)          # 0600: it names the arms' commands and their crashes
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)
