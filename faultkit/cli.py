@@ -14,6 +14,20 @@ import click
 from . import __version__
 
 
+# -q and -v mean the same on every verb: -q leaves only warnings and errors on stderr (what the verb
+# makes, a report, a file, still comes out), -v adds what was read and every problem met.
+QUIET_HELP = "print nothing on stderr but warnings and errors"
+VERBOSE_HELP = "say on stderr what was read and every problem met"
+
+
+def quiet_option(f):
+    return click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)(f)
+
+
+def verbose_option(f):
+    return click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)(f)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faultkit")
 def main() -> None:
@@ -35,9 +49,10 @@ def main() -> None:
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
 @click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
-@click.option("-v", "--verbose", is_flag=True, help="say on stderr what each input was read as, and every problem")
+@verbose_option
+@quiet_option
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, quiet: bool = False) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -64,7 +79,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     v = incident.verdict
     if output:
         write_output(output, text)
-        click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
+        if not quiet:
+            click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
     else:
         sys.stdout.write(text)
     for m in incident.missing:
@@ -85,7 +101,10 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
               help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
               help="check a .pftrace or Chrome JSON trace instead of writing one")
-def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
+@verbose_option
+@quiet_option
+def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None,
+             verbose: bool = False, quiet: bool = False) -> None:
     """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one.
 
     \b
@@ -98,7 +117,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         from .export.pftrace_check import check_json_trace, check_trace
         with open(check_file, "rb") as fh:
             data = fh.read()
-        with Progress() as progress:
+        with Progress(after_s=1e9 if quiet else 2.0) as progress:
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
                    check_trace(data, keep_names=False, progress=progress))
@@ -121,9 +140,12 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     if output.endswith(".json"):
         fmt = "json"                                 # -o x.json means Chrome JSON
     Path(output).parent.mkdir(parents=True, exist_ok=True)
-    with Progress() as progress:
+    with Progress(after_s=1e9 if quiet else 2.0) as progress:
         progress.stage("reading the inputs and the trace")
         inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
+        if verbose:
+            for p in inc.problems:
+                click.echo(f"problem: {p}", err=True)
         progress.stage("laying out the tracks")
         tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
@@ -131,6 +153,8 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             n = write_json(tl, output)
         else:
             size = write_pftrace(tl, output, progress)
+    if quiet:
+        return
     if fmt == "json":
         click.echo(f"wrote {output}: {n} events (Chrome trace JSON)", err=True)
     else:
@@ -200,9 +224,18 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
-@click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out) -> None:
+@click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
+              help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
+@verbose_option
+@quiet_option
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+               verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
+
+    A trial whose server did not start (command not found or not executable, script missing, never
+    ready for --client) is "failed to start": kept, never counted in the rates. Exit status: 0 the
+    trials ran; 1 refused (port in use, another experiment's folder); 3 an arm failed to start in
+    its first pair (the experiment is stopped); 130 interrupted (run the same command to resume).
 
     \b
     Example:
@@ -224,8 +257,10 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         arms[name].env[k] = v
     try:
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
-                             parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True),
-                             metric=parse_regex(metric, "--metric"))
+                             parse_regex(ready_pattern, "--ready-pattern"),
+                             echo=(lambda m: None) if quiet else lambda m: click.echo(m, err=True),
+                             metric=parse_regex(metric, "--metric"), warn=lambda m: click.echo(m, err=True),
+                             verbose=verbose)
     except StartFailure as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_NOT_STARTED)
@@ -237,6 +272,10 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
     counted = [r for r in results if r.counted]
     crashed = sum(r.crashed for r in counted)
     failed = len(results) - len(counted)
+    if failed:
+        click.echo(f"warning: {failed} trial(s) failed to start and are not counted", err=True)
+    if quiet:
+        return
     click.echo(f"{len(counted)} trials, {crashed} crashed" + (f", {failed} failed to start (not counted)" if failed
                                                                else "") + f"; report: faultkit trials report {out}",
                err=True)
@@ -250,8 +289,10 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
               help="read a per-trial figure from each trial's client (else server) output: the last match's first "
                    "group, e.g. 'throughput \\(token/s\\): ([\\d.]+)'")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False))
-def trials_report(folder, count_specs, metric, fmt, output) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="the report file (0600) instead of stdout")
+@verbose_option
+@quiet_option
+def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
 
@@ -279,6 +320,9 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
         plan, results, problems = load_results(Path(folder))
         for p in problems:
             click.echo(f"warning: {p}", err=True)
+        if verbose:
+            click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
+                                                                 ", no plan") + f" from {folder}", err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
@@ -290,7 +334,8 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
     if output:
         from .trials.runner import write_private
         write_private(Path(output), text)          # 0600: it names the arms' commands and their crashes
-        click.echo(f"wrote {output}", err=True)
+        if not quiet:
+            click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(text)
 
@@ -301,8 +346,11 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-def trials_plan(rates, alpha, target, n, fmt) -> None:
+@verbose_option
+@quiet_option
+def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
+    The answer goes to stdout; -q and -v change nothing here (nothing else is said).
 
     \b
     Example:
@@ -341,6 +389,111 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
     if n is None and two["trials_per_arm"] and s["alternative"] != "two-sided":
         click.echo(f"  two-sided: {two['trials_per_arm']} per arm (power {two['power']:.0%})")
     click.echo(f"  method: {s['method']}")
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True))
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the summary to this file (0600)")
+@verbose_option
+@quiet_option
+def show(bundle, fmt, output, verbose, quiet) -> None:
+    """What a capture bundle holds, in a few lines: how the capture ended and its exit status, the
+    environment check, cores, whether the kernel log was readable, the tools found.
+
+    Exit status: 0 shown; 1 not a faultkit bundle (what it holds is still said).
+
+    \b
+    Example:
+      faultkit show bundle/
+      faultkit show bundle.tar.gz --format json"""
+    from .show import render_json, render_text, summarise
+
+    s = summarise(bundle)
+    text = (render_json if fmt == "json" else render_text)(s)
+    if verbose:
+        for p in s.problems:
+            click.echo(f"problem: {p}", err=True)
+    if output:
+        from .trials.runner import write_private
+        write_private(Path(output), text)
+        if not quiet:
+            click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+    if not s.is_bundle:
+        sys.exit(EXIT_INPUT)
+
+
+@main.command()
+@click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="where bundles will be written: its disk is the one checked")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the checks to this file (0600)")
+@verbose_option
+@quiet_option
+def doctor(folder, fmt, output, verbose, quiet) -> None:
+    """Check that a capture here records what it should, before a long run: kernel log readable,
+    core limits and core_pattern, debuggers, rocprofv3 and compute-sanitizer with their versions,
+    GPU runtimes and versions, free disk, debugger attach. Each failure says what to do.
+
+    Exit status: 0 nothing failed (warnings allowed); 1 a check failed.
+
+    \b
+    Example:
+      faultkit doctor --dir /scratch/bundles"""
+    from .doctor import INFO, OK, exit_status, render_json, render_text, run_checks
+
+    checks = run_checks(Path(folder))
+    shown = checks if verbose or fmt == "json" else [c for c in checks if c.status != INFO or not quiet]
+    if quiet and fmt != "json":
+        shown = [c for c in checks if c.status not in (OK, INFO)]
+    text = (render_json if fmt == "json" else render_text)(shown)
+    if output:
+        from .trials.runner import write_private
+        write_private(Path(output), text)
+        if not quiet:
+            click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+    sys.exit(exit_status(checks))
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="the archive to write (.tar.gz, 0600)")
+@click.option("--with-cores", is_flag=True, help="include core dumps (process memory; often gigabytes)")
+@click.option("--with-env", is_flag=True, help="include every process's environment (environ.json)")
+@verbose_option
+@quiet_option
+def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
+    """A shareable copy of a bundle for an issue tracker: no cores or environments unless asked,
+    every text file redacted again, and pack-manifest.json listing what was left out and why.
+
+    Exit status: 0 written; 1 the bundle or the output could not be used.
+
+    \b
+    Example:
+      faultkit pack bundle/ -o incident.tar.gz"""
+    from .pack import PackError, pack as run_pack
+
+    try:
+        res = run_pack(Path(bundle), Path(output), with_cores, with_env)
+    except PackError as exc:
+        raise click.ClickException(str(exc))
+    if verbose:
+        for f in res.included:
+            click.echo(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
+                                                                         else "") + ")", err=True)
+    for f in res.left_out:
+        if verbose or not quiet:
+            click.echo(f"left out {f['name']}: {f['why']}", err=True)
+    redacted = sum(f["redacted"] for f in res.included)
+    if not quiet:
+        click.echo(f"wrote {output}: {len(res.included)} files" + (f", {redacted} secret(s) redacted" if redacted
+                                                                   else "") + f", {len(res.left_out)} left out "
+                   f"(listed in its pack-manifest.json)", err=True)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -386,12 +539,13 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
                    "kernel log and exit; it is never stopped (debuggers attach with --with gdb/rocgdb/cuda-gdb)")
 @click.option("-q", "--quiet", is_flag=True,
               help="show neither the target's output nor the status line nor the summary (warnings still)")
+@verbose_option
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
-            pid, quiet, out, command) -> None:
+            pid, quiet, out, command, verbose=False) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
     with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
 
@@ -429,6 +583,11 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
         raise click.ClickException(str(exc))
     if quiet:
         sys.exit(capture_status(manifest))
+    if verbose:
+        for note in (manifest.get("coredump") or {}).get("notes") or []:
+            click.echo(f"armed: {note}", err=True)
+        click.echo(f"files: {', '.join(f'{k} ({v:,} bytes)' for k, v in (manifest.get('files') or {}).items())}",
+                   err=True)
     v = run_triage([out]).verdict
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
@@ -440,13 +599,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
 
 def capture_status(manifest: dict) -> int:
     """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal."""
-    if manifest.get("ended_by") == "interrupted":
-        sig = getattr(signal, str(manifest.get("interrupted_by") or "SIGINT"), signal.SIGINT)
-        return 128 + int(sig)
-    code = manifest.get("exit_code")
-    if not isinstance(code, int):
-        return 0
-    return 128 - code if code < 0 else code
+    from ._signals import capture_exit_status
+    return capture_exit_status(manifest)
 
 
 def run() -> None:

@@ -22,6 +22,7 @@ ROCPROF_DIR = "rocprofv3"
 CORES_DIR = "cores"                      # GPU (and CPU) core dumps and their debugger transcripts
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
+PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
 
 # Rendered reports and pictures are outputs, not evidence: reading one back would count its faults twice.
 OUTPUT_SUFFIXES = frozenset({".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"})
@@ -71,6 +72,8 @@ def classify(rel: str, captured: bool) -> str:
         return OUTPUT
     if name == MANIFEST and top:
         return MANIFEST_ROLE
+    if name == PACK_MANIFEST and top:
+        return OUTPUT             # faultkit's own list of a packed copy: no evidence in it
     if captured and p.parts and p.parts[0] == ROCPROF_DIR:
         return TRACE
     if captured and p.parts and p.parts[0] == CORES_DIR and name.endswith(".merged"):

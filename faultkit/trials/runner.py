@@ -131,7 +131,11 @@ def trial_dir(out: Path, entry) -> Path:
 
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,
                port: int | None = None, timeout_s: float = 2400.0, ready_pattern: str | None = None,
-               port_wait_s: float = 30.0, echo=print, metric: str | None = None) -> list[TrialResult]:
+               port_wait_s: float = 30.0, echo=print, metric: str | None = None, warn=None,
+               verbose: bool = False) -> list[TrialResult]:
+    """`echo` says each trial's progress (silenced by -q), `warn` what the user must know (never
+    silenced); `verbose` adds each trial's fault line and signature."""
+    warn = warn or echo
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise TrialsError("give at least two arms with different names")
     for a in arms:
@@ -149,18 +153,24 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
             try:
                 finished = read_result(done)
             except RecordError as exc:
-                echo(f"trial {entry.index + 1}: {done} is cut or malformed ({exc}); the trial is run again")
+                warn(f"warning: trial {entry.index + 1}: {done} is cut or malformed ({exc}); the trial is run again")
                 done.rename(done.with_name(RESULT + ".unreadable"))
             else:
                 if finished.counted:
                     results.append(finished)
                     continue
-                echo(f"trial {entry.index + 1}: failed to start last time ({finished.failed_to_start}); run again")
+                warn(f"warning: trial {entry.index + 1}: failed to start last time ({finished.failed_to_start}); "
+                     f"run again")
         if port is not None:
             _wait_port_free(port, port_wait_s)
         echo(f"trial {entry.index + 1}/{len(plan.order)}: arm {entry.arm} ...")
         result = run_one(tdir, entry, by_name[entry.arm], client, port, timeout_s, ready_pattern, metric)
-        echo("  -> " + outcome_line(result))
+        (echo if result.counted else warn)("  -> " + outcome_line(result) if result.counted else
+                                           f"warning: trial {entry.index + 1} ({entry.arm}): " + outcome_line(result))
+        if verbose and result.fault_line:
+            echo(f"     fault line: {result.fault_line[:200]}")
+        if verbose and result.signature:
+            echo(f"     signature: {result.signature}")
         if not result.counted and entry.pair == 0:
             raise StartFailure(f"arm {entry.arm} failed to start in its first trial: {result.failed_to_start}. The "
                                f"experiment is stopped: every trial of this arm would fail the same way, and a "
