@@ -606,7 +606,7 @@ def capture_status(manifest: dict) -> int:
 def run() -> None:
     """The entry point: any unexpected error is one line, with the traceback saved to a file."""
     try:
-        main(standalone_mode=True)
+        main(standalone_mode=True, prog_name="faultkit")   # also under `python -m faultkit.cli`: usage, completion
     except SystemExit:
         raise
     except KeyboardInterrupt:

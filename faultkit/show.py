@@ -24,7 +24,7 @@ SCHEMA = "faultkit.show/1"
 class BundleSummary:
     path: str
     is_bundle: bool                       # a faultkit manifest was found
-    schema: str | None = None
+    bundle_schema: str | None = None      # the manifest's own schema
     state: str | None = None              # running (cut: faultkit itself died) | finished
     command: str | None = None
     backend: str | None = None
@@ -66,7 +66,7 @@ def summarise(path: str) -> BundleSummary:
     s.files, s.bytes = _sizes(Path(path))
     if not inputs.captured:
         return s
-    s.schema = _get(m, "schema", str)
+    s.bundle_schema = _get(m, "schema", str)
     s.state = _get(m, "state", str)
     s.command, s.backend = _get(m, "command", str), _get(m, "backend", str)
     s.attached_to_pid = _get(m, "attached_to_pid", int)
@@ -90,7 +90,7 @@ def summarise(path: str) -> BundleSummary:
     s.fault_line = _get(m, "fault_line", str)
     _env(s, m)
     _cores(s, m, inputs.cores)
-    _kernel(s, m, Path(path))
+    _kernel(s, m)
     tools = _get(_get(m, "system", dict, {}), "tools", dict, {})
     s.tools = {k: v for k, v in tools.items() if isinstance(k, str) and isinstance(v, str)}
     s.processes = len(inputs.environ)
@@ -129,7 +129,7 @@ def _cores(s: BundleSummary, m: dict, on_disk: list[str]) -> None:
             s.cores.append({"name": os.path.basename(p), "size": size, "platform": None, "opened_with": None})
 
 
-def _kernel(s: BundleSummary, m: dict, root: Path) -> None:
+def _kernel(s: BundleSummary, m: dict) -> None:
     k = _get(m, "kernel_log", dict, {})
     problem = _get(k, "problem", str)
     follow = _get(k, "follow", str)
@@ -139,7 +139,7 @@ def _kernel(s: BundleSummary, m: dict, root: Path) -> None:
         s.kernel_log = problem or "not readable"
     elif follow == layout.KERNEL_FOLLOW:
         s.kernel_log_readable = True
-        size = _size(root / layout.KERNEL_FOLLOW)
+        size = _get(_get(m, "files", dict, {}), layout.KERNEL_FOLLOW, int)     # as the capture left it
         s.kernel_log = f"followed: {layout.KERNEL_FOLLOW}" + (f" ({size:,} bytes)" if size is not None else "")
     elif follow:
         # not followed live; the snapshot after the capture may still hold its lines
@@ -147,13 +147,6 @@ def _kernel(s: BundleSummary, m: dict, root: Path) -> None:
         s.kernel_log_readable = after == layout.KERNEL_AFTER
         s.kernel_log = f"not followed ({follow})" + (f"; snapshot {after}" if after == layout.KERNEL_AFTER else
                                                     f"; no snapshot either ({after})" if after else "")
-
-
-def _size(p: Path) -> int | None:
-    try:
-        return p.stat().st_size if p.is_file() else None
-    except OSError:
-        return None
 
 
 def _sizes(root: Path) -> tuple[int, int]:

@@ -90,3 +90,12 @@ def test_the_graph_is_real():
     assert "faultkit.trace_model" in GRAPH["faultkit.ingest.rocprof"]
     assert "faultkit.layout" in GRAPH["faultkit.capture.session"]
     assert "faultkit.ingest.traces" in GRAPH["faultkit.triage"]
+
+
+def test_verb_modules_leave_the_command_line_to_cli():
+    # show, doctor, pack and trials return records and text; only cli.py parses options and exits
+    for mod, path in ((_module(p), p) for p in PKG.rglob("*.py")):
+        if mod in ("faultkit.show", "faultkit.doctor", "faultkit.pack") or mod.startswith("faultkit.trials"):
+            text = path.read_text()
+            assert "import click" not in text and "sys.exit(" not in text, mod
+            assert "faultkit.cli" not in GRAPH[mod], mod
