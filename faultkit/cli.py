@@ -172,6 +172,18 @@ def write_output(path: str, text: str) -> None:
     p.write_text(text, encoding="utf-8")
 
 
+def emit(text: str, output: str | None, quiet: bool) -> None:
+    """A verb's result: to stdout, or to -o FILE, 0600 (trials reports, bundle summaries and checks
+    name commands and crashes)."""
+    if output:
+        from .trials.runner import write_private
+        write_private(Path(output), text)
+        if not quiet:
+            click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
 def parse_env(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     env = {}
     for kv in pairs:
@@ -330,14 +342,7 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             for r in results:
                 r.metric, r.metric_regex = metric_from(trial_dir(Path(folder), r), regex) if r.counted else None, regex
         summary = summarise(plan, results)
-    text = RENDERERS[fmt](summary)
-    if output:
-        from .trials.runner import write_private
-        write_private(Path(output), text)          # 0600: it names the arms' commands and their crashes
-        if not quiet:
-            click.echo(f"wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit(RENDERERS[fmt](summary), output, quiet)
 
 
 @trials.command("plan")
@@ -414,13 +419,7 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     if verbose:
         for p in s.problems:
             click.echo(f"problem: {p}", err=True)
-    if output:
-        from .trials.runner import write_private
-        write_private(Path(output), text)
-        if not quiet:
-            click.echo(f"wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit(text, output, quiet)
     if not s.is_bundle:
         sys.exit(EXIT_INPUT)
 
@@ -442,20 +441,11 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
     \b
     Example:
       faultkit doctor --dir /scratch/bundles"""
-    from .doctor import INFO, OK, exit_status, render_json, render_text, run_checks
+    from .doctor import INFO, OK, exit_status, render_json, render_text, run_checks  # noqa: F401
 
     checks = run_checks(Path(folder))
-    shown = checks if verbose or fmt == "json" else [c for c in checks if c.status != INFO or not quiet]
-    if quiet and fmt != "json":
-        shown = [c for c in checks if c.status not in (OK, INFO)]
-    text = (render_json if fmt == "json" else render_text)(shown)
-    if output:
-        from .trials.runner import write_private
-        write_private(Path(output), text)
-        if not quiet:
-            click.echo(f"wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks
+    emit((render_json if fmt == "json" else render_text)(shown), output, quiet)
     sys.exit(exit_status(checks))
 
 
