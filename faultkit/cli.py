@@ -177,7 +177,10 @@ def emit(text: str, output: str | None, quiet: bool) -> None:
     name commands and crashes)."""
     if output:
         from .trials.runner import write_private
-        write_private(Path(output), text)
+        try:
+            write_private(Path(output), text)
+        except OSError as exc:                       # a bad -o is the user's to fix: exit 1, not 70
+            raise click.ClickException(f"{output}: cannot write there ({exc.strerror or exc})")
         if not quiet:
             click.echo(f"wrote {output}", err=True)
     else:
@@ -441,7 +444,7 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
     \b
     Example:
       faultkit doctor --dir /scratch/bundles"""
-    from .doctor import INFO, OK, exit_status, render_json, render_text, run_checks  # noqa: F401
+    from .doctor import OK, INFO, exit_status, render_json, render_text, run_checks
 
     checks = run_checks(Path(folder))
     shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks

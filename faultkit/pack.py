@@ -152,8 +152,8 @@ def _json(v, counter: list[int], key: str | None = None):
 
 
 def _write(output: Path, root: str, bundle: Path, members: list[tuple[str, bytes | None]], result: Packed) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
+        output.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".part")
     except OSError as exc:
         raise PackError(f"{output}: cannot write there ({exc.strerror or exc})")

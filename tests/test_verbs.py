@@ -271,3 +271,10 @@ def test_quiet_leaves_stderr_empty_and_verbose_says_more(bundle, tmp_path):
         loud = faultkit(*args, "-v")
         assert loud.returncode == 0 and len(loud.stderr) > len(faultkit(*args).stderr) or args[0] == "show", args
     assert stat.S_IMODE((tmp_path / "s.txt").stat().st_mode) == 0o600
+
+
+def test_an_unwritable_output_is_a_plain_error(bundle):
+    for args in (["show", str(bundle)], ["doctor"], ["trials", "report", "--counts", "a=1/5", "--counts", "b=0/5"],
+                 ["pack", str(bundle)]):
+        res = faultkit(*args, "-o", "/proc/faultkit-no/out")
+        assert res.returncode == 1 and "cannot write there" in res.stderr and "internal error" not in res.stderr, args

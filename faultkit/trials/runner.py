@@ -124,9 +124,8 @@ def _json(path: Path):
         raise RecordError(f"{path}: cut or not JSON ({exc})")
 
 
-def trial_dir(out: Path, entry) -> Path:
-    index, arm = (entry.index, entry.arm) if not isinstance(entry, dict) else (entry["index"], entry["arm"])
-    return out / f"trial-{index:03d}-{arm}"
+def trial_dir(out: Path, entry: PlanEntry | TrialResult) -> Path:
+    return out / f"trial-{entry.index:03d}-{entry.arm}"
 
 
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,
