@@ -97,3 +97,11 @@ def test_a_real_trials_run_matches_the_plan_result_and_report_schemas(trials):
     # a result that says it crashed while its outcome says otherwise is refused by the schema too
     bad = results[0] | {"outcome": "no-crash", "crashed": True}
     assert errors("trials-result.schema.json", bad)
+
+
+def test_show_and_doctor_json_match_their_schemas(bundle):
+    show = json.loads(faultkit("show", str(bundle), "-f", "json").stdout)
+    assert errors("show.schema.json", show) == [] and show["exit_status"] == 139
+    doctor = json.loads(faultkit("doctor", "-f", "json").stdout)
+    assert errors("doctor.schema.json", doctor) == []
+    assert errors("doctor.schema.json", doctor | {"checks": [{"name": "x", "status": "fine", "found": "", "fix": None}]})
