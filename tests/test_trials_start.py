@@ -161,3 +161,17 @@ def test_capture_says_an_environment_mismatch_in_a_sentence(tmp_path):
     assert "did not reach every process: pid " in line and "(sleep 0.3) has no FAULTKIT_TEST_VAR (wanted " \
         "FAULTKIT_TEST_VAR=1)" in line
     assert "{'pid'" not in res.stderr and "[{" not in res.stderr
+
+
+def test_a_crash_before_readiness_is_still_a_crash(tmp_path):
+    port = free_port()
+    out = tmp_path / "t"
+    dies = f"{sys.executable} -c 'import ctypes; ctypes.string_at(0)' --port {port}"      # SIGSEGV while starting
+    res = faultkit("trials", "run", "--arm", f"base={dies}", "--arm", f"fix={sys.executable} -m no_such_module_fk",
+                   "--client", "true", "-n", "1", "--trial-timeout", "10s", "-o", str(out))
+    by_arm = {r["arm"]: r for r in results(out)}
+    assert by_arm["base"]["outcome"] == "crash" and by_arm["base"]["exit_code"] == 139
+    # seed 0 puts base first in the pair, so both ran before the experiment stopped at fix
+    assert by_arm["fix"]["outcome"] == "failed-to-start"
+    assert "script not found (exit status 1: No module named no_such_module_fk" in by_arm["fix"]["failed_to_start"]
+    assert res.returncode == 3
