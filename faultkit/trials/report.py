@@ -51,8 +51,8 @@ def summarise(plan: Plan | None, results: list[TrialResult]) -> dict:
 def summarise_counts(counts: dict[str, tuple[int, int]]) -> dict:
     """Counts a user collected by hand (`--counts base=2/5`): the same tests, no per-trial detail."""
     arms = [_arm(name, c, n) | {"time_to_crash_s": None, "signatures": {}, "env_mismatch_trials": [],
-                                "env_unchecked_trials": [], "env_exited_before_check": 0, "failed_to_start_trials": [], "ended_by": {},
-                                "metric": None} for name, (c, n) in counts.items()]
+                                "env_unchecked_trials": [], "env_exited_before_check": 0,
+                                "failed_to_start_trials": [], "ended_by": {}, "metric": None} for name, (c, n) in counts.items()]
     total = sum(n for _, n in counts.values())
     return _finish(arms, total, total, None, [], None, by_hand=True)
 
