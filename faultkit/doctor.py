@@ -43,16 +43,25 @@ def run_checks(folder: Path) -> list[Check]:
 
 
 def kernel_log() -> Check:
+    """Capture follows /dev/kmsg and falls back to its snapshots (`capture.kmsg.snapshot`: dmesg,
+    then journalctl): the same two are tried here."""
+    import tempfile
+
+    from .capture import kmsg
     try:
         fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
         os.close(fd)
         return Check("kernel log", OK, f"{KMSG} readable: GPU page faults, Xids and segfaults are followed live")
     except OSError as exc:
         why = f"{KMSG}: {exc.strerror or exc}"
-    snapshot = _run(["dmesg"], 10)
-    if snapshot is not None and snapshot[0] == 0 and snapshot[1].strip():
-        return Check("kernel log", WARN, f"{why}; `dmesg` works, so the kernel log is read in snapshots only",
-                     "give the capture CAP_SYSLOG or run it as root to follow the kernel log live")
+    with tempfile.TemporaryDirectory(prefix="faultkit-doctor-") as tmp:
+        snapshot_error = kmsg.snapshot(Path(tmp) / "kernel.log")
+        if snapshot_error is None and not _has_records(Path(tmp) / "kernel.log"):
+            # journalctl exits 0 with only "-- No entries --" for a user who may not read the kernel's journal
+            snapshot_error = "the snapshot holds no kernel records (journalctl: -- No entries --)"
+    if snapshot_error is None:
+        return Check("kernel log", WARN, f"{why}; a snapshot works, so the kernel log is read before and after "
+                     f"the capture only", "give the capture CAP_SYSLOG or run it as root to follow it live")
     restricted = _read(DMESG_RESTRICT) == "1"
     if restricted and os.geteuid() != 0:
         fix = ("kernel.dmesg_restrict=1 lets only privileged users read it: run the capture as root (sudo), give "
@@ -61,9 +70,17 @@ def kernel_log() -> Check:
         fix = f"{KMSG} is absent (a container?): pass it in (docker --device {KMSG}) or run dmesg on the host"
     else:
         fix = "run the capture as root (sudo) or with CAP_SYSLOG"
-    return Check("kernel log", FAIL, f"not readable ({why}; dmesg: "
-                 f"{'not installed' if snapshot is None else 'exit ' + str(snapshot[0])}): GPU page faults, Xids "
-                 f"and segfaults would be missing from every bundle", fix)
+    return Check("kernel log", FAIL, f"not readable ({why}; {snapshot_error}): GPU page faults, Xids and "
+                 f"segfaults would be missing from every bundle", fix)
+
+
+def _has_records(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return False
+    return any(ln.strip() and not ln.startswith(b"-- ") for ln in head.splitlines())
 
 
 def core_dumps(folder: Path) -> list[Check]:

@@ -150,7 +150,7 @@ def test_doctor_as_an_unprivileged_user_says_the_kernel_log_is_not_readable():
     if "No module named" in res.stderr:
         pytest.skip(f"the test environment is not readable by nobody: {res.stderr[-200:]}")
     assert res.returncode == 1, res.stderr
-    assert "FAIL  kernel log: not readable (/dev/kmsg: Operation not permitted" in res.stdout
+    assert "FAIL  kernel log: not readable (/dev/kmsg: Operation not permitted" in res.stdout, res.stdout
     assert "`sudo sysctl kernel.dmesg_restrict=0`" in res.stdout
 
 
