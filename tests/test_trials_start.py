@@ -175,3 +175,13 @@ def test_a_crash_before_readiness_is_still_a_crash(tmp_path):
     assert by_arm["fix"]["outcome"] == "failed-to-start"
     assert "script not found (exit status 1: No module named no_such_module_fk" in by_arm["fix"]["failed_to_start"]
     assert res.returncode == 3
+
+
+def test_an_arm_whose_program_refuses_its_arguments_failed_to_start(tmp_path):
+    out = tmp_path / "t"
+    typo = f"{sys.executable} {ROOT / 'scripts' / 'crashy_server.py'} --rate 0 --run-for-typo 1"   # argparse: exit 2
+    res = faultkit("trials", "run", "--arm", f"base={CRASHY} --rate 0 --run-for 0.1", "--arm", f"fix={typo}",
+                   "-n", "3", "--trial-timeout", "20s", "-o", str(out))
+    assert res.returncode == 3, res.stderr
+    assert ("arm fix failed to start in its first trial: the command refused its arguments (exit status 2: "
+            "crashy_server.py: error: unrecognized arguments: --run-for-typo 1)") in res.stderr

@@ -12,6 +12,11 @@ NOT_FOUND, NOT_EXECUTABLE = 127, 126
 # CPython's own message for `python missing.py` (exit 2) and `python -m missing` (exit 1).
 PYTHON_NO_SCRIPT = re.compile(r"can't open file .*No such file or directory|No module named \S+$", re.M)
 PYTHON_NO_SCRIPT_STATUS = (1, 2)
+# A program that refused its arguments: argparse and click print a usage line and exit 2 (a typo in
+# an arm's flags is the commonest way an arm "crashes every time").
+USAGE_STATUS = 2
+USAGE_LINE = re.compile(r"^(?:usage|Usage): ", re.M)
+USAGE_ERROR = re.compile(r"^(?:\S+: )?(?:error|Error): .*$", re.M)
 HEAD = 4096                # the start-up lines that say why
 
 
@@ -30,6 +35,9 @@ def start_failure(exit_code: int | None, ended_by: str, output: str, waited_for_
         m = PYTHON_NO_SCRIPT.search(output[-HEAD:])
         if m:
             return f"script not found (exit status {exit_code}: {m.group(0)})"
+    if ended_by == "server-exit" and exit_code == USAGE_STATUS and USAGE_LINE.search(output[:HEAD]):
+        m = USAGE_ERROR.search(output[:HEAD])
+        return f"the command refused its arguments (exit status 2{': ' + m.group(0).strip()[:200] if m else ''})"
     if waited_for_ready and not ready:
         if ended_by == "timeout":
             return "never became ready before the trial's timeout (no --ready-pattern match, port not listening)"
