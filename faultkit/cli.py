@@ -249,8 +249,9 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 
     A trial whose server did not start (command not found or not executable, script missing, its
     arguments refused, never ready for --client) is "failed to start": kept, never counted in the
-    rates. Exit status: 0 the trials ran; 1 refused (port in use, another experiment's folder); 3 an arm failed to start in
-    its first pair (the experiment is stopped); 130 interrupted (run the same command to resume).
+    rates. Exit status: 0 the trials ran; 1 refused (port in use, another experiment's folder);
+    3 an arm failed to start in its first pair (the experiment is stopped); 130 interrupted (run the
+    same command to resume).
 
     \b
     Example:
