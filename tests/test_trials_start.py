@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from .test_trials import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CRASHY = f"{sys.executable} {ROOT / 'scripts' / 'crashy_server.py'}"
@@ -24,12 +25,6 @@ def faultkit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 def results(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(out.glob("trial-*/result.json"))]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------- #21 A3: a trial that never started is not a crash ----------------
