@@ -30,6 +30,7 @@ COLLECTIVES_DIR = "collectives"          # PyTorch's flight-recorder dumps, one 
 FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's file name: torch appends the rank
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
+PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
 
 # Rendered reports and pictures are outputs, not evidence: reading one back would count its faults twice.
 OUTPUT_SUFFIXES = frozenset({".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"})
@@ -85,6 +86,8 @@ def classify(rel: str, captured: bool) -> str:
         return AGENT              # by name (a user may pass the agent's folder alone)
     if captured and len(p.parts) > 1 and p.parts[0] == AGENT_DIR:
         return OUTPUT             # a header being replaced when the process died (`.tmp`)
+    if name == PACK_MANIFEST and top:
+        return OUTPUT             # faultkit's own list of a packed copy: no evidence in it
     if captured and p.parts and p.parts[0] == ROCPROF_DIR:
         return TRACE
     if captured and p.parts and p.parts[0] == CORES_DIR and name.endswith(".merged"):

@@ -138,3 +138,12 @@ def test_the_agent_imports_nothing_of_faultkit():
     for mod, deps in GRAPH.items():
         if mod.startswith("faultkit.agent."):
             assert not deps, f"{mod} imports {deps}"
+
+
+def test_verb_modules_leave_the_command_line_to_cli():
+    # show, doctor, pack and trials return records and text; only cli.py parses options and exits
+    for mod, path in ((_module(p), p) for p in PKG.rglob("*.py")):
+        if mod in ("faultkit.show", "faultkit.doctor", "faultkit.pack") or mod.startswith("faultkit.trials"):
+            text = path.read_text()
+            assert "import click" not in text and "sys.exit(" not in text, mod
+            assert "faultkit.cli" not in GRAPH[mod], mod

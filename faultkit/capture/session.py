@@ -31,7 +31,7 @@ from .follow import NOT_ARMED, FollowBackend
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
-from .proctree import TreeSampler, cmdline_of, verify_env
+from .proctree import TreeSampler, cmdline_of, describe_env_check, verify_env
 
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "coredump", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
@@ -284,7 +284,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         guard.done()
         lock.close()
     if check and not check["ok"]:
-        echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
+        echo(f"WARNING: requested environment {describe_env_check(check)}")
     return manifest
 
 
