@@ -39,7 +39,8 @@ def main() -> None:
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
            debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
-    capture bundles, .tar.gz.
+    capture bundles, archives (.tar, .tar.gz/.xz/.bz2/.zst), compressed files (.gz, .xz, .bz2,
+    .zst), pipes, and `-` for standard input (`dmesg | faultkit triage -`).
 
     Each file's kind is detected from its content. Exit status: 0 report written; 1 an input was
     missing or unreadable (the report covers the rest); 2 usage; 4 --fail-on was met.
@@ -68,7 +69,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     else:
         sys.stdout.write(text)
     for m in incident.missing:
-        click.echo(f"error: {m}: no such file, or not readable", err=True)
+        why = next((p.message for p in incident.problems if p.file == m), "no such file, or not readable")
+        click.echo(f"error: {m}: {why}", err=True)
     if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
@@ -115,7 +117,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .triage import TriageOptions, triage as run_triage
 
     win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
-    missing = [i for i in inputs if not os.path.exists(i)]
+    missing = [i for i in inputs if i != "-" and not os.path.exists(i)]
     if missing:
         raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
     if output.endswith(".json"):
