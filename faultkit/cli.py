@@ -97,9 +97,11 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .progress import Progress
 
     if check_file:
-        from .export.pftrace_check import check_json_trace, check_trace
-        with open(check_file, "rb") as fh:
-            data = fh.read()
+        from .export.pftrace_check import Unreadable, check_json_trace, check_trace, read_trace_file
+        try:
+            data = read_trace_file(check_file)
+        except Unreadable as exc:
+            raise click.ClickException(str(exc)) from None
         with Progress() as progress:
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else

@@ -23,8 +23,9 @@ TOTAL = 32 * GiB         # from all inputs of one triage together
 HOLD = 256 * MiB         # log text held between collection and parsing (archive members, stdin)
 CORE = 16 * GiB          # one core or trace spilled out of an archive ...
 DISK_MARGIN = 1 * GiB    # ... and never closer than this to a full disk
-INFLATE = 1 * GiB        # one compressed Perfetto packet batch, inflated
-CHECK_FILE = 8 * GiB     # a trace read by `timeline --check`
+INFLATE = 128 * MiB      # one compressed Perfetto packet batch, inflated (faultkit writes 1 MiB ones)
+INFLATED = 4 * GiB       # all batches of one trace together, inflated
+CHECK_FILE = 2 * GiB     # a trace read by `timeline --check` (checked in memory)
 JSON_DEPTH = 200         # nesting accepted in a JSON input (Python's parser recurses)
 
 
