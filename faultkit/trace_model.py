@@ -59,6 +59,13 @@ class Trace:
         for table in ("dispatches", "copies", "allocations", "api"):
             df = getattr(self, table)
             if len(df):
+                # a record that ends before it starts, or at a negative time, is damage: the
+                # analyses and the timeline would draw it across the whole trace
+                bad = (df["start"].to_numpy() < 0) | (df["end"].to_numpy() < df["start"].to_numpy())
+                if bad.any():
+                    self.problems.append(Problem("<trace>", f"{int(bad.sum())} {table} record(s) whose times are out "
+                                                            f"of range (negative, or ending before they start) left out"))
+                    df = df[~bad]
                 setattr(self, table, df.sort_values("start", kind="stable").reset_index(drop=True))
         resolve_agents(self)
         return self

@@ -166,7 +166,7 @@ def test_bundle_records_take_every_type_mutation(tmp_path, doc, what):
         (tmp_path / "environ.json").write_text(json.dumps(mutated(ENVIRON, where, value) if what == "environ"
                                                           else ENVIRON))
         inputs = collect([str(tmp_path)])
-        inc = build(inputs, )
+        inc = build(inputs)
         doc_out = to_json(inc)
         assert [f["address"] for f in doc_out["faults"]] == ["0x7f0000001000"], (where, value)
         no_internal(inc.problems)
@@ -183,3 +183,38 @@ def test_times_rows_that_are_not_times(tmp_path, row):
     no_internal(inc.problems)
     assert any("row(s) not read" in p.message for p in inc.problems)
     assert len(inc.faults) == 1
+
+
+@pytest.mark.parametrize("start", ["-5", "9223372036854775806", "300"])
+def test_out_of_range_times_reach_neither_the_analyses_nor_the_perfetto_writer(tmp_path, start):
+    """#28: out-of-range times raised in the Perfetto writer (exit 70)."""
+    (tmp_path / "server.log").write_text(FAULT)
+    (tmp_path / "9_kernel_trace.csv").write_text(
+        '"Kind","Agent_Id","Queue_Id","Stream_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
+        '"Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+        f'"KERNEL_DISPATCH","Agent 1",1,1,9,1,2,"k",3,{start},200\n"KERNEL_DISPATCH","Agent 1",1,1,9,2,2,"k",4,100,200\n')
+    out = tmp_path / "t.pftrace"
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", str(tmp_path), "--window", "all",
+                          "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    check = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", "--check", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
+    inc = triage([str(tmp_path)])
+    # only the well-formed record is kept: the other ends before it starts or starts before zero
+    assert any("out of range" in p.message for p in inc.problems)
+
+
+def test_a_corrupted_offload_bundle_count_keeps_the_entries_that_fit():
+    import struct
+    from pathlib import Path
+
+    from faultkit.ingest.code_object import BUNDLE_MAGIC, code_objects_in
+    data = (Path(__file__).parent / "data" / "code_objects" / "kernels.hipfb").read_bytes()
+    good, _ = code_objects_in(data, "k.hipfb")
+    at = data.find(BUNDLE_MAGIC) + len(BUNDLE_MAGIC)
+    for count in (1 << 63, 10 ** 6):
+        bad = data[:at] + struct.pack("<Q", count) + data[at + 8:]
+        found, problems = code_objects_in(bad, "k.hipfb")
+        assert [n for n, _ in found] == [n for n, _ in good]           # was: none, "bundle is cut"
+        assert any(f"declares {count:,} entries" in p.message for p in problems)
