@@ -31,7 +31,7 @@ except ImportError:       # pragma: no cover - the dependency is declared; a bro
 RUNTIME, KERNEL, DEBUGGER = "runtime-log", "kernel-log", "debugger"
 BEFORE = 8                # lines kept before a hit (a prefix line, the header a wrapped message follows)
 AFTER = 16                # lines kept after a hit, unless its anchor says more
-BLOCK = 16 << 20          # bytes scanned at once
+BLOCK = 4 << 20           # bytes scanned at once (memory: a few blocks)
 
 
 @dataclass
