@@ -9,7 +9,8 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model"}
+# limits: the byte bounds every reader and the trace checker share (a leaf: it imports no faultkit module)
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.limits"}
 
 
 def _module(path: Path) -> str:
@@ -47,6 +48,10 @@ def test_ingest_imports_only_the_model_layer():
         if mod.startswith("faultkit.ingest"):
             bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER}
             assert not bad, f"{mod} imports {bad}"
+
+
+def test_the_bounds_are_a_leaf():
+    assert not {d for d in GRAPH.get("faultkit.limits", set()) if d.startswith("faultkit")}
 
 
 def test_analyses_and_exporters_import_no_parser():
