@@ -450,8 +450,9 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
     if spill:
         path = _spill(src, shown, m.size, out)
         return _Entry(rel, shown, m.size, path=path, head=head) if path else None
-    cap = out.budget.for_member()
-    got = read_log(src, shown, out.budget, cap)
+    # held until parsed: once the members held reach the bound, the next are kept as excerpts
+    whole = limits.WHOLE if out.budget.held < out.budget.hold else 0
+    got = read_log(src, shown, out.budget, out.budget.for_member(), whole)
     out.budget.held += len(got.text) + len(got.binary or b"")
     return _Entry(rel, shown, m.size, read=got, head=head)
 

@@ -282,3 +282,15 @@ def test_a_folder_nested_1100_deep_is_read_without_an_error(tmp_path):
     assert [f["address"] for f in doc["faults"]] == ["0x7f0000001000"]
     assert any("nested more than" in p for p in doc["problems"])
     assert not any("internal" in p for p in doc["problems"])
+
+
+def test_members_past_the_hold_bound_are_kept_as_excerpts(tmp_path):
+    arc = tmp_path / "many.tar"
+    with tarfile.open(arc, "w") as t:
+        for i in range(4):
+            add(t, f"b/w{i}.log", 2 << 20, FILLER, FAULT.encode())
+    inputs = collect([str(arc)], limits.Budget(hold=3 << 20))
+    held = [f.log().text for f in inputs.files]
+    assert [hasattr(x, "stretches") for x in held] == [False, False, True, True]    # 2 MiB each, 3 MiB held at most
+    assert all(len(x) < 100_000 for x in held[2:])
+    assert len(to_json(triage([str(arc)]))["faults"]) == 4

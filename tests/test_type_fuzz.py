@@ -114,16 +114,19 @@ def test_rocpd_cells_of_another_type(tmp_path, value):
     db = tmp_path / "host_77_results.db"
     _rocpd(db)
     con = sqlite3.connect(db)
-    for col in ("start", "end", "pid", "agent_id", "grid_size_x", "dispatch_id"):
+    for col in ("pid", "agent_id", "grid_size_x", "dispatch_id"):
         con.execute(f"UPDATE rocpd_kernel_dispatch_0197aabb_cc SET {col} = {value}")
+    con.execute(f"UPDATE rocpd_region_0197aabb_cc SET start = {value}")
     con.execute(f"UPDATE rocpd_info_kernel_symbol_0197aabb_cc SET display_name = {value}")
     con.execute(f"UPDATE rocpd_info_agent_0197aabb_cc SET absolute_index = {value}, product_name = {value}")
     con.commit()
     con.close()
     t = read_trace_paths([tmp_path])
     no_internal(t.problems)
-    assert len(t.dispatches) == 1
+    assert len(t.dispatches) == 1                     # an id cell of another type reads as missing
     assert t.dispatches["kernel"].map(lambda k: k is None or isinstance(k, str)).all()
+    # a time that is not an int64 (or ends before it starts) leaves its record out, and says so
+    assert len(t.api) == 0 and any("out of range" in p.message for p in t.problems)
 
 
 @pytest.mark.parametrize("cell", ["9223372036854775808", "99999999999999999999999", "1e30", "inf", "-", "0x10"])

@@ -45,14 +45,16 @@ def is_binary(head: bytes) -> bool:
     return head[:4] == b"\x7fELF" or BUNDLE_MAGIC in head[:1 << 20]
 
 
-def read_log(stream: BinaryIO, name: str, budget: limits.Budget | None = None, cap: int | None = None) -> LogRead:
-    """Read `stream` to its end (or the bound) as one log."""
+def read_log(stream: BinaryIO, name: str, budget: limits.Budget | None = None, cap: int | None = None,
+             whole: int = limits.WHOLE) -> LogRead:
+    """Read `stream` to its end (or the bound) as one log: whole up to `whole` bytes, past it
+    through the prefilter."""
     budget = budget or limits.Budget()
     cap = budget.for_member() if cap is None else cap
     src = limits.Capped(stream, cap, budget)
     out = LogRead()
     parts, got = [], 0
-    while got <= limits.WHOLE:
+    while got <= whole:
         chunk = src.read(limits.CHUNK)
         if not chunk:
             break
@@ -65,7 +67,7 @@ def read_log(stream: BinaryIO, name: str, budget: limits.Budget | None = None, c
         out.binary, out.size = head + rest, len(head) + len(rest)
         if len(out.binary) >= CODE_OBJECT_MAX:
             out.problems.append(Problem(name, f"binary over {CODE_OBJECT_MAX:,} bytes: only its start was read"))
-    elif got <= limits.WHOLE:
+    elif got <= whole:
         out.text, problems = decode(head, name)
         out.size = len(head)
         out.problems += problems

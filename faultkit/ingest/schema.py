@@ -1,8 +1,8 @@
 """Types checked where structured input enters: a JSON document, a manifest, process records.
 
 A value of the wrong type is never handed on: it is dropped, the drop is said as a problem (with
-the field's path), and everything else of the document is kept. Readers of tables (rocprofv3 CSV
-and JSON, rocpd, PyTorch traces) use `number`/`integer`/`text` for single cells.
+the field's path), and everything else of the document is kept. Readers of tables (rocprofv3 JSON)
+use `integer`/`text` for single cells.
 
 A spec is a type (`str`, `int`, `float` meaning any real number, `bool`, `dict`, `list`), a tuple of
 specs (any of them), `[spec]` (a list whose items match), or `{field: spec}` (an object whose known
@@ -144,16 +144,6 @@ def integer(v, lo: int = -INT64, hi: int = INT64) -> int | None:
     if not isinstance(v, int):
         return None
     return v if lo <= v < hi else None
-
-
-def number(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        return None
-    try:
-        f = float(v) if not isinstance(v, str) or len(v) <= 40 else math.nan
-    except (ValueError, OverflowError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def text(v) -> str | None:

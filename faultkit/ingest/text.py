@@ -67,10 +67,8 @@ class LineSource:
     def _number(self) -> int:
         if self.stretches is None:
             return self.idx + 1
-        st = self.stretches
-        while self.k + 1 < len(st) and st[self.k + 1][0] <= self.idx:
-            self.k += 1
-        return st[self.k][1] + self.idx - st[self.k][0]
+        no, self.k = self.text.line_no(self.idx, self.k)
+        return no
 
     def next(self) -> Line | None:
         if self.pos > self.n:
