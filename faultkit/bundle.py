@@ -437,7 +437,11 @@ def _load_tar(stream, name: str, out: Inputs) -> None:
 
 def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -> _Entry | None:
     rel = m.name
-    roles = {layout.classify(rel, False), layout.classify(rel, True)}
+    # the bundle's root may be the archive's first folder: its roles are not known yet, so both
+    # readings of the path count (a core under `incident/cores/` is copied out like one under `cores/`)
+    parts = PurePosixPath(rel).parts
+    names = {rel} | ({"/".join(parts[1:])} if len(parts) > 1 else set())
+    roles = {layout.classify(n, c) for n in names for c in (False, True)}
     if roles == {layout.OUTPUT}:
         return None
     fh = tar.extractfile(m)
@@ -449,7 +453,8 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
              or (rel.endswith(".json") and b'"traceEvents"' in head))
     if spill:
         path = _spill(src, shown, m.size, out)
-        return _Entry(rel, shown, m.size, path=path, head=head) if path else None
+        # a copy is a file like any other: read as a log too where the bundle's layout says so
+        return _Entry(rel, shown, m.size, open=lambda: open(path, "rb"), path=path, head=head) if path else None
     # held until parsed: once the members held reach the bound, the next are kept as excerpts
     whole = limits.WHOLE if out.budget.held < out.budget.hold else 0
     got = read_log(src, shown, out.budget, out.budget.for_member(), whole)
