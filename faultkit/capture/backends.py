@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import layout
-from .gdb_driver import GdbDriver
+from .gdb_driver import GdbDriver, exit_status, signal_number
 from .launcher import Launch, LineTee
 from .proctree import TreeSampler, cmdline_of
 
@@ -117,6 +117,9 @@ class DebugLaunchBackend:
         self._slave: int | None = None
         self.ended: str | None = None
         self.follows_forks = self.driver.flavor != "cuda-gdb"
+        self.exit_code: int | None = None     # the program's own status, or -N for the signal it stopped on
+        self.stop_signal: str | None = None
+        self._inferior = 1                    # gdb's current inferior (1: the launched program)
 
     def start(self) -> None:
         master, self._slave = os.openpty()
@@ -158,9 +161,16 @@ class DebugLaunchBackend:
             return "debugger-hung"
         if seen is None:
             return None
+        code = exit_status(seen.text, self._inferior)
+        if code is not None:
+            self.exit_code = code
         if seen.kind == "fault":
             self.driver.harvest()
             self.ended = "debugger-stop"
+            # Killed in the debugger, the program never ends by itself: its status is the signal it
+            # stopped on, as it would have been without the debugger (a shell's 128+N).
+            self.stop_signal = seen.signal
+            self.exit_code = -signal_number(seen.signal)
             return self.ended
         if seen.kind == "exited":
             live = self.driver.live_inferior()
@@ -168,6 +178,7 @@ class DebugLaunchBackend:
                 self.ended = "target-exit"
                 return self.ended
             self.driver.command(f"inferior {live}")
+            self._inferior = live
         self.driver.resume("continue")
         return None
 
@@ -179,10 +190,13 @@ class DebugLaunchBackend:
             os.close(self._slave)
             self._reader.join(timeout=5)
             self._stream.close()
-        exit_text = {"debugger-stop": "stopped in the debugger at the fault, then killed with it",
-                     "target-exit": "exited under the debugger (its log has how)"}.get(self.ended)
+        exit_text = None
+        if self.ended == "debugger-stop":
+            exit_text = f"stopped in the debugger at {self.stop_signal or 'the fault'}, then killed with it"
+        elif self.ended == "target-exit" and self.exit_code is None:
+            exit_text = "exited under the debugger (its transcript has how)"
         return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks}],
-                "exit": exit_text}
+                "exit": exit_text, "exit_code": self.exit_code}
 
 
 class DebugAttachBackend:
@@ -205,6 +219,7 @@ class DebugAttachBackend:
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
         self.skipped: dict[int, str] = {}
+        self.ended: str | None = None
 
     def start(self) -> None:
         self.target.start()
@@ -247,7 +262,8 @@ class DebugAttachBackend:
             self.sessions[rec.pid] = s
             s.start()
         if any(s.fault.is_set() for s in self.sessions.values()):
-            return "debugger-stop"
+            self.ended = "debugger-stop"
+            return self.ended
         return self.target.step(sampler)
 
     def _not_a_worker(self, rec, records) -> str | None:
@@ -268,8 +284,16 @@ class DebugAttachBackend:
 
     def stop(self) -> dict:
         records = [s.close() for s in self.sessions.values()]
-        return {**self.target.stop(), "debuggers": records,
-                "not_attached": [{"pid": p, "why": w} for p, w in sorted(self.skipped.items())][:200]}
+        result = {**self.target.stop(), "debuggers": records,
+                  "not_attached": [{"pid": p, "why": w} for p, w in sorted(self.skipped.items())][:200]}
+        faulted = [s for s in self.sessions.values() if s.fault.is_set()]
+        if self.ended == "debugger-stop" and faulted:
+            # The capture ended at the worker's fault: its signal is the status (the launcher's own
+            # is only how it took the stop that followed).
+            s = faulted[0]
+            result.update(exit_code=-signal_number(s.signal), launcher_exit_code=result.get("exit_code"),
+                          exit=f"pid {s.pid} stopped in the debugger at {s.signal or 'a fault'}, then killed with it")
+        return result
 
 
 class _AttachSession:
@@ -282,6 +306,7 @@ class _AttachSession:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.outcome = "attaching"
+        self.signal: str | None = None        # what the fault stop was on
 
     def start(self) -> None:
         self._thread.start()
@@ -309,6 +334,7 @@ class _AttachSession:
                 if seen is None:
                     continue
                 if seen.kind == "fault":
+                    self.signal = seen.signal
                     d.harvest()
                     self.outcome = "fault stop" + (" on a GPU thread" if seen.gpu else " on a host thread")
                     self.fault.set()

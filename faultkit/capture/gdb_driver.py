@@ -59,6 +59,7 @@ class StopSeen:
     text: str
     gpu: bool = False
     pids_exited: list[int] = field(default_factory=list)
+    signal: str | None = None        # the signal (or CUDA exception) a fault stop was on
 
 
 class RedactingLog:
@@ -257,8 +258,35 @@ def classify(output: str) -> StopSeen:
     faults = [s for s in log.stops if s.kind == "cuda-exception"
               or (s.kind in ("signal", "catchpoint", "core") and s.signal in FAULT_SIGNALS)]
     if faults:
-        return StopSeen("fault", output, gpu=any(s.gpu is not None or s.kind == "cuda-exception" for s in faults))
+        return StopSeen("fault", output, gpu=any(s.gpu is not None or s.kind == "cuda-exception" for s in faults),
+                        signal=faults[0].signal)
     exited = [int(e.fields["pid"]) for e in log.events if e.kind == "inferior-exit" and "pid" in e.fields]
     if exited or re.search(r"\[Inferior \d+ \(process \d+\) exited|The program is not being run", output):
         return StopSeen("exited", output, pids_exited=exited)
     return StopSeen("other", output)
+
+
+ROOT_EXIT = re.compile(r"\[Inferior 1 \(process \d+\) exited (?:normally|with code (?P<code>[0-7]+))\]")
+TERMINATED = re.compile(r"Program terminated with signal (?P<sig>SIG[A-Z0-9]+)")
+
+
+def exit_status(output: str, current_inferior: int) -> int | None:
+    """The launched program's (inferior 1's) exit status in a stop's output, as Popen gives it
+    (negative: the signal), or None when the output does not say. gdb prints the code in octal;
+    'Program terminated with signal' is about the current inferior."""
+    m = ROOT_EXIT.search(output)
+    if m:
+        return int(m["code"], 8) if m["code"] else 0
+    m = TERMINATED.search(output)
+    if m and current_inferior == 1:
+        return -signal_number(m["sig"])
+    return None
+
+
+def signal_number(name: str | None) -> int:
+    """A stop's signal as a number; a GPU exception that is no POSIX signal (cuda-gdb's
+    CUDA_EXCEPTION_*) counts as SIGABRT: with core dumps armed the CUDA driver aborts the process."""
+    try:
+        return int(signal.Signals[name or ""])
+    except KeyError:
+        return int(signal.SIGABRT)
