@@ -423,6 +423,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
         sys.exit(capture_status(manifest))
     v = run_triage([out]).verdict
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
+    if manifest["kernel_log"].get("problem"):
+        click.echo(f"kernel log: missing: {manifest['kernel_log']['problem']}", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
                + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
     click.echo(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace",

@@ -14,22 +14,32 @@ import threading
 from pathlib import Path
 
 
+KMSG = "/dev/kmsg"
+SNAPSHOT_COMMANDS = (["dmesg"], ["journalctl", "-k", "-b", "-o", "short-precise", "--no-pager"])
+DMESG_RESTRICT = "/proc/sys/kernel/dmesg_restrict"
+
+
 def snapshot(path: Path) -> str | None:
     """Write `dmesg` output to path; return None on success or the reason it failed."""
-    for cmd in (["dmesg"], ["journalctl", "-k", "-b", "-o", "short-precise", "--no-pager"]):
+    reasons = []
+    for cmd in SNAPSHOT_COMMANDS:
         try:
             res = subprocess.run(cmd, capture_output=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            reason = f"{cmd[0]}: {exc}"
+            reasons.append(f"{cmd[0]}: {exc}")
             continue
-        if res.returncode == 0 and res.stdout.strip() and b"No journal files" not in res.stdout:
+        # journalctl exits 0 with only "-- No entries --" for a user who may not read the kernel's
+        # journal: that is no snapshot.
+        body = res.stdout.strip()
+        if res.returncode == 0 and body and body != b"-- No entries --" and b"No journal files" not in body:
             try:
                 path.write_bytes(res.stdout)
             except OSError as exc:
                 return f"could not be saved ({exc.strerror or exc})"
             return None
-        reason = f"{cmd[0]}: exit {res.returncode}: {res.stderr.decode(errors='replace').strip()[:200]}"
-    return reason
+        said = (res.stderr.strip() or body).decode(errors="replace")[:200]
+        reasons.append(f"{cmd[0]}: exit {res.returncode}: {said}" if res.returncode else f"{cmd[0]}: {said}")
+    return "; ".join(reasons) or "no dmesg or journalctl"
 
 
 def kmsg_line(record: bytes) -> bytes | None:
@@ -42,6 +52,36 @@ def kmsg_line(record: bytes) -> bytes | None:
     except (IndexError, ValueError):
         return None
     return b"[%5d.%06d] " % (usec // 1_000_000, usec % 1_000_000) + msg.split(b"\n")[0] + b"\n"
+
+
+def unreadable(follow_error: str | None, snapshot_error: str | None) -> str | None:
+    """None when the kernel log of the capture is recorded (followed, or at least in the snapshot
+    after it); else one sentence: what failed and what to do about it."""
+    if follow_error is None or snapshot_error is None:
+        return None
+    why = f"{follow_error}; {snapshot_error}"
+    try:
+        with open(DMESG_RESTRICT) as fh:
+            restricted = fh.read().strip() == "1"
+    except OSError:
+        restricted = False
+    if restricted and not _privileged():
+        fix = ("kernel.dmesg_restrict=1 lets only privileged users read it: run the capture as root (sudo), give "
+               "it CAP_SYSLOG, or allow every user with `sudo sysctl kernel.dmesg_restrict=0`")
+    elif not os.path.exists(KMSG):
+        fix = f"{KMSG} is absent (a container?): pass the device in (docker --device {KMSG}) or run dmesg on the host"
+    else:
+        fix = "run the capture as root (sudo) or with CAP_SYSLOG"
+    return (f"the kernel log is not readable ({why}): GPU page faults, Xids and segfaults will be missing from the "
+            f"bundle; {fix}")
+
+
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
+def _open_kmsg() -> int:
+    return os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
 
 
 FAULT_RECORD = re.compile(rb"\] (?:no-)?(?:retry )?(?:VMC )?page fault \(|NVRM: Xid |GPU fault detected")
@@ -58,10 +98,10 @@ class KmsgFollower:
 
     def start(self) -> bool:
         try:
-            self._fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+            self._fd = _open_kmsg()
             os.lseek(self._fd, 0, os.SEEK_END)  # only what is logged from now on
         except OSError as exc:
-            self.error = f"/dev/kmsg: {exc.strerror}"
+            self.error = f"{KMSG}: {exc.strerror}"
             return False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -78,7 +118,7 @@ class KmsgFollower:
                 except OSError as exc:
                     if exc.errno == 32:  # EPIPE: records overwritten while we read; go on
                         continue
-                    self.error = f"/dev/kmsg: {exc.strerror}"
+                    self.error = f"{KMSG}: {exc.strerror}"
                     return
                 line = kmsg_line(rec)
                 if line:

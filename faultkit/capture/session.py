@@ -168,8 +168,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
     follower = kmsg.KmsgFollower(out / layout.KERNEL_FOLLOW)
     following = follower.start()
+    # `readable` and `problem`: whether the kernel's records of the capture are in the bundle, and
+    # if not, why and what to do (triage lists it among the report's problems).
+    problem = kmsg.unreadable(follower.error, before)
     manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
-                              "follow": layout.KERNEL_FOLLOW if following else follower.error}
+                              "follow": layout.KERNEL_FOLLOW if following else follower.error,
+                              "readable": problem is None, "problem": problem}
+    if problem:
+        echo(f"WARNING: {problem}")
     manifest["system"] = facts.collect(out)
 
     guard = watchdog.Watchdog(out, token)
@@ -227,7 +233,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
-        manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
+        problem = kmsg.unreadable(follower.error, after)
+        manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem)
         if arming:
             manifest["cores"] = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
