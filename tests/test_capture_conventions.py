@@ -100,3 +100,60 @@ def test_unprivileged_user_is_told_for_real(tmp_path):
         assert manifest(work / "b")["kernel_log"]["readable"] is False
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- #21 A5: the live status line counts only the captured tree's kernel-log faults ----
+
+def test_status_line_counts_only_the_captured_trees_faults(tmp_path, monkeypatch):
+    """Kernel records arrive one per read, as from /dev/kmsg (a SEQPACKET socket keeps them apart):
+    two GPU faults of another process (pid 1) and one Xid of the target; the status line counts 1."""
+    import socket
+    import threading
+    import time
+    from faultkit.capture import console as console_mod
+
+    reader, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reader.setblocking(False)
+    monkeypatch.setattr(kmsg, "_open_kmsg", lambda: os.dup(reader.fileno()))
+    monkeypatch.setattr(console_mod, "isatty", lambda stream: True)
+    out = tmp_path / "b"
+    go = tmp_path / "records-sent"
+
+    def inject():
+        log = out / "server.log"
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            text = log.read_text() if log.exists() else ""
+            if "fk-status-pid " in text:
+                pid = int(text.split("fk-status-pid ")[1].split()[0])
+                break
+            time.sleep(0.05)
+        else:
+            return
+        for i, msg in enumerate([
+                "amdgpu 0000:83:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:24 vmid:8 pasid:32770, "
+                "for process other pid 1 thread other pid 1)",
+                "amdgpu 0000:83:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:24 vmid:8 pasid:32770, "
+                "for process other pid 1 thread other pid 1)",
+                f"NVRM: Xid (PCI:0000:01:00): 31, pid={pid}, name=python3, channel 0x00000010, intr 00000000. "
+                "MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_00000000. Fault is of type FAULT_PDE "
+                "ACCESS_TYPE_VIRT_READ"]):
+            writer.send(f"3,{100 + i},{(5 + i) * 1_000_000},-;{msg}".encode())
+        go.touch()
+
+    t = threading.Thread(target=inject, daemon=True)
+    t.start()
+    script = (f"import os, time\nprint('fk-status-pid', os.getpid(), flush=True)\n"
+              f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\ntime.sleep(2.5)\n")
+    res = capture("-o", str(out), "--", sys.executable, "-c", script)
+    t.join(5)
+    reader.close()
+    writer.close()
+    assert res.exit_code == 0, res.output
+    statuses = [s for s in res.output.replace("\r", "\n").split("\n") if s.replace("\x1b[K", "").startswith("[faultkit ")]
+    assert statuses, repr(res.output[-1500:])
+    last = statuses[-1]
+    assert "1 kernel-log fault(s)" in last, statuses
+    assert "Xid" in (out / "kernel.log").read_text()          # every record is kept; only the count is the tree's
+    kl = manifest(out)["kernel_log"]
+    assert (kl["faults_of_capture"], kl["faults_elsewhere"]) == (1, 2)

@@ -13,6 +13,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from ..ingest.kernel_log import DEV_PREFIX, HDR, PROC_INFO, TASK, USER_SEGFAULT, V8_HDR, XID, XNAME, XPID
+
 
 KMSG = "/dev/kmsg"
 SNAPSHOT_COMMANDS = (["dmesg"], ["journalctl", "-k", "-b", "-o", "short-precise", "--no-pager"])
@@ -81,10 +83,54 @@ def _privileged() -> bool:
 
 
 def _open_kmsg() -> int:
-    return os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
+    fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.lseek(fd, 0, os.SEEK_END)          # only what is logged from now on
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
-FAULT_RECORD = re.compile(rb"\] (?:no-)?(?:retry )?(?:VMC )?page fault \(|NVRM: Xid |GPU fault detected")
+class FaultCounter:
+    """Which process each kernel-log fault record is about, as the records arrive: a GPU VM-fault
+    header (its pid in the header, or in the `in process ... pid N` line that follows), an NVIDIA
+    Xid (`pid=N`), a host segfault (`comm[N]: segfault`). The patterns are the kernel-log parser's.
+    A fault whose pid is never given stays unattributed (None): never counted as the capture's."""
+
+    FOLLOW_UP = 6          # a VM-fault header's process line comes within this many records
+
+    def __init__(self):
+        self.pids: list[int | None] = []
+        self._open: int | None = None       # index of a fault still waiting for its process line
+        self._since = 0
+
+    def feed(self, message: str) -> None:
+        msg = DEV_PREFIX.sub("", message, count=1)
+        self._since += 1
+        m = HDR.search(msg) or V8_HDR.search(msg)
+        if m:
+            self.pids.append(int(m["tgid"]) if m["tgid"] else None)
+            self._open, self._since = (None if m["tgid"] else len(self.pids) - 1), 0
+            return
+        m = USER_SEGFAULT.search(msg)
+        if m:
+            self.pids.append(int(m["pid"]))
+            return
+        m = XID.search(msg)
+        if m:
+            p = XPID.search(m["rest"]) or XNAME.search(m["rest"])
+            self.pids.append(int(p["pid"]) if p and p["pid"] else None)
+            return
+        if self._open is not None and self._since <= self.FOLLOW_UP:
+            m = TASK.search(msg) or PROC_INFO.search(msg)
+            if m:
+                self.pids[self._open], self._open = int(m["tgid"]), None
+
+    def count(self, pids) -> tuple[int, int]:
+        """(faults of these processes, faults of others or of no known process)."""
+        ours = sum(1 for p in self.pids if p is not None and p in pids)
+        return ours, len(self.pids) - ours
 
 
 class KmsgFollower:
@@ -94,12 +140,11 @@ class KmsgFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
-        self.faults = 0                      # GPU fault records seen (for the live status line)
+        self.faults = FaultCounter()          # fault records and their processes (the live status line)
 
     def start(self) -> bool:
         try:
             self._fd = _open_kmsg()
-            os.lseek(self._fd, 0, os.SEEK_END)  # only what is logged from now on
         except OSError as exc:
             self.error = f"{KMSG}: {exc.strerror}"
             return False
@@ -122,8 +167,7 @@ class KmsgFollower:
                     return
                 line = kmsg_line(rec)
                 if line:
-                    if FAULT_RECORD.search(line):
-                        self.faults += 1
+                    self.faults.feed(line.split(b"] ", 1)[-1].decode(errors="replace").rstrip("\n"))
                     fh.write(line)
                     fh.flush()
 

@@ -234,7 +234,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                         fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
         problem = kmsg.unreadable(follower.error, after)
-        manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem)
+        ours, others = follower.faults.count({r.pid for r in records})
+        manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem,
+                                      faults_of_capture=ours, faults_elsewhere=others)
         if arming:
             manifest["cores"] = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
@@ -272,9 +274,12 @@ def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) 
     except OSError:
         cores = 0
     h, rest = divmod(int(elapsed), 3600)
+    # Only the tree's own: another job's fault on a shared node is not this capture's evidence.
+    ours, others = follower.faults.count({r.pid for r in records})
     return (f"[faultkit {h}:{rest // 60:02d}:{rest % 60:02d}] {len(alive)} processes, "
             f"{sum(1 for r in alive if r.gpu)} on a GPU, {backend.debuggers} debugger(s) attached, "
-            f"{follower.faults} kernel-log fault(s), {cores} core(s) | {out}")
+            f"{ours} kernel-log fault(s)" + (f" (+{others} elsewhere)" if others else "")
+            + f", {cores} core(s) | {out}")
 
 
 def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> list[dict]:
