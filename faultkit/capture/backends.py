@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import threading
 import time
@@ -18,7 +17,7 @@ from typing import Protocol
 
 from .. import layout
 from .gdb_driver import GdbDriver, exit_status, signal_number
-from .launcher import Launch, LineTee
+from .launcher import Launch, LineTee, helper_env, target_argv, target_env
 from .proctree import TreeSampler, cmdline_of
 
 AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}
@@ -68,10 +67,10 @@ class FaultGrace:
 class PlainBackend:
     """The command as given (`none`, `runtime-log`) or behind a wrapper (`sanitizer`, `rocprofv3`)."""
 
-    def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None,
-                 core_limit: int | None = None):
-        wrapped = shlex.join(prefix) + " " + command if prefix else command
-        self.target = Launch(wrapped, out, layout.SERVER, env, core_limit)
+    def __init__(self, command, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None,
+                 core_limit: int | None = None, cgroup_procs: str | None = None):
+        wrapped = [*prefix, *target_argv(command)] if prefix else command
+        self.target = Launch(wrapped, out, layout.SERVER, env, core_limit, cgroup_procs)
         self.grace = FaultGrace(grace_s)
 
     def start(self) -> None:
@@ -105,12 +104,13 @@ class PlainBackend:
 
 
 class DebugLaunchBackend:
-    """`gdb --args /bin/sh -c 'exec CMD'` following forks and execs, so spawned workers are debugged
-    too; the program's output goes to its own pty and is stamped like any server log."""
+    """`gdb --args PROGRAM ARGS` (`/bin/sh -c LINE` only for shell syntax) following forks and
+    execs, so spawned workers are debugged too; the program's output goes to its own pty and is
+    stamped like any server log."""
 
-    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float):
-        self.out, self.command = out, command
-        full_env = {**os.environ, **env}
+    def __init__(self, binary: str, command, out: Path, env: dict[str, str], command_deadline: float):
+        self.out, self.argv = out, target_argv(command)
+        full_env = target_env(env)
         self.driver = GdbDriver(binary, out / layout.debugger_transcript(), full_env, command_deadline)
         self.tee = LineTee(out, layout.SERVER)
         self._stream = None
@@ -127,7 +127,7 @@ class DebugLaunchBackend:
         self._stream = os.fdopen(master, "rb", buffering=0)
         self._reader = threading.Thread(target=self.tee.run, args=(self._stream,), daemon=True)
         self._reader.start()
-        if not self.driver.start(["--args", "/bin/sh", "-c", "exec " + self.command]):
+        if not self.driver.start(["--args", *self.argv]):
             return
         # cuda-gdb forks its own debug agent (NvDebugAgent) out of the program: following forks
         # made it follow that agent and hang on the H200, so it follows only the first process;
@@ -206,16 +206,17 @@ class DebugAttachBackend:
     those whose command line matches `match`. Attaching per worker avoids following fork/exec,
     which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
 
-    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
+    def __init__(self, binary: str, command, out: Path, env: dict[str, str], command_deadline: float,
                  grace_s: float, match: str | None = None, delay_s: float = 0.0, core_limit: int | None = None,
-                 target=None):
+                 target=None, cgroup_procs: str | None = None):
         self.binary, self.out = binary, out
         self.delay_s = delay_s
         self.match = re.compile(match) if match else None
         extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
         # `target`: a server that already runs (capture --pid): its root may be the GPU process itself.
         self.attach_root = target is not None
-        self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit)
+        self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit,
+                                             cgroup_procs=cgroup_procs)
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
         self.skipped: dict[int, str] = {}
@@ -299,7 +300,7 @@ class DebugAttachBackend:
 class _AttachSession:
     def __init__(self, binary: str, pid: int, transcript: Path, command_deadline: float):
         self.pid = pid
-        self.driver = GdbDriver(binary, transcript, None, command_deadline)
+        self.driver = GdbDriver(binary, transcript, helper_env(), command_deadline)
         self.fault = threading.Event()
         self.attached = threading.Event()     # set once attached, or once attaching has failed
         self.done = threading.Event()

@@ -102,6 +102,7 @@ class FaultCounter:
 
     def __init__(self):
         self.pids: list[int | None] = []
+        self.segfaults: set[int] = set()    # processes the kernel reported a segfault of (killed by SIGSEGV)
         self._open: int | None = None       # index of a fault still waiting for its process line
         self._since = 0
 
@@ -116,6 +117,7 @@ class FaultCounter:
         m = USER_SEGFAULT.search(msg)
         if m:
             self.pids.append(int(m["pid"]))
+            self.segfaults.add(int(m["pid"]))
             return
         m = XID.search(msg)
         if m:
