@@ -417,7 +417,7 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     if bool(command) == (pid is not None):
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if command and command[0].startswith("-"):
-        raise click.UsageError(f"No such option: {command[0]} (COMMAND cannot start with '-'; to run a program "
+        raise click.UsageError(f"No such option '{command[0]}' (COMMAND cannot start with '-'; to run a program "
                                f"named so, give its path: ./{command[0]})")
     if pid is not None:
         from .capture.proctree import cmdline_of

@@ -157,3 +157,259 @@ def test_status_line_counts_only_the_captured_trees_faults(tmp_path, monkeypatch
     assert "Xid" in (out / "kernel.log").read_text()          # every record is kept; only the count is the tree's
     kl = manifest(out)["kernel_log"]
     assert (kl["faults_of_capture"], kl["faults_elsewhere"]) == (1, 2)
+
+
+# ---- #21 A6: mistakes are refused before anything is made ----
+
+def test_unknown_option_is_a_usage_error_and_nothing_is_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = capture("--tiemout", "5", "-o", "x", "--", "true")
+    assert res.exit_code == 2 and "No such option '--tiemout'" in res.output
+    res = capture("-o", "x", "--", "--tiemout", "5", "true")
+    assert res.exit_code == 2 and "No such option '--tiemout'" in res.output
+    assert list(tmp_path.iterdir()) == []          # no bundle, not even in the working directory
+
+
+def test_a_command_that_does_not_exist_is_refused_before_a_bundle(tmp_path):
+    res = capture("-o", str(tmp_path / "b"), "--", "fk-no-such-program-7", "--flag")
+    assert res.exit_code == 127
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert lines == ["faultkit capture: fk-no-such-program-7: command not found"]
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not a program\n")
+    plain.chmod(0o644)
+    res = capture("-o", str(tmp_path / "b"), "--", str(plain))
+    assert res.exit_code == 126 and "not an executable file" in res.output
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_bad_output_path_is_a_plain_error(tmp_path):
+    res = capture("-o", "/proc/fk-no-bundle-here", "--", "true")
+    assert res.exit_code == 1, res.output
+    assert "-o /proc/fk-no-bundle-here" in res.output and "Traceback" not in res.output
+
+
+# ---- #21 B: exit statuses and Ctrl-C like the tools users know ----
+
+def test_timeout_exits_124_like_timeout1_and_none_means_no_limit(tmp_path):
+    res = capture("--timeout", "1s", "-o", str(tmp_path / "a"), "--", sys.executable, "-c",
+                  "import time; time.sleep(60)  # fk_124")
+    assert res.exit_code == 124, res.output
+    assert manifest(tmp_path / "a")["ended_by"] == "timeout"
+    assert "stopping: SIGINT sent, SIGTERM in 5 s" in res.output
+    res = capture("--hang-after", "1s", "-o", str(tmp_path / "h"), "--", sys.executable, "-c",
+                  "import time; print('up', flush=True); time.sleep(60)  # fk_124h")
+    assert res.exit_code == 124 and manifest(tmp_path / "h")["ended_by"] == "hang"
+    res = capture("--timeout", "0", "-o", str(tmp_path / "z"), "--", "true")
+    assert res.exit_code == 2 and "'none' for no limit" in res.output and not (tmp_path / "z").exists()
+    res = capture("--timeout", "none", "-o", str(tmp_path / "n"), "--", sys.executable, "-c",
+                  "import time; time.sleep(1.5); raise SystemExit(5)")
+    assert res.exit_code == 5 and manifest(tmp_path / "n")["ended_by"] == "target-exit"
+    assert not own_processes("fk_124")
+
+
+def test_ctrl_c_says_what_it_does_and_a_second_one_forces_the_stop(tmp_path):
+    import signal
+    import time
+    out = tmp_path / "b"
+    stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('stubborn up', flush=True)\n"
+                "time.sleep(120)  # fk_two_ctrl_c\n")
+    proc = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable,
+                             "-c", stubborn], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and "stubborn up" not in ((out / "server.log").read_text()
+                                                           if (out / "server.log").exists() else ""):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 4.0            # not the 5 s SIGTERM and 5 s SIGKILL deadlines
+    assert proc.returncode == 130, stderr
+    assert "stopping: SIGINT sent, SIGTERM in 5 s" in stderr
+    m = manifest(out)
+    assert m["ended_by"] == "interrupted" and m["stopped_with"] == ["SIGINT", "SIGKILL"]
+    assert m["exit_code"] == -9
+    assert not own_processes("fk_two_ctrl_c")
+
+
+def test_pid_reports_how_the_followed_server_ended(tmp_path):
+    import time
+    script = ("import os, sys, time\nprint('serving', flush=True)\n"
+              "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\nos.abort()\n")
+    go = tmp_path / "go"
+    with open(tmp_path / "server.out", "wb") as log:
+        server = subprocess.Popen([sys.executable, "-c", script, str(go)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "b"
+        fk = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-q", "--pid", str(server.pid),
+                               "-o", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not (out / "manifest.json").exists():
+            time.sleep(0.1)
+        time.sleep(0.5)
+        go.touch()                  # the server aborts; this test, its parent, reaps it only later
+        output = fk.communicate(timeout=60)[0].decode()
+        assert fk.returncode == 134, output          # as a shell shows an abort, not 0
+        m = manifest(out)
+        assert m["exit_code"] == -6 and m["exit"] == "killed by SIGABRT"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_same_command_guard_compares_resolved_programs(tmp_path):
+    import time
+    real = os.path.realpath(sys.executable)
+    if real == sys.executable:
+        pytest.skip("the test's python is not reached through a link here")
+    args = ["-c", "import time; time.sleep(30)  # fk_dup_resolved"]
+    other = subprocess.Popen([real, *args])
+    try:
+        time.sleep(0.3)
+        res = capture("-o", str(tmp_path / "b"), "--", sys.executable, *args)   # another spelling, one program
+        assert res.exit_code == 1 and "already runs the same command" in res.output
+    finally:
+        other.kill()
+        other.wait()
+
+
+# ---- #28: the target's own status, nothing outlives a capture, never in the target's way ----
+
+def test_a_target_killed_after_ignoring_sigint_and_sigterm_reports_137(tmp_path):
+    out = tmp_path / "b"
+    res = capture("--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
+                  "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)  # fk_137")
+    m = manifest(out)
+    assert m["stopped_with"] == ["SIGINT", "SIGTERM", "SIGKILL"]
+    assert m["exit_code"] == -9 and m["exit"] == "killed by SIGKILL"      # its own end, no wrapper shell's 143
+    assert m["started_as"].startswith(sys.executable)                     # exec'd as given, no /bin/sh -c
+    assert res.exit_code == 124                                           # the capture's timeout ended it
+    assert not own_processes("fk_137")
+
+
+DAEMON = """
+import os, sys, time
+tag, ready = sys.argv[1], sys.argv[2]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:                     # the daemon: no longer a descendant, no environment at all
+        code = f"open({ready!r}, 'w').close(); import time; time.sleep(120)  # {tag}"
+        os.execve(sys.executable, [sys.executable, "-c", code], {})
+    os._exit(0)
+while not os.path.exists(ready):
+    time.sleep(0.02)
+print("daemon started", flush=True)
+"""
+
+
+def _alive_with(tag: str) -> list[int]:
+    """This test's daemon, found by its own unique tag (it has no environment to carry the test's)."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                args = fh.read().split(b"\0")
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if any(a.endswith(f"# {tag}".encode()) for a in args[1:]) and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+@pytest.mark.parametrize("held_by", ["cgroup", "subreaper"])
+def test_a_double_forked_daemon_with_no_environment_is_found_and_stopped(tmp_path, monkeypatch, held_by):
+    import uuid
+    from faultkit.capture import cgroup
+    if held_by == "subreaper":
+        monkeypatch.setattr(cgroup.OwnCgroup, "create", classmethod(lambda cls, token: (None, "test: no cgroup")))
+    tag = f"fk_daemon_{uuid.uuid4().hex}"
+    script = tmp_path / "daemonize.py"
+    script.write_text(DAEMON)
+    out = tmp_path / "b"
+    res = capture("--timeout", "60s", "-o", str(out), "--", sys.executable, str(script), tag, str(tmp_path / "ready"))
+    assert res.exit_code == 0, res.output
+    m = manifest(out)
+    if held_by == "cgroup" and not m["tree_held_by"]["cgroup"]:
+        pytest.skip(f"no cgroup of its own here: {m['tree_held_by']['cgroup_problem']}")
+    procs = json.loads((out / "environ.json").read_text())
+    daemon = [p for p in procs if p["cmdline"] and p["cmdline"][-1].endswith(f"# {tag}")]
+    assert len(daemon) == 1 and daemon[0]["env"] == {}        # recorded, with the empty environment it had
+    assert daemon[0]["pid"] in m["killed_leftovers"]
+    assert not _alive_with(tag)
+
+
+def test_a_sigkilled_capture_leaves_no_daemon_and_a_private_bundle(tmp_path):
+    import signal
+    import time
+    import uuid
+    tag = f"fk_daemon_{uuid.uuid4().hex}"
+    script = tmp_path / "daemonize.py"
+    script.write_text(DAEMON + "time.sleep(120)\n")
+    out = tmp_path / "b"
+    fk = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(out), "--", sys.executable,
+                           str(script), tag, str(tmp_path / "ready")], cwd=ROOT)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not (tmp_path / "ready").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    fk.send_signal(signal.SIGKILL)
+    fk.wait()
+    end = time.monotonic() + 15
+    while time.monotonic() < end and manifest(out).get("state") != "cut":
+        time.sleep(0.1)
+    assert manifest(out)["state"] == "cut"
+
+    def modes():
+        found = {}
+        for dirpath, dirs, files in os.walk(out):
+            found.update({os.path.join(dirpath, d): 0o700 for d in dirs})
+            found.update({os.path.join(dirpath, f): 0o600 for f in files})
+        return {p: (os.stat(p).st_mode & 0o777, want) for p, want in found.items() if os.path.exists(p)}
+    while time.monotonic() < end and any(have != want for have, want in modes().values()):
+        time.sleep(0.1)
+    wrong = {p: oct(have) for p, (have, want) in modes().items() if have != want}
+    assert not wrong and len(modes()) >= 3
+    held = manifest(out)["tree_held_by"]
+    if held["cgroup"]:
+        while time.monotonic() < end and _alive_with(tag):
+            time.sleep(0.1)
+        assert not _alive_with(tag)            # its cgroup held it when faultkit itself was killed
+    else:
+        for pid in _alive_with(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stuck_viewer_never_blocks_the_target(tmp_path):
+    """faultkit's stdout is a pipe nobody reads (a paused `less`): the target's 50 MB still go
+    through at once, the bundle has every byte, and what was not shown is counted and said."""
+    import time
+    out = tmp_path / "b"
+    writer = ("import os, sys, time\nt = time.monotonic()\nblock = b'x' * 1023 + b'\\n'\n"
+              "for _ in range(50 * 1024): sys.stdout.buffer.write(block)\nsys.stdout.flush()\n"
+              "sys.stderr.write(f'fk-wrote-in {time.monotonic() - t:.2f}\\n')\n")
+    t0 = time.monotonic()
+    fk = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable, "-c",
+                           writer], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    m = None
+    end = time.monotonic() + 60
+    while time.monotonic() < end:                     # stdout not read: the pipe stays full
+        if (out / "manifest.json").exists() and manifest(out).get("state") == "finished":
+            m = manifest(out)
+            break
+        time.sleep(0.1)
+    took = time.monotonic() - t0
+    _, err = fk.communicate(timeout=60)
+    assert m is not None
+    assert took < 30, took                            # the 50 MB behind a stuck pipe took 19.8 s before
+    assert (out / "server.log").stat().st_size >= 50 * 1024 * 1024
+    wrote = float((out / "server.log").read_bytes().rsplit(b"fk-wrote-in ", 1)[1].split()[0])
+    assert wrote < 10, wrote
+    assert m["live_output_dropped_bytes"] > 0
+    assert b"bytes not shown" in err

@@ -60,12 +60,28 @@ class Console:
                 data = self._queue.popleft()
             with self._lock:
                 self._erase()
-                write_bytes(self.out, data)      # may block on a stuck viewer: only this thread waits
+                self._write_out(data)            # may block on a stuck viewer: only this thread waits
                 self._at_line_start = data.endswith(b"\n")
                 self._draw()
             with self._ready:
                 self._queued -= len(data)
                 self._ready.notify_all()
+
+    def _write_out(self, data: bytes) -> None:
+        """Straight to the file descriptor where there is one: a write blocked here must not hold
+        the lock of sys.stdout's buffer, which the interpreter takes again at exit."""
+        try:
+            fd = self.out.fileno()
+            self.out.flush()
+        except (OSError, ValueError, AttributeError):
+            write_bytes(self.out, data)
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass                          # a closed viewer: the bundle still has it all
 
     def drain(self, timeout: float) -> int:
         """Wait up to `timeout` for the queued output to be shown; what is left counts as dropped.

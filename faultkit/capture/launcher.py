@@ -301,7 +301,7 @@ class Launch:
                   start_new_session=True, preexec_fn=_child_setup(self.core_limit, self.cgroup_procs))
         try:
             self.proc = subprocess.Popen(argv, **kw)
-        except (FileNotFoundError, PermissionError, NotADirectoryError):
+        except OSError:
             # Not startable: a shell execs it instead and says why in the output, with its 127/126,
             # as when every target ran under one.
             self.proc = subprocess.Popen([SHELL, "-c", 'exec "$@"', "sh", *argv], **kw)
