@@ -25,21 +25,7 @@ from typing import Sequence
 
 from .. import layout
 from .. import redact as redaction
-
-# A line that means the GPU or the process died: ends a capture or a trial early.
-FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
-                        r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
-                        r"OFFLOAD ERROR|CUDA Exception:|illegal memory access|coredump: Detected an exception|"
-                        r"Generating GPU core dump|GPU core dump created")
-# Words every FAULT_LINE match contains: a block with none of them is not decoded (bytes.find runs
-# at memory speed; a regex over every byte the target prints would throttle it to ~20 MB/s).
-FAULT_WORDS = (b"ault", b"xception", b"abort", b" error: ", b"OFFLOAD", b"illegal", b"core dump")
-# A runtime writing a GPU core must not be signalled until it is done (the CUDA driver says so; a
-# full ROCm core takes minutes): the capture waits for the end line or the process's exit.
-DUMP_START = re.compile(r"coredump: Starting GPU coredump generation|Generating GPU core dump")
-DUMP_END = re.compile(r"coredump: All done|GPU core dump (?:created|sent to pipe handler|failed)|"
-                      r"Failed to create GPU coredump|GPU coredump: (?:execvp failed|handler exited)")
-
+from ..fault_lines import DUMP_END, DUMP_START, FAULT_LINE, PREFILTER
 
 def clocks() -> dict:
     return {"wall": time.time(), "monotonic_ns": time.monotonic_ns(),
@@ -213,7 +199,7 @@ class LineTee:
         try:
             while True:
                 try:
-                    chunk = os.read(fd, 1 << 16)
+                    chunk = os.read(fd, PIPE_SIZE)
                 except OSError:          # a pty whose last writer closed: EIO is its end of file
                     break
                 if not chunk:
@@ -248,11 +234,12 @@ class LineTee:
         self.lines += count
         # Cheap byte tests first: most blocks hold none of the patterns, and the target's output must
         # be drained as fast as it comes.
-        if self.fault_line is None and any(w in block for w in FAULT_WORDS):
+        fault, dump = PREFILTER.hits(block)
+        if self.fault_line is None and fault:
             hit = next((ln for ln in block.decode(errors="replace").splitlines() if FAULT_LINE.search(ln)), None)
             if hit is not None:
                 self.fault_line = hit.strip()[:2000]
-        if b"core" in block or b"Core" in block:
+        if dump:
             for ln in block.decode(errors="replace").splitlines():
                 if DUMP_START.search(ln):
                     self.dumping += 1
