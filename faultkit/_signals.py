@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import signal
 
+# Signals a debugger stops on as a fault, and what each means when a GPU wave raised it (ROCm
+# reports its memory violations, address errors, illegal instructions and traps as these).
+FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGABRT": "gpu-trap",
+                 "SIGILL": "gpu-illegal-instruction", "SIGFPE": "gpu-arithmetic-exception"}
+
 
 def exit_words(code: int | None) -> str:
     if code is None:

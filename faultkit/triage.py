@@ -20,7 +20,7 @@ from .analyze.running import hang_verdict, running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
 from .analyze.verdict import decide, with_unopened_cores
 from .bundle import InputFile, Inputs, collect
-from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
+from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
 from .ingest.debugger import parse_debugger

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import layout
+from ..debuggers import flavor_of
 from .gdb_driver import GdbDriver, exit_status, signal_number
 from .launcher import Launch, LineTee, helper_env, target_argv, target_env
 from .proctree import TreeSampler, cmdline_of
@@ -212,7 +213,7 @@ class DebugAttachBackend:
         self.binary, self.out = binary, out
         self.delay_s = delay_s
         self.match = re.compile(match) if match else None
-        extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
+        extra = AMD_DEBUG_ENV if flavor_of(binary) != "cuda-gdb" else {}
         # `target`: a server that already runs (capture --pid): its root may be the GPU process itself.
         self.attach_root = target is not None
         self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit,

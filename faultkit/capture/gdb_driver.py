@@ -18,10 +18,11 @@ from pathlib import Path
 import pexpect
 
 from .. import redact as redaction
+from .._signals import FAULT_SIGNALS
+from ..debuggers import TABLE, flavor_of
 from ..ingest.debugger import parse_debugger
 
 PROMPT = re.compile(rb"\((?:gdb|cuda-gdb|rocgdb)\) $")
-FAULT_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
 QUIET_SIGNALS = "SIGPIPE SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGWINCH SIGPROF SIGURG"
 
 COMMON = ["set pagination off", "set confirm off", "set width 0", "set height 0", "set breakpoint pending on",
@@ -30,27 +31,6 @@ COMMON = ["set pagination off", "set confirm off", "set width 0", "set height 0"
 MULTI_PROCESS = ["set detach-on-fork off", "set follow-fork-mode parent", "set follow-exec-mode same",
                  "set schedule-multiple on"]
 PRECISE = ["set amdgpu precise-memory on", "show amdgpu precise-memory"]
-
-# What a stop is worth recording, bounded: thousands of waves make `thread apply all bt full` huge.
-HARVEST = {
-    "rocgdb": ["info inferiors", "info agents", "info queues", "info dispatches -full", "info dispatches",
-               "show amdgpu precise-memory", "info threads", "bt full 12", "x/24i $pc-64", "info registers",
-               "info sharedlibrary", "thread apply all bt 24"],
-    "cuda-gdb": ["info inferiors", "info cuda kernels", "info cuda devices", "bt full 12", "x/12i $errorpc-64",
-                 "x/4i $pc", "info threads", "info sharedlibrary", "thread apply all bt 24"],
-    "gdb": ["info inferiors", "info threads", "bt full 12", "x/12i $pc-32", "info registers", "info sharedlibrary",
-            "thread apply all bt 24", "info dispatches"],
-}
-
-
-def flavor_of(binary: str) -> str:
-    name = os.path.basename(binary)
-    if "cuda-gdb" in name:
-        return "cuda-gdb"
-    if "rocgdb" in name:
-        return "rocgdb"
-    return "gdb"
-
 
 @dataclass
 class StopSeen:
@@ -207,7 +187,7 @@ class GdbDriver:
             self.child.sendintr()
 
     def harvest(self) -> None:
-        for c in HARVEST[self.flavor]:
+        for c in TABLE[self.flavor].harvest:
             if self.command(c) is None:
                 break
 

@@ -8,7 +8,6 @@ works the bundle says so instead of pretending the kernel was silent.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import threading
 from pathlib import Path

@@ -24,7 +24,8 @@ from .._signals import exit_words
 from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
-from .core_debugger import debugger_for, how_to_open, open_core
+from ..core_debugger import debugger_for, how_to_open, open_core
+from ..debuggers import debugger_of
 from .follow import NOT_ARMED, FollowBackend
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
@@ -80,9 +81,7 @@ def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | No
     binary = opts.debugger or opts.backend
     if opts.backend in DEBUGGERS and shutil.which(binary) is None:
         raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
-    # attaching cuda-gdb during CUDA start-up hung it on the H200: wait after a worker opens the GPU
-    delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
-        15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
+    delay = opts.attach_delay_s if opts.attach_delay_s is not None else debugger_of(binary).attach_delay_s
     if opts.pid is not None:
         follow = FollowBackend(opts.pid, opts.out, opts.grace_s)
         if opts.backend in DEBUGGERS:
