@@ -221,7 +221,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
-    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": shown[0](command_text(opts.command)),
+    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": _shown_command(opts.command, opts.redact),
                       "backend": opts.backend,
                       "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
                       "coredump": arming.to_json() if arming else
@@ -229,7 +229,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if opts.pid is not None:
         manifest["attached_to_pid"] = opts.pid
     else:
-        manifest["started_as"] = shown[0](shlex.join(target_argv(opts.command)))    # the argv exec'd
+        manifest["started_as"] = _shown_command(target_argv(opts.command), opts.redact)    # the argv exec'd
         manifest["tree_held_by"] = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
                                     "subreaper": subreaper, "marker": watchdog.MARKER}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
@@ -369,6 +369,15 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if check and not check["ok"]:
         echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
     return manifest
+
+
+def _shown_command(command, redact: bool) -> str:
+    """The command for the manifest: an argv redacted element by element (a flag and its value are
+    two), a command line as text."""
+    if isinstance(command, str) or len(command) == 1:
+        text = command_text(command)
+        return redaction.text(text) if redact else text
+    return shlex.join(redaction.argv(list(command)) if redact else command)
 
 
 def _launch_of(backend) -> Launch | None:
