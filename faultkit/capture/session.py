@@ -377,7 +377,11 @@ def _shown_command(command, redact: bool) -> str:
     if isinstance(command, str) or len(command) == 1:
         text = command_text(command)
         return redaction.text(text) if redact else text
-    return shlex.join(redaction.argv(list(command)) if redact else command)
+    if not redact:
+        return shlex.join(command)
+    # Quoted as a shell would need, the marker left readable (`--api-key <redacted>`).
+    return " ".join(shlex.quote(a.replace(redaction.MARK, "REDACTED")).replace("REDACTED", redaction.MARK)
+                    for a in redaction.argv(list(command)))
 
 
 def _launch_of(backend) -> Launch | None:
