@@ -22,6 +22,7 @@ from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
+from ..launch_env import launch_of
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
 from ..core_debugger import debugger_for, how_to_open, open_core
@@ -170,7 +171,8 @@ def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], 
         arming = coredump.arm(opts.out, opts.full_core, facts.rocm_version_text(), env,
                               (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
         env = {**arming.env, **env}
-    env[watchdog.MARKER] = token
+    env[watchdog.MARKER] = token            # every process of the tree carries it, daemons that setsid too
+    env[layout.BUNDLE_ENV] = str(opts.out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
     return env, arming
 
 
@@ -246,6 +248,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if problem:
         echo(f"WARNING: {problem}")
     manifest["system"] = facts.collect(out)
+    manifest["launch"] = launch_of(dict(os.environ), manifest["system"].get("host")).to_json()
 
     guard = watchdog.Watchdog(out, token, group.path if group else None)
     ended_by = None
