@@ -153,6 +153,86 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
                    err=True)
 
 
+@main.command()
+@click.argument("bundle", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), help="a process to read (repeat for more)")
+@click.option("--no-children", is_flag=True, help="only the processes named, not their children (workers)")
+@click.option("--samples", type=click.IntRange(1, 10), default=2, show_default=True,
+              help="rounds of stacks: two tell a stuck wait from a slow one")
+@click.option("--interval", default="3s", show_default=True, metavar="DURATION", help="time between rounds")
+@click.option("--deadline", default="10s", show_default=True, metavar="DURATION",
+              help="longest a stack tool may take for one process before it is killed")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="also keep the tools' own output and the records in this folder")
+@click.option("--read", "reads", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="judge saved dumps instead (py-spy text or --json, gdb `thread apply all bt`, faulthandler): "
+                   "give two of one process, in the order they were taken")
+def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, reads) -> None:
+    """Every thread's stack of live processes (Python and native: py-spy, else gdb), what each
+    waits on (GPU, collective, host), and a hang verdict from two samples. Read-only: the
+    processes are paused for milliseconds per sample, never stopped.
+
+    BUNDLE: a capture that is still running: its whole process tree is read and the stacks are
+    kept in the bundle's stacks/ folder. Exit status: 0 stacks read; 1 none could be read.
+
+    \b
+    Example:
+      faultkit dump --pid 48213
+      faultkit dump bundle/ --format json
+      faultkit dump --read before.txt --read after.txt"""
+    from . import layout
+    from .analyze.hang import analyse
+    from .capture.hang_check import NotRunning, running_root, sample, time_tag
+    from .capture.proctree import descendants
+    from .export.hang_text import render_json, render_text
+
+    if reads:
+        from .ingest.stacks import as_samples, parse_any
+        if pids or bundle:
+            raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
+        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        for d in dumps:
+            for why in d.problems:
+                click.echo(f"warning: {why}", err=True)
+        rounds = as_samples([d for d in dumps if d.threads])
+        hf = analyse(rounds)
+        sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
+        sys.exit(0 if rounds else EXIT_INPUT)
+    roots = list(pids)
+    folder = Path(output) if output else None
+    if bundle:
+        try:
+            roots.append(running_root(Path(bundle)))
+        except NotRunning as exc:
+            raise click.BadParameter(str(exc), param_hint="BUNDLE")
+        folder = folder or Path(bundle) / layout.STACKS_DIR
+    if not roots:
+        raise click.UsageError("give --pid PID (or the bundle of a running capture)")
+    gone = [p for p in roots if not os.path.exists(f"/proc/{p}")]
+    if gone:
+        raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
+
+    def live() -> list[int]:
+        return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
+
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
+    hf = analyse(s.samples, s.interval_s if samples > 1 else None)
+    last = s.samples[-1] if s.samples else []
+    sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
+    if folder is not None:
+        click.echo(f"kept {len(s.files)} file(s) in {folder}", err=True)
+    if not any(p.threads for p in last):
+        for p in last:
+            for why in p.problems:
+                click.echo(f"pid {p.pid}: {why}", err=True)
+        click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
+                   "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
+        sys.exit(EXIT_INPUT)
+
+
 EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
 
 
@@ -391,9 +471,17 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--full-core", is_flag=True,
               help="GPU core dumps keep GPU memory: the core is as large as the GPU memory in use (tens to "
                    "hundreds of GB)")
+@click.option("--no-agent", is_flag=True,
+              help="do not place faultkit's agent into the target's Python processes (by default each one writes "
+                   "every thread's stack at an abort and its device-memory segments, with their Python sites)")
+@click.option("--alloc-history", is_flag=True,
+              help="the agent records every tensor allocation and free (address, size, stream, Python site), not "
+                   "only segments: names the exact block a fault address was in")
 @click.option("--hang-after", default=None, metavar="DURATION",
-              help="no output from the target for this long is a hang: ask each GPU process for a core dump, "
-                   "then stop (a --timeout does the same)")
+              help="no output from the target for this long, and its stacks (sampled twice) show a stuck GPU or "
+                   "collective wait, a blocked process or a rank behind: a hang. Ask each GPU process for a core dump, "
+                   "then stop. A silent tree whose every thread waits for work is idle: it goes on")
+@click.option("--even-idle", is_flag=True, help="--hang-after stops an idle tree too")
 @click.option("--attach-workers", is_flag=True,
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
@@ -426,7 +514,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="bundle folder (default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
+def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after, even_idle, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
             pid, quiet, out, command) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
@@ -466,8 +554,9 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
                               attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
-                              coredump=not no_coredump, full_core=full_core,
-                              hang_after_s=parse_limit(hang_after, "--hang-after") if hang_after else None,
+                              coredump=not no_coredump, full_core=full_core, agent=not no_agent,
+                              alloc_history=alloc_history,
+                              hang_after_s=parse_limit(hang_after, "--hang-after") if hang_after else None, even_idle=even_idle,
                               rocprof_args=shlex.split(rocprof_args))
         console = Console(quiet)
         manifest = run_capture(opts, echo=console.message, console=console)

@@ -9,7 +9,9 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model"}
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model"}
+# The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
+AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
 
 def _module(path: Path) -> str:
@@ -45,7 +47,7 @@ GRAPH = {_module(p): _imports(p) for p in PKG.rglob("*.py")}
 def test_ingest_imports_only_the_model_layer():
     for mod, deps in GRAPH.items():
         if mod.startswith("faultkit.ingest"):
-            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER}
+            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER | AGENT_FORMAT}
             assert not bad, f"{mod} imports {bad}"
 
 
@@ -64,6 +66,14 @@ def test_analyses_open_no_file():
         text = path.read_text()
         found = [w for w in words if w in text]
         assert not found, f"{path.name} touches files: {found}"
+
+
+def test_pickles_are_read_only_through_the_restricted_unpickler():
+    # A flight record is a pickle from the machine of a hung job: plain data only (ingest/flight_recorder.py).
+    for path in PKG.rglob("*.py"):
+        text = path.read_text()
+        found = [w for w in ("pickle.load(", "pickle.loads(", "pickle.Unpickler(", "import cPickle") if w in text]
+        assert not found, f"{path.name} unpickles outside SafeUnpickler: {found}"
 
 
 def test_no_import_cycle():
@@ -101,3 +111,41 @@ def test_triage_imports_nothing_of_capture():
             bad = {d for d in deps if d.startswith("faultkit.capture")}
             assert not bad, f"{mod} imports {bad}"
     assert "faultkit.core_debugger" in GRAPH["faultkit.triage"]
+
+
+def _calls(path: Path, name: str) -> list[int]:
+    """Lines where `name(...)` or `x.name(...)` is called in a file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if called == name:
+                out.append(node.lineno)
+    return out
+
+
+def test_only_the_judge_builds_verdicts():
+    # Certainty is decided in one package (issue 22): every other module hands it claims.
+    built = {str(p.relative_to(PKG)): _calls(p, "Verdict") for p in PKG.rglob("*.py")}
+    outside = {p: lines for p, lines in built.items() if lines and not p.startswith("judge/")}
+    assert not outside, f"Verdict(...) built outside faultkit/judge: {outside}"
+    assert built["judge/decide.py"], "the walker sees no Verdict(...) in judge/decide.py: it is not looking"
+
+
+def test_analyses_hand_claims_to_the_judge_and_never_call_it():
+    for mod, deps in GRAPH.items():
+        if mod.startswith(("faultkit.analyze", "faultkit.export")):
+            assert "faultkit.judge.decide" not in deps and "faultkit.judge" not in deps, f"{mod} decides verdicts"
+        if mod.startswith("faultkit.judge"):
+            bad = {d for d in deps if d.startswith(("faultkit.analyze", "faultkit.ingest", "faultkit.capture",
+                                                    "faultkit.export", "faultkit.triage", "faultkit.bundle"))}
+            assert not bad, f"{mod} imports {bad}: the judge takes claims and faults only"
+    assert "faultkit.judge.claims" in GRAPH["faultkit.analyze.log_claims"]
+
+
+def test_the_agent_imports_nothing_of_faultkit():
+    """It runs inside the target's interpreter, loaded by file path: faultkit is not importable there."""
+    for mod, deps in GRAPH.items():
+        if mod.startswith("faultkit.agent."):
+            assert not deps, f"{mod} imports {deps}"

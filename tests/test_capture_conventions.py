@@ -215,17 +215,22 @@ def test_ctrl_c_says_what_it_does_and_a_second_one_forces_the_stop(tmp_path):
     stubborn = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('stubborn up', flush=True)\n"
                 "time.sleep(120)  # fk_two_ctrl_c\n")
-    proc = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable,
-                             "-c", stubborn], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors = tmp_path / "stderr.txt"
+    with open(errors, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable,
+                                 "-c", stubborn], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True)
     end = time.monotonic() + 30
     while time.monotonic() < end and "stubborn up" not in ((out / "server.log").read_text()
                                                            if (out / "server.log").exists() else ""):
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    time.sleep(1.0)
+    end = time.monotonic() + 30                    # what a stop collects first (stacks) comes before the steps
+    while time.monotonic() < end and "stopping: SIGINT sent" not in errors.read_text():
+        time.sleep(0.05)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    proc.wait(60)
+    stderr = errors.read_text()
     assert time.monotonic() - t0 < 4.0            # not the 5 s SIGTERM and 5 s SIGKILL deadlines
     assert proc.returncode == 130, stderr
     assert "stopping: SIGINT sent, SIGTERM in 5 s" in stderr

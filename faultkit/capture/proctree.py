@@ -49,15 +49,21 @@ def _ppid(pid: int) -> int | None:
         return None
 
 
-def descendants(root: int, adopted=None) -> list[int]:
-    """`root` and every process under it; `adopted(children)`: more roots, chosen among the map of
-    each process's children (faultkit's adopted orphans, the members of its cgroup)."""
+def children_map() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             pp = _ppid(int(name))
             if pp is not None:
                 children.setdefault(pp, []).append(int(name))
+    return children
+
+
+def descendants(root: int, adopted=None) -> list[int]:
+    """`root` and every process under it; `adopted(children)`: more roots, chosen among the map of
+    each process's children (faultkit's adopted orphans, the members of its cgroup)."""
+    children = children_map()
     out, seen, todo = [], set(), [root, *(adopted(children) if adopted else ())]
     while todo:
         pid = todo.pop()

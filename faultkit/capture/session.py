@@ -23,7 +23,9 @@ from .. import redact as redaction
 from .._signals import exit_words
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from . import coredump, facts, kmsg, watchdog
+from . import agent, coredump, facts, kmsg, watchdog
+from ..analyze.hang import GoneWorker
+from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
 from ..core_debugger import debugger_for, how_to_open, open_core
 from ..debuggers import debugger_of
@@ -35,7 +37,7 @@ from .cgroup import OwnCgroup, set_subreaper
 from .private import private_dir, private_tree
 from .launcher import (DeferredSigint, Launch, clocks, command_text, ended_by_time_or_interrupt, is_helper,
                        missing_program, port_from_command, port_listening, target_argv)
-from .proctree import TreeSampler, cmdline_of, verify_env
+from .proctree import TreeSampler, children_map as descendants_map, cmdline_of, verify_env
 
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "coredump", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
@@ -70,7 +72,10 @@ class CaptureOptions:
     attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
     coredump: bool = True                # arm the runtimes' GPU core dumps (--no-coredump)
     full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
+    agent: bool = True                   # the in-process agent in every Python process of the target (--no-agent)
+    alloc_history: bool = False          # the agent records every block, not only segments (--alloc-history)
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
+    even_idle: bool = False              # --even-idle: a silent tree whose stacks say idle is a hang too
     redact_output: bool = False          # replace secrets in the target's own output too
     force: bool = False                  # write into a folder that is not empty
     rocprof_args: list[str] = field(default_factory=list)   # --rocprof-args: passed to rocprofv3 as given
@@ -161,19 +166,24 @@ def _programs_of(pid: int, args: list[str]) -> set[str]:
     return found
 
 
-def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], "coredump.Arming | None"]:
-    """Every variable the capture gives its target, and the core-dump arming they include. What the
-    user set (--env) wins over the backends' defaults and the arming; the marker goes to every
-    process of the tree. Add a new kind of variable for the target here."""
+def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], "coredump.Arming | None", dict]:
+    """Every variable the capture gives its target, the core-dump arming and the agent's variables
+    among them. What the user set (--env) wins over the backends' defaults, the arming and the flight
+    recorder; the agent's own win; the marker goes to every process of the tree. Add a new kind of
+    variable for the target here."""
     env = {**(RUNTIME_LOG_ENV if opts.backend == "runtime-log" else {}), **opts.env}
     arming = None
     if opts.coredump and opts.pid is None:
         arming = coredump.arm(opts.out, opts.full_core, facts.rocm_version_text(), env,
                               (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
         env = {**arming.env, **env}
+    agent_vars = agent.agent_env(opts.out, opts.alloc_history, env) if opts.agent and opts.pid is None else {}
+    env = {**env, **agent_vars}
+    if opts.pid is None:
+        env = {**flight_recorder_env(opts.out), **env}     # what the user set wins
     env[watchdog.MARKER] = token            # every process of the tree carries it, daemons that setsid too
     env[layout.BUNDLE_ENV] = str(opts.out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
-    return env, arming
+    return env, arming, agent_vars
 
 
 def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
@@ -198,7 +208,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     except OSError as exc:
         raise CaptureError(f"-o {out}: not usable as a bundle folder ({exc.strerror or exc})")
     token = secrets.token_hex(8)
-    env, arming = target_variables(opts, token)
+    env, arming, agent_vars = target_variables(opts, token)
     for w in arming.warnings if arming else ():
         echo(f"WARNING: {w}")
     group, group_why = OwnCgroup.create(token) if opts.pid is None else (None, "--pid: not faultkit's to hold")
@@ -222,6 +232,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     subreaper = set_subreaper(True)    # orphans of the tree come back to faultkit, not to init
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
+    (out / layout.COLLECTIVES_DIR).mkdir(exist_ok=True)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
     manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": _shown_command(opts.command, opts.redact),
                       "backend": opts.backend,
@@ -255,6 +266,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     sampler = None
     result: dict = {}
     me = os.getpid()
+    # Children faultkit's caller had before the capture are the caller's, never adopted orphans.
+    before_children = set(descendants_map().get(me, ()))
 
     def adopted(children: dict[int, list[int]]) -> set[int]:
         """The tree's processes that are no longer under its root: the cgroup's members, and
@@ -262,7 +275,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         its own helpers); exited orphans are reaped here, being faultkit's children now."""
         found = set(group.pids()) if group else set()
         for pid in children.get(me, ()):
-            if pid in (guard.proc.pid, backend.root_pid) or is_helper(pid):
+            if pid in (guard.proc.pid, backend.root_pid) or pid in before_children or is_helper(pid):
                 continue
             try:
                 if os.waitpid(pid, os.WNOHANG)[0]:
@@ -272,11 +285,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             found.add(pid)
         return found
 
+    hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
         manifest["root_pid"] = backend.root_pid
+        _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
         start = time.monotonic()
+        idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
         status_at = 0.0                   # when the status line was last drawn
         while ended_by is None:
             sampler.sample()
@@ -284,11 +300,23 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
-            silent = time.monotonic() - backend.output.last_output
+            silent = time.monotonic() - max(backend.output.last_output, idle_at)
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
-                ended_by = "hang"
+                # Silence is a hang only where the stacks show one: an idle server is let run.
+                if hang.confirm(lambda: _live(sampler), gone=_gone(sampler)):
+                    ended_by = "hang"
+                else:
+                    idle_at = time.monotonic()
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
+        if agent_vars and ended_by in ("timeout", "hang", "interrupted"):
+            # Every Python thread's stack of each live process, before anything stops it.
+            manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
+                                                                  if os.path.exists(f"/proc/{r.pid}")])
+        if ended_by == "timeout":        # stacks before anything is stopped (a hang was sampled already)
+            hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
+        if hang.findings:
+            manifest["hang_check"] = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted") and not sigint.forced.is_set():
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
@@ -331,7 +359,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
-                  and k != watchdog.MARKER}
+                  and k != watchdog.MARKER and k not in agent_vars}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         if opts.pid is not None and exit_code is None and ended_by == "target-exit" \
@@ -345,6 +373,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         ours, others = follower.faults.count({r.pid for r in records})
         manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem,
                                       faults_of_capture=ours, faults_elsewhere=others)
+        manifest["agent"] = ({"enabled": True, "mode": agent_vars[agent.files.ENV_MODE],
+                              "processes": agent.processes(out)} if agent_vars else
+                             {"enabled": False, "note": "--no-agent" if not opts.agent else "a running server (--pid)"})
         if arming:
             manifest["cores"] = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
@@ -393,6 +424,15 @@ def _launch_of(backend) -> Launch | None:
     while t is not None and not isinstance(t, Launch):
         t = getattr(t, "target", None)
     return t
+
+
+def _live(sampler: TreeSampler) -> list[int]:
+    return [r.pid for r in sampler.records() if os.path.exists(f"/proc/{r.pid}")]
+
+
+def _gone(sampler: TreeSampler) -> list[GoneWorker]:
+    return [GoneWorker(r.pid, r.ppid, " ".join(r.cmdline)) for r in sampler.records()
+            if r.gpu and not os.path.exists(f"/proc/{r.pid}")]
 
 
 def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) -> str:

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
-from ..analyze.trace_verdict import label
+from ..analyze.trace_claims import label
 from ..durations import relative
+from . import black_box
 from .last_moments import last_moments_svg
 from ..codes import status_meaning, status_name
 from ..model import hex_or_none
@@ -50,8 +51,10 @@ def to_json(inc: Incident) -> dict:
                        for w in inc.runtime.waves],
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "trace": inc.traces.to_json() if inc.traces else None,
+        "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
+        "hang": inc.hang.to_json() if inc.hang else None,
         "queue_analysis": queue_analysis(inc),
         "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
                              "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
@@ -97,26 +100,40 @@ def _incidents_section(inc: Incident) -> Section:
 
 
 def decisive_finding(inc: Incident) -> str | None:
-    """The one fact that most narrows the search, said first: where the address lies, else what was in
-    flight at the fault, else the debugger's or sanitizer's stop."""
+    """The one fact that most narrows the search, said first: the agent's map of the faulting process,
+    else where the trace's allocations place the address, else the claim the verdict ranks first (what
+    was in flight at the fault, a debugger's or sanitizer's stop)."""
+    if inc.black_box is not None and inc.black_box.finding():
+        return inc.black_box.finding()              # the agent's map of the faulting process itself
     t = inc.traces
     if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
         return t.address.text
-    at = t.time.on(t.trace.clock) if t is not None else None
-    if t is not None and t.suspects:
-        x = t.suspects[0]
-        when = f", started at {relative(x.start - at)}" if x.start is not None and at is not None else ""
-        return f"{label(x)} was in flight at the fault{when} ({x.why})"
-    if inc.verdict and inc.verdict.level == "certain" and inc.verdict.candidates:
-        return inc.verdict.candidates[0].why.split(";")[0]
+    v = inc.verdict
+    if v is None or not v.candidates or not v.candidates[0].claims:
+        return None
+    claim = v.claims[v.candidates[0].claims[0]]
+    if claim.basis.kind.startswith("trace-"):
+        at = t.time.on(t.trace.clock) if t is not None else None
+        start = claim.ids.time_ns
+        when = f", started at {relative(start - at)}" if start is not None and at is not None else ""
+        return f"{claim.kernel} was in flight at the fault{when} ({'; '.join([claim.why.split(';')[0], *claim.notes])})"
+    if v.level == "certain":
+        return claim.why.split(";")[0]
     return None
+
+
+def _evidence(v, c) -> str:
+    """What each claim behind a candidate is and the level it was allowed."""
+    return "; ".join(f"{v.claims[i].basis.producer} {v.claims[i].basis.kind}: {v.claims[i].level}"
+                     for i in c.claims) if c.claims else ""
 
 
 def sections(inc: Incident) -> list[Section]:
     """The report's sections in reading order; a builder returns None where it has nothing to say."""
     built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
              _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
-             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _cores_section(inc),
+             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _hang_section(inc), _cores_section(inc),
+             Section(**parts) if (parts := black_box.section_parts(inc)) else None,
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
@@ -136,8 +153,9 @@ def _verdict_section(inc: Incident) -> Section:
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:
-        s.table = (["#", "candidate kernel", "score", "why"],
-                   [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
+        s.table = (["#", "candidate kernel", "score", "evidence: level allowed", "why"],
+                   [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", _evidence(v, c), c.why]
+                    for i, c in enumerate(v.candidates)])
     return s
 
 
@@ -298,6 +316,24 @@ def _capture_section(m: dict | None) -> Section | None:
     return s
 
 
+def _hang_section(inc: Incident) -> Section | None:
+    """The stacks a capture sampled at its hang or timeout, and which rank is behind."""
+    h = inc.hang
+    if h is None:
+        return None
+    s = Section("Hang analysis")
+    s.paragraphs.append(f"**{h.state}**" + (f" ({h.level})" if h.level else "") + f": {h.summary}")
+    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
+    if h.processes:
+        s.table = (["process", "state", "threads waiting (what on, where)"],
+                   [[p.label, p.state, "; ".join(f"{t.label}: {t.wait.on}" + (f" at {t.wait.where.where}"
+                                                                              if t.wait.where else "")
+                                                 + (" STUCK" if t.stuck else "")
+                                                 for t in p.threads if not t.wait.background)]
+                    for p in h.processes])
+    return s
+
+
 def _cores_section(inc: Incident) -> Section | None:
     lines = [n for n in inc.runtime.notes if n.kind == "gpu-core-dump"]
     armed = (inc.capture or {}).get("coredump") or {}
@@ -322,7 +358,8 @@ def _cores_section(inc: Incident) -> Section | None:
     if armed.get("cuda"):
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
                             "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
-                            "never appear and in-process handlers do not run.")
+                            "never appear; atexit and Python-level signal handlers do not run, while faulthandler's "
+                            "C-level handler (the agent's) still writes every thread's Python stack.")
     for note in armed.get("notes") or []:
         if "NOT armed" in note:
             s.bullets.append(note)
