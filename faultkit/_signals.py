@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import signal
 
+# Signals a debugger stops on as a fault, and what each means when a GPU wave raised it (ROCm
+# reports its memory violations, address errors, illegal instructions and traps as these).
+FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGABRT": "gpu-trap",
+                 "SIGILL": "gpu-illegal-instruction", "SIGFPE": "gpu-arithmetic-exception"}
+
 
 def exit_words(code: int | None) -> str:
     if code is None:
@@ -21,15 +26,21 @@ def exit_words(code: int | None) -> str:
     return f"exit {code}"
 
 
+EXIT_TIMEOUT = 124          # timeout(1)'s status for a limit that ran out
+
+
 def capture_exit_status(manifest: dict) -> int:
     """What `faultkit capture` exits with for this bundle, like a shell: the target's exit status,
-    128+N for a signal; an interrupted capture 128+signal. Also what `faultkit show` reports."""
+    128+N for a signal; an interrupted capture 128+signal; a capture whose --timeout or --hang-after
+    ran out 124, like timeout(1). Also what `faultkit show` reports."""
     if manifest.get("ended_by") == "interrupted":
         try:
             sig = signal.Signals[str(manifest.get("interrupted_by") or "SIGINT")]
         except KeyError:                       # a manifest edited by hand, or another platform's name
             sig = signal.SIGINT
         return 128 + int(sig)
+    if manifest.get("ended_by") in ("timeout", "hang"):
+        return EXIT_TIMEOUT
     code = manifest.get("exit_code")
     if not isinstance(code, int) or isinstance(code, bool):
         return 0

@@ -332,6 +332,17 @@ def parse_duration(text: str) -> float:
     return value
 
 
+def parse_limit(text: str, flag: str) -> float | None:
+    """A time limit: a duration, or `none` for no limit; 0 is refused (it would end at once)."""
+    if text.strip().lower() in ("none", "inf", "infinity"):
+        return None
+    value = parse_duration(text)
+    if value == 0:
+        raise click.BadParameter(f"{text!r}: 0 would end at once; give a duration, or 'none' for no limit",
+                                 param_hint=flag)
+    return value
+
+
 def parse_regex(text: str | None, flag: str) -> str | None:
     if text is None:
         return None
@@ -613,7 +624,9 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
                    f"(listed in its pack-manifest.json)", err=True)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+# Options end at COMMAND's first word (or at `--`): everything after it is COMMAND's. An unknown
+# option before it is a usage error, never taken as the command.
+@main.command(context_settings={"allow_interspersed_args": False})
 @click.option("--with", "backend", default="none", show_default=True,
               type=click.Choice(["none", "coredump", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3",
                                  "sanitizer"]),
@@ -653,7 +666,8 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="set for the target; verified in /proc")
 @click.option("--port", type=click.IntRange(1, 65535), help="refuse to start if this port is already listening")
 @click.option("--allow-running", is_flag=True, help="start even if the same server seems to be running")
-@click.option("--timeout", default="2h", show_default=True, metavar="DURATION", help="end the capture after this")
+@click.option("--timeout", default="2h", show_default=True, metavar="DURATION|none",
+              help="end the capture after this (exit 124, like timeout(1)); none: no limit")
 @click.option("--no-redact", is_flag=True,
               help="keep secrets (variables, flags and values shaped like tokens or URL passwords) in the process "
                    "records and the manifest (debugger transcripts are redacted always)")
@@ -694,23 +708,30 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         raise click.UsageError(f"-o {out}: {exc}") from None
     if bool(command) == (pid is not None):
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
+    if command and command[0].startswith("-"):
+        raise click.UsageError(f"No such option '{command[0]}' (COMMAND cannot start with '-'; to run a program "
+                               f"named so, give its path: ./{command[0]})")
     if pid is not None:
         from .capture.proctree import cmdline_of
-        command = ("pid", str(pid), *(cmdline_of(pid) or []))
+        command = (shlex.join(("pid", str(pid), *(cmdline_of(pid) or []))),)
     try:
-        opts = CaptureOptions(command=shlex.join(command), pid=pid, out=Path(out), backend=backend, env=parse_env(env_pairs, "--env"),
-                              port=port, allow_running=allow_running, timeout_s=parse_duration(timeout),
+        opts = CaptureOptions(command=list(command), pid=pid, out=Path(out), backend=backend,
+                              env=parse_env(env_pairs, "--env"),
+                              port=port, allow_running=allow_running, timeout_s=parse_limit(timeout, "--timeout"),
                               redact=not no_redact, redact_output=redact_output, force=force, attach_workers=attach_workers,
                               attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
                               coredump=not no_coredump, full_core=full_core, agent=not no_agent,
                               alloc_history=alloc_history,
-                              hang_after_s=parse_duration(hang_after) if hang_after else None, even_idle=even_idle,
+                              hang_after_s=parse_limit(hang_after, "--hang-after") if hang_after else None, even_idle=even_idle,
                               rocprof_args=shlex.split(rocprof_args))
         console = Console(quiet)
         manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:
+        if exc.status in (126, 127):                # refused like a shell: one line, its status
+            click.echo(f"faultkit capture: {exc}", err=True)
+            sys.exit(exc.status)
         raise click.ClickException(str(exc))
     if quiet:
         sys.exit(capture_status(manifest))
@@ -721,6 +742,11 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
                    err=True)
     v = run_triage([out]).verdict
     click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
+    if manifest["kernel_log"].get("problem"):
+        click.echo(f"kernel log: missing: {manifest['kernel_log']['problem']}", err=True)
+    if manifest.get("live_output_dropped_bytes"):
+        click.echo(f"live output: {manifest['live_output_dropped_bytes']:,} bytes not shown (what faultkit's output "
+                   f"goes to did not keep up); {out}/server.log has all of it", err=True)
     click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
                + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
     click.echo(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace",
@@ -728,8 +754,12 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
     sys.exit(capture_status(manifest))
 
 
+from ._signals import EXIT_TIMEOUT  # noqa: E402,F401 - one owner: the capture status rule
+
+
 def capture_status(manifest: dict) -> int:
-    """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal."""
+    """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal;
+    a capture whose --timeout or --hang-after ran out 124, like timeout(1)."""
     from ._signals import capture_exit_status
     return capture_exit_status(manifest)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import layout
+from ._signals import capture_exit_status
 from .analyze.job import CONSEQUENCE_XIDS, JobVerdict, NodeEvent, NodeEvidence, decide
 from .ingest.markers import PEER_LOSS, markers_in
 from .launch_env import Launch
@@ -135,12 +136,13 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
             if wall is not None and str(pl.origin) not in seen:
                 node.events.append(NodeEvent(wall, "peer-loss", False, pl.text, str(pl.origin)))
     end = m.get("end") if isinstance(m.get("end"), dict) else {}
-    code = m.get("exit_code")
-    if isinstance(code, int) and code > 128 and isinstance(end.get("wall"), (int, float)) \
-            and not any(e.cause for e in node.events):
-        # a death by signal with nothing earlier to show it: the capture saw it at its end
-        node.events.append(NodeEvent(float(end["wall"]), f"killed by signal {code - 128}", True,
-                                     str(m.get("exit") or f"exit {code}"), f"{path}/{layout.MANIFEST}"))
+    status = capture_exit_status(m)
+    if status > 128 and m.get("ended_by") not in ("interrupted", "timeout", "hang") \
+            and isinstance(end.get("wall"), (int, float)) and not any(e.cause for e in node.events):
+        # a death by signal with nothing earlier to show it (the kernel rate-limits its segfault
+        # lines): the capture saw it at its end
+        node.events.append(NodeEvent(float(end["wall"]), f"killed by signal {status - 128}", True,
+                                     str(m.get("exit") or f"exit {status}"), f"{path}/{layout.MANIFEST}"))
     return node, problems
 
 

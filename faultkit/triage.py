@@ -22,7 +22,7 @@ from .analyze.hang import analyse as analyse_hang, counted_running, hang_claims
 from .analyze.running import core_claims, running_claims, running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
-from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
+from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
 from .ingest.debugger import parse_debugger

@@ -255,3 +255,31 @@ def test_capture_pid_attaches_a_debugger_to_a_running_server(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+ENDINGS = {"abort": ("#include <stdlib.h>\nint main(void){ abort(); }\n", 134, -6),
+           "segv": ("int main(void){ *(volatile int *)0x10 = 1; return 0; }\n", 139, -11),
+           "exit3": ("int main(void){ return 3; }\n", 3, 3)}
+
+
+@needs_gdb
+@pytest.mark.parametrize("name", sorted(ENDINGS))
+def test_launch_mode_exits_with_the_targets_status(tmp_path, name):
+    """#21 A2: under gdb a crash exits 128+N for the signal the debugger stopped on (the same abort
+    without gdb gives 134), and a normal end the program's own code; the manifest says it too."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    src, status, code = ENDINGS[name]
+    (tmp_path / "p.c").write_text(src)
+    exe = tmp_path / f"fk_end_{name}"
+    subprocess.run(["gcc", "-O0", "-o", str(exe), str(tmp_path / "p.c")], check=True)
+    bare = subprocess.run([str(exe)]).returncode
+    assert (128 - bare if bare < 0 else bare) == status          # what the program does without faultkit
+    out = tmp_path / "b"
+    res = run("--with", "gdb", "--timeout", "60s", "-o", str(out), "--", str(exe))
+    assert res.exit_code == status, res.output
+    m = manifest(out)
+    assert m["exit_code"] == code
+    assert m["ended_by"] == ("target-exit" if code >= 0 else "debugger-stop")
+    if code < 0:
+        assert ("SIGABRT" if name == "abort" else "SIGSEGV") in m["exit"]

@@ -409,6 +409,7 @@ def test_the_status_line_counts_cores_not_the_drivers_pipes(tmp_path):
     """Seen live on the H200: the CUDA driver makes a user-triggered FIFO per GPU process at start,
     and the status line counted them as cores before anything faulted."""
     from types import SimpleNamespace
+    from faultkit.capture.kmsg import FaultCounter
     from faultkit.capture.session import _status
     cores = tmp_path / "cores"
     cores.mkdir()
@@ -416,8 +417,8 @@ def test_the_status_line_counts_cores_not_the_drivers_pipes(tmp_path):
         os.mkfifo(cores / f"pipe.vm.{pid}")
     (cores / "cuda.vm.476.txt").write_text("transcript")
     line = _status(3.0, SimpleNamespace(records=lambda: []), SimpleNamespace(debuggers=0),
-                   SimpleNamespace(faults=0), tmp_path)
+                   SimpleNamespace(faults=FaultCounter()), tmp_path)
     assert "0 core(s)" in line
     (cores / "cuda.vm.476.1796092043").write_bytes(b"\x7fELF")
     assert "1 core(s)" in _status(3.0, SimpleNamespace(records=lambda: []), SimpleNamespace(debuggers=0),
-                                  SimpleNamespace(faults=0), tmp_path)
+                                  SimpleNamespace(faults=FaultCounter()), tmp_path)

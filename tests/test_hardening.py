@@ -174,8 +174,10 @@ def test_capture_refuses_a_non_empty_folder_and_a_concurrent_capture(tmp_path):
     (out / "notes.txt").write_text("mine")
     res = CliRunner().invoke(main, ["capture", "-o", str(out), "--", "true"])
     assert res.exit_code == 1 and "not empty" in res.output and (out / "notes.txt").read_text() == "mine"
+    # A command of this run alone: the same-command guard refuses one that another run on the machine runs now.
     first = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(tmp_path / "c"), "--",
-                              "sleep", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              sys.executable, "-c", "import time; time.sleep(5)", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         import time
         end = time.monotonic() + 20
@@ -207,7 +209,7 @@ def test_stale_server_on_ipv6_loopback_is_seen(tmp_path):
 def test_output_without_newlines_is_drained_bounded(tmp_path):
     """200 MB on one line: written as it comes, the line stamped in pieces, faultkit's memory bounded."""
     code = ("import resource, sys; from faultkit.cli import main; sys.argv = ['faultkit', 'capture', '--no-coredump', "
-            f"'-o', '{tmp_path / 'b'}', '--', 'sh', '-c', 'head -c 200000000 /dev/zero | tr \"\\\\\\\\0\" a']; "
+            f"'-o', '{tmp_path / 'b'}', '--', 'sh', '-c', 'head -c 200000000 /dev/zero | tr \"\\\\\\\\0\" a # {tmp_path}']; "
             "import atexit; atexit.register(lambda: print('RSS_MB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)); "
             "main()")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .._signals import FAULT_SIGNALS
 from ..codes import MEMORY_OPS
 from ..judge.claims import Basis, Claim, Identities
 from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
 
-FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGILL": "gpu-illegal-instruction",
-                 "SIGFPE": "gpu-arithmetic-exception", "SIGABRT": "gpu-trap"}
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
     "SIGBUS": "a wave used an address outside the GPU's virtual address range (ADDRESS_ERROR / APERTURE_VIOLATION)",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import threading
 import time
@@ -17,8 +16,9 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import layout
-from .gdb_driver import GdbDriver
-from .launcher import Launch, LineTee
+from ..debuggers import flavor_of
+from .gdb_driver import GdbDriver, exit_status, signal_number
+from .launcher import Launch, LineTee, helper_env, target_argv, target_env
 from .proctree import TreeSampler, cmdline_of
 
 AMD_DEBUG_ENV = {"HSA_ENABLE_DEBUG": "1"}
@@ -68,10 +68,10 @@ class FaultGrace:
 class PlainBackend:
     """The command as given (`none`, `runtime-log`) or behind a wrapper (`sanitizer`, `rocprofv3`)."""
 
-    def __init__(self, command: str, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None,
-                 core_limit: int | None = None):
-        wrapped = shlex.join(prefix) + " " + command if prefix else command
-        self.target = Launch(wrapped, out, layout.SERVER, env, core_limit)
+    def __init__(self, command, out: Path, env: dict[str, str], grace_s: float, prefix: list[str] | None = None,
+                 core_limit: int | None = None, cgroup_procs: str | None = None):
+        wrapped = [*prefix, *target_argv(command)] if prefix else command
+        self.target = Launch(wrapped, out, layout.SERVER, env, core_limit, cgroup_procs)
         self.grace = FaultGrace(grace_s)
 
     def start(self) -> None:
@@ -105,18 +105,22 @@ class PlainBackend:
 
 
 class DebugLaunchBackend:
-    """`gdb --args /bin/sh -c 'exec CMD'` following forks and execs, so spawned workers are debugged
-    too; the program's output goes to its own pty and is stamped like any server log."""
+    """`gdb --args PROGRAM ARGS` (`/bin/sh -c LINE` only for shell syntax) following forks and
+    execs, so spawned workers are debugged too; the program's output goes to its own pty and is
+    stamped like any server log."""
 
-    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float):
-        self.out, self.command = out, command
-        full_env = {**os.environ, **env}
+    def __init__(self, binary: str, command, out: Path, env: dict[str, str], command_deadline: float):
+        self.out, self.argv = out, target_argv(command)
+        full_env = target_env(env)
         self.driver = GdbDriver(binary, out / layout.debugger_transcript(), full_env, command_deadline)
         self.tee = LineTee(out, layout.SERVER)
         self._stream = None
         self._slave: int | None = None
         self.ended: str | None = None
         self.follows_forks = self.driver.flavor != "cuda-gdb"
+        self.exit_code: int | None = None     # the program's own status, or -N for the signal it stopped on
+        self.stop_signal: str | None = None
+        self._inferior = 1                    # gdb's current inferior (1: the launched program)
 
     def start(self) -> None:
         master, self._slave = os.openpty()
@@ -124,7 +128,7 @@ class DebugLaunchBackend:
         self._stream = os.fdopen(master, "rb", buffering=0)
         self._reader = threading.Thread(target=self.tee.run, args=(self._stream,), daemon=True)
         self._reader.start()
-        if not self.driver.start(["--args", "/bin/sh", "-c", "exec " + self.command]):
+        if not self.driver.start(["--args", *self.argv]):
             return
         # cuda-gdb forks its own debug agent (NvDebugAgent) out of the program: following forks
         # made it follow that agent and hang on the H200, so it follows only the first process;
@@ -158,9 +162,16 @@ class DebugLaunchBackend:
             return "debugger-hung"
         if seen is None:
             return None
+        code = exit_status(seen.text, self._inferior)
+        if code is not None:
+            self.exit_code = code
         if seen.kind == "fault":
             self.driver.harvest()
             self.ended = "debugger-stop"
+            # Killed in the debugger, the program never ends by itself: its status is the signal it
+            # stopped on, as it would have been without the debugger (a shell's 128+N).
+            self.stop_signal = seen.signal
+            self.exit_code = -signal_number(seen.signal)
             return self.ended
         if seen.kind == "exited":
             live = self.driver.live_inferior()
@@ -168,6 +179,7 @@ class DebugLaunchBackend:
                 self.ended = "target-exit"
                 return self.ended
             self.driver.command(f"inferior {live}")
+            self._inferior = live
         self.driver.resume("continue")
         return None
 
@@ -179,10 +191,13 @@ class DebugLaunchBackend:
             os.close(self._slave)
             self._reader.join(timeout=5)
             self._stream.close()
-        exit_text = {"debugger-stop": "stopped in the debugger at the fault, then killed with it",
-                     "target-exit": "exited under the debugger (its log has how)"}.get(self.ended)
+        exit_text = None
+        if self.ended == "debugger-stop":
+            exit_text = f"stopped in the debugger at {self.stop_signal or 'the fault'}, then killed with it"
+        elif self.ended == "target-exit" and self.exit_code is None:
+            exit_text = "exited under the debugger (its transcript has how)"
         return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks}],
-                "exit": exit_text}
+                "exit": exit_text, "exit_code": self.exit_code}
 
 
 class DebugAttachBackend:
@@ -192,19 +207,21 @@ class DebugAttachBackend:
     those whose command line matches `match`. Attaching per worker avoids following fork/exec,
     which crashed cuda-gdb on the H200, and keeps one worker's stop from freezing the launcher."""
 
-    def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], command_deadline: float,
+    def __init__(self, binary: str, command, out: Path, env: dict[str, str], command_deadline: float,
                  grace_s: float, match: str | None = None, delay_s: float = 0.0, core_limit: int | None = None,
-                 target=None):
+                 target=None, cgroup_procs: str | None = None):
         self.binary, self.out = binary, out
         self.delay_s = delay_s
         self.match = re.compile(match) if match else None
-        extra = AMD_DEBUG_ENV if "cuda" not in os.path.basename(binary) else {}
+        extra = AMD_DEBUG_ENV if flavor_of(binary) != "cuda-gdb" else {}
         # `target`: a server that already runs (capture --pid): its root may be the GPU process itself.
         self.attach_root = target is not None
-        self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit)
+        self.target = target or PlainBackend(command, out, {**extra, **env}, grace_s, core_limit=core_limit,
+                                             cgroup_procs=cgroup_procs)
         self.command_deadline = command_deadline
         self.sessions: dict[int, _AttachSession] = {}
         self.skipped: dict[int, str] = {}
+        self.ended: str | None = None
 
     def start(self) -> None:
         self.target.start()
@@ -247,7 +264,8 @@ class DebugAttachBackend:
             self.sessions[rec.pid] = s
             s.start()
         if any(s.fault.is_set() for s in self.sessions.values()):
-            return "debugger-stop"
+            self.ended = "debugger-stop"
+            return self.ended
         return self.target.step(sampler)
 
     def _not_a_worker(self, rec, records) -> str | None:
@@ -268,20 +286,29 @@ class DebugAttachBackend:
 
     def stop(self) -> dict:
         records = [s.close() for s in self.sessions.values()]
-        return {**self.target.stop(), "debuggers": records,
-                "not_attached": [{"pid": p, "why": w} for p, w in sorted(self.skipped.items())][:200]}
+        result = {**self.target.stop(), "debuggers": records,
+                  "not_attached": [{"pid": p, "why": w} for p, w in sorted(self.skipped.items())][:200]}
+        faulted = [s for s in self.sessions.values() if s.fault.is_set()]
+        if self.ended == "debugger-stop" and faulted:
+            # The capture ended at the worker's fault: its signal is the status (the launcher's own
+            # is only how it took the stop that followed).
+            s = faulted[0]
+            result.update(exit_code=-signal_number(s.signal), launcher_exit_code=result.get("exit_code"),
+                          exit=f"pid {s.pid} stopped in the debugger at {s.signal or 'a fault'}, then killed with it")
+        return result
 
 
 class _AttachSession:
     def __init__(self, binary: str, pid: int, transcript: Path, command_deadline: float):
         self.pid = pid
-        self.driver = GdbDriver(binary, transcript, None, command_deadline)
+        self.driver = GdbDriver(binary, transcript, helper_env(), command_deadline)
         self.fault = threading.Event()
         self.attached = threading.Event()     # set once attached, or once attaching has failed
         self.done = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.outcome = "attaching"
+        self.signal: str | None = None        # what the fault stop was on
 
     def start(self) -> None:
         self._thread.start()
@@ -309,6 +336,7 @@ class _AttachSession:
                 if seen is None:
                     continue
                 if seen.kind == "fault":
+                    self.signal = seen.signal
                     d.harvest()
                     self.outcome = "fault stop" + (" on a GPU thread" if seen.gpu else " on a host thread")
                     self.fault.set()

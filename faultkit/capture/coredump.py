@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout
+from ..debuggers import flavor_of
 
 LIGHT_CUDA_FLAGS = ("skip_nonrelocated_elf_images,skip_global_memory,skip_shared_memory,skip_local_memory,"
                     "skip_constbank_memory")     # never skip_abort: the H200 then ignored the illegal access
@@ -97,7 +98,7 @@ def arm(out: Path, full: bool = False, rocm: str | None = None, target_env: dict
         a.notes.append("ROCm: GPU core dump NOT armed: rocr-debug-agent is loaded (HSA_TOOLS_LIB) and before "
                        "rocm-systems PR 6811 the two conflict ('Failed to enable debug interface' / 'GPU core dump "
                        "failed'); faultkit kept the debug agent")
-    elif debugger and "cuda" not in os.path.basename(debugger):
+    elif debugger and flavor_of(debugger) != "cuda-gdb":
         a.notes.append(f"ROCm: GPU core dump NOT armed: {os.path.basename(debugger)} is attached and handles the "
                        f"exception itself (a runtime dump under a debugger fails before PR 6811)")
     else:

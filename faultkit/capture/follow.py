@@ -31,6 +31,7 @@ class FollowBackend:
         self._threads: list[threading.Thread] = []
         self._pipe: tuple[int, int] | None = None
         self.grace = FaultGrace(grace_s)
+        self.status: int | None = None     # the followed server's wait status, where it could be read
 
     def start(self) -> None:
         for fd in (1, 2):
@@ -87,7 +88,10 @@ class FollowBackend:
         return 0
 
     def step(self, sampler: TreeSampler) -> str | None:
-        if not _alive(self.pid):
+        state, status = _state(self.pid)
+        if state != "alive":
+            if status is not None:
+                self.status = status       # read from /proc while it was a zombie, before its parent reaped it
             return "target-exit"
         return self.grace.step(self.tee)
 
@@ -99,14 +103,28 @@ class FollowBackend:
         if self._pipe is not None:
             os.close(self._pipe[1])
             self._threads[0].join(timeout=5)
-        return {"exit_code": None, "stopped_with": [], "exit": "exit status unknown (not faultkit's child)",
-                "followed": {"pid": self.pid, "files": self.files, "unreadable": self.unreadable,
-                             "note": "not faultkit's child: its exit status cannot be read"}}
+        code = None
+        if self.status is not None:
+            code = os.waitstatus_to_exitcode(self.status)
+        followed = {"pid": self.pid, "files": self.files, "unreadable": self.unreadable,
+                    "status_from": "/proc (zombie)" if code is not None else None}
+        if code is None:
+            followed["note"] = ("not faultkit's child: its exit status could not be read (its parent reaped it "
+                                "first); the kernel log and cores may still show how it ended")
+        return {"exit_code": code, "stopped_with": [], "followed": followed,
+                "exit": None if code is not None else "exit status unknown (not faultkit's child)"}
 
 
-def _alive(pid: int) -> bool:
+def _state(pid: int) -> tuple[str, int | None]:
+    """('alive'|'zombie'|'gone', the wait status a zombie holds, field 52 of its stat (Linux 3.5+))."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+            fields = fh.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return "gone", None
+    if fields[0] not in (b"Z", b"X"):
+        return "alive", None
+    try:
+        return "zombie", int(fields[49])
+    except (IndexError, ValueError):
+        return "zombie", None

@@ -18,10 +18,11 @@ from pathlib import Path
 import pexpect
 
 from .. import redact as redaction
+from .._signals import FAULT_SIGNALS
+from ..debuggers import TABLE, flavor_of
 from ..ingest.debugger import parse_debugger
 
 PROMPT = re.compile(rb"\((?:gdb|cuda-gdb|rocgdb)\) $")
-FAULT_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE")
 QUIET_SIGNALS = "SIGPIPE SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGWINCH SIGPROF SIGURG"
 
 COMMON = ["set pagination off", "set confirm off", "set width 0", "set height 0", "set breakpoint pending on",
@@ -31,27 +32,6 @@ MULTI_PROCESS = ["set detach-on-fork off", "set follow-fork-mode parent", "set f
                  "set schedule-multiple on"]
 PRECISE = ["set amdgpu precise-memory on", "show amdgpu precise-memory"]
 
-# What a stop is worth recording, bounded: thousands of waves make `thread apply all bt full` huge.
-HARVEST = {
-    "rocgdb": ["info inferiors", "info agents", "info queues", "info dispatches -full", "info dispatches",
-               "show amdgpu precise-memory", "info threads", "bt full 12", "x/24i $pc-64", "info registers",
-               "info sharedlibrary", "thread apply all bt 24"],
-    "cuda-gdb": ["info inferiors", "info cuda kernels", "info cuda devices", "bt full 12", "x/12i $errorpc-64",
-                 "x/4i $pc", "info threads", "info sharedlibrary", "thread apply all bt 24"],
-    "gdb": ["info inferiors", "info threads", "bt full 12", "x/12i $pc-32", "info registers", "info sharedlibrary",
-            "thread apply all bt 24", "info dispatches"],
-}
-
-
-def flavor_of(binary: str) -> str:
-    name = os.path.basename(binary)
-    if "cuda-gdb" in name:
-        return "cuda-gdb"
-    if "rocgdb" in name:
-        return "rocgdb"
-    return "gdb"
-
-
 @dataclass
 class StopSeen:
     """What the last prompt brought: a fault stop, an exit, or something to continue past."""
@@ -59,6 +39,7 @@ class StopSeen:
     text: str
     gpu: bool = False
     pids_exited: list[int] = field(default_factory=list)
+    signal: str | None = None        # the signal (or CUDA exception) a fault stop was on
 
 
 class RedactingLog:
@@ -206,7 +187,7 @@ class GdbDriver:
             self.child.sendintr()
 
     def harvest(self) -> None:
-        for c in HARVEST[self.flavor]:
+        for c in TABLE[self.flavor].harvest:
             if self.command(c) is None:
                 break
 
@@ -257,8 +238,35 @@ def classify(output: str) -> StopSeen:
     faults = [s for s in log.stops if s.kind == "cuda-exception"
               or (s.kind in ("signal", "catchpoint", "core") and s.signal in FAULT_SIGNALS)]
     if faults:
-        return StopSeen("fault", output, gpu=any(s.gpu is not None or s.kind == "cuda-exception" for s in faults))
+        return StopSeen("fault", output, gpu=any(s.gpu is not None or s.kind == "cuda-exception" for s in faults),
+                        signal=faults[0].signal)
     exited = [int(e.fields["pid"]) for e in log.events if e.kind == "inferior-exit" and "pid" in e.fields]
     if exited or re.search(r"\[Inferior \d+ \(process \d+\) exited|The program is not being run", output):
         return StopSeen("exited", output, pids_exited=exited)
     return StopSeen("other", output)
+
+
+ROOT_EXIT = re.compile(r"\[Inferior 1 \(process \d+\) exited (?:normally|with code (?P<code>[0-7]+))\]")
+TERMINATED = re.compile(r"Program terminated with signal (?P<sig>SIG[A-Z0-9]+)")
+
+
+def exit_status(output: str, current_inferior: int) -> int | None:
+    """The launched program's (inferior 1's) exit status in a stop's output, as Popen gives it
+    (negative: the signal), or None when the output does not say. gdb prints the code in octal;
+    'Program terminated with signal' is about the current inferior."""
+    m = ROOT_EXIT.search(output)
+    if m:
+        return int(m["code"], 8) if m["code"] else 0
+    m = TERMINATED.search(output)
+    if m and current_inferior == 1:
+        return -signal_number(m["sig"])
+    return None
+
+
+def signal_number(name: str | None) -> int:
+    """A stop's signal as a number; a GPU exception that is no POSIX signal (cuda-gdb's
+    CUDA_EXCEPTION_*) counts as SIGABRT: with core dumps armed the CUDA driver aborts the process."""
+    try:
+        return int(signal.Signals[name or ""])
+    except KeyError:
+        return int(signal.SIGABRT)

@@ -12,6 +12,8 @@ import ctypes
 import os
 import re
 import resource
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,24 +21,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from .. import layout
 from .. import redact as redaction
-
-# A line that means the GPU or the process died: ends a capture or a trial early.
-FAULT_LINE = re.compile(r"Memory access fault by GPU|HW Exception by GPU|aborting with (?:error|status)|"
-                        r"Memory Fault Error \[|(?:HIP|CUDA) error: |Segmentation fault|Fatal Python error|"
-                        r"OFFLOAD ERROR|CUDA Exception:|illegal memory access|coredump: Detected an exception|"
-                        r"Generating GPU core dump|GPU core dump created")
-# Words every FAULT_LINE match contains: a block with none of them is not decoded (bytes.find runs
-# at memory speed; a regex over every byte the target prints would throttle it to ~20 MB/s).
-FAULT_WORDS = (b"ault", b"xception", b"abort", b" error: ", b"OFFLOAD", b"illegal", b"core dump")
-# A runtime writing a GPU core must not be signalled until it is done (the CUDA driver says so; a
-# full ROCm core takes minutes): the capture waits for the end line or the process's exit.
-DUMP_START = re.compile(r"coredump: Starting GPU coredump generation|Generating GPU core dump")
-DUMP_END = re.compile(r"coredump: All done|GPU core dump (?:created|sent to pipe handler|failed)|"
-                      r"Failed to create GPU coredump|GPU coredump: (?:execvp failed|handler exited)")
-
+from ..fault_lines import DUMP_END, DUMP_START, FAULT_LINE, PREFILTER
 
 def clocks() -> dict:
     return {"wall": time.time(), "monotonic_ns": time.monotonic_ns(),
@@ -75,6 +64,107 @@ def port_from_command(cmd: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+SHELL = "/bin/sh"
+# A first word only a shell understands (or that it must run itself to have its effect).
+SHELL_WORDS = {"cd", "export", "exec", "source", ".", "if", "for", "while", "until", "case", "set", "ulimit", "eval",
+               "{", "!", "[[", "function", "unset", "trap", "umask", "alias", "time", "select", "coproc", "wait"}
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def needs_shell(text: str) -> bool:
+    """Whether a command line uses shell syntax (pipes, redirections, expansions, globs, lists,
+    `VAR=x cmd`, builtins). Quotes and backslashes alone do not: shlex splits them the same way."""
+    quote, word_start, i = None, True, 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif c == "\\":
+            i += 1
+        elif quote == '"':
+            if c == '"':
+                quote = None
+            elif c in "$`":
+                return True
+        elif c in "'\"":
+            quote = c
+        elif c in "$`|&;<>()*?[]{}\n" or (word_start and c in "~#"):
+            return True
+        word_start = c in " \t"
+        i += 1
+    if quote:
+        return True                  # unbalanced: the shell says what is wrong with it
+    words = shlex.split(text)
+    return not words or words[0] in SHELL_WORDS or bool(ASSIGNMENT.match(words[0]))
+
+
+def target_argv(command: str | Sequence[str]) -> list[str]:
+    """What is exec'd for a command: the argv itself, so the exit status is the target's own and no
+    wrapper shell stands between faultkit and it; `/bin/sh -c` only for a command line that needs a
+    shell. Several words are an argv (the user's shell already split them); one word or a string is
+    a command line."""
+    if not isinstance(command, str):
+        if len(command) != 1:
+            return list(command)
+        command = command[0]
+    return [SHELL, "-c", command] if needs_shell(command) else shlex.split(command)
+
+
+def command_text(command: str | Sequence[str]) -> str:
+    """The command as one line, for the manifest and messages."""
+    if isinstance(command, str):
+        return command
+    return command[0] if len(command) == 1 else shlex.join(command)
+
+
+def missing_program(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str] | None:
+    """(126 or 127, why) when the program cannot be started, as a shell would say; None when it can
+    (or, for a shell command line, when its first word is not a plain program name)."""
+    prog = argv[0] if argv else ""
+    if argv[:2] == [SHELL, "-c"] and len(argv) > 2:
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:
+            return None
+        prog = words[0] if words else ""
+        if prog in SHELL_WORDS or ASSIGNMENT.match(prog) or not re.fullmatch(r"[\w./+-]+", prog):
+            return None
+    path = (env or os.environ).get("PATH", os.defpath)
+    if "/" in prog:
+        if not os.path.exists(prog):
+            return 127, f"{prog}: no such file"
+        if os.path.isdir(prog) or not os.access(prog, os.X_OK):
+            return 126, f"{prog}: not an executable file"
+        return None
+    if shutil.which(prog, path=path) is None:
+        return 127, f"{prog}: command not found"
+    return None
+
+
+def target_env(extra: dict[str, str]) -> dict[str, str]:
+    """The target's environment: faultkit's own with the capture's variables on top (the user's
+    --env, the core-dump arming, the capture marker). The one place a launched target's
+    environment is made; debugger-launched targets get it through their debugger."""
+    return {**os.environ, **extra}
+
+
+# faultkit's own helper processes (attached debuggers, the watchdog) carry this, with faultkit's
+# pid: the subreaper brings the target's orphans back as faultkit's children, and these are not them.
+HELPER = "FAULTKIT_HELPER"
+
+
+def helper_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**(os.environ if env is None else env), HELPER: str(os.getpid())}
+
+
+def is_helper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return f"{HELPER}={os.getpid()}".encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
 MAX_PENDING = 1 << 20      # a "line" this long without a newline is recorded as it is
 
 
@@ -109,7 +199,7 @@ class LineTee:
         try:
             while True:
                 try:
-                    chunk = os.read(fd, 1 << 16)
+                    chunk = os.read(fd, PIPE_SIZE)
                 except OSError:          # a pty whose last writer closed: EIO is its end of file
                     break
                 if not chunk:
@@ -144,11 +234,12 @@ class LineTee:
         self.lines += count
         # Cheap byte tests first: most blocks hold none of the patterns, and the target's output must
         # be drained as fast as it comes.
-        if self.fault_line is None and any(w in block for w in FAULT_WORDS):
+        fault, dump = PREFILTER.hits(block)
+        if self.fault_line is None and fault:
             hit = next((ln for ln in block.decode(errors="replace").splitlines() if FAULT_LINE.search(ln)), None)
             if hit is not None:
                 self.fault_line = hit.strip()[:2000]
-        if b"core" in block or b"Core" in block:
+        if dump:
             for ln in block.decode(errors="replace").splitlines():
                 if DUMP_START.search(ln):
                     self.dumping += 1
@@ -172,13 +263,16 @@ class LineTee:
 
 @dataclass
 class Launch:
-    command: str
+    command: str | list[str]             # a command line, or an argv (see target_argv)
     out_dir: Path
     name: str = layout.SERVER
     env_extra: dict[str, str] = field(default_factory=dict)
     core_limit: int | None = None        # the target's soft core-size limit (GPU core dumps), None: inherited
+    cgroup_procs: str | None = None      # the capture's own cgroup: the target joins it before exec
     proc: subprocess.Popen | None = None
     started: dict | None = None
+    say: object = None                   # says each stop step (faultkit's console)
+    force: threading.Event | None = None  # set: stop with SIGKILL now
     tee: "LineTee" = None
     _reader: threading.Thread | None = None
 
@@ -187,12 +281,18 @@ class Launch:
 
     def start(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.update(self.env_extra)
+        env = target_env(self.env_extra)
         self.started = clocks()
-        self.proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True, preexec_fn=_child_setup(self.core_limit))
+        argv = target_argv(self.command)
+        kw = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                  start_new_session=True, preexec_fn=_child_setup(self.core_limit, self.cgroup_procs))
+        try:
+            self.proc = subprocess.Popen(argv, **kw)
+        except OSError:
+            # Not startable: a shell execs it instead and says why in the output, with its 127/126,
+            # as when every target ran under one.
+            self.proc = subprocess.Popen([SHELL, "-c", 'exec "$@"', "sh", *argv], **kw)
+        _pipe_size(self.proc.stdout)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -214,24 +314,41 @@ class Launch:
         return self.proc.poll() if self.proc else None
 
     def stop(self, deadlines: tuple[float, float, float] = (5.0, 5.0, 5.0)) -> list[str]:
-        """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with a deadline.
-        Returns what was sent."""
+        """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with a deadline, each
+        said through `say`; once `force` is set (a second Ctrl-C), SIGKILL at once. Returns what was sent."""
         sent: list[str] = []
         if self.proc is None:
             return sent
         pgid = self.proc.pid
-        for sig, wait in zip((signal.SIGINT, signal.SIGTERM, signal.SIGKILL), deadlines):
+        steps = list(zip((signal.SIGINT, signal.SIGTERM, signal.SIGKILL), deadlines))
+        i = 0
+        while i < len(steps):
+            sig, wait = steps[i]
             if not group_alive(pgid):
                 break
+            forced = self.force is not None and self.force.is_set()
+            if forced:
+                sig = signal.SIGKILL
             try:
                 os.killpg(pgid, sig)
                 sent.append(sig.name)
             except ProcessLookupError:
                 break
+            if self.say is not None:
+                nxt = steps[i + 1][0].name if i + 1 < len(steps) and sig != signal.SIGKILL else None
+                self.say(f"stopping: {sig.name} sent" + (f", {nxt} in {wait:g} s (Ctrl-C again to kill it now)"
+                                                         if nxt else ""))
+            if sig == signal.SIGKILL:
+                wait = max(wait, 5.0)
             end = time.monotonic() + wait
             while time.monotonic() < end and group_alive(pgid):
                 self.proc.poll()
+                if sig != signal.SIGKILL and self.force is not None and self.force.is_set():
+                    break
                 time.sleep(0.05)
+            if sig == signal.SIGKILL:
+                break
+            i += 1
         self.proc.poll()
         if self._reader is not None:
             self._reader.join(timeout=5)
@@ -239,14 +356,34 @@ class Launch:
 
 
 PR_SET_PDEATHSIG = 1
+PIPE_SIZE = 1 << 20        # the target's output pipe: 1 MiB (Linux's default 64 KiB wakes the reader 16x as often)
+F_SETPIPE_SZ = 1031
 
 
-def _child_setup(limit: int | None):
-    """In the launched child, before exec: its core-size limit, and SIGKILL when faultkit dies
-    (even by SIGKILL), so a killed capture never leaves a server running behind it."""
+def _pipe_size(stream) -> None:
+    try:
+        import fcntl
+        fcntl.fcntl(stream.fileno(), F_SETPIPE_SZ, PIPE_SIZE)
+    except (OSError, ValueError, AttributeError):
+        pass                  # above /proc/sys/fs/pipe-max-size for this user: the default stays
+
+
+def _child_setup(limit: int | None, cgroup_procs: str | None = None):
+    """In the launched child, before exec: its own cgroup (every descendant stays in it, whatever it
+    does), its core-size limit, and SIGKILL when faultkit dies (even by SIGKILL), so a killed
+    capture never leaves a server running behind it."""
     parent = os.getpid()
 
     def apply() -> None:
+        if cgroup_procs:
+            try:
+                fd = os.open(cgroup_procs, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass          # the capture still has the subreaper and the marker
         if limit is not None:
             _, hard = resource.getrlimit(resource.RLIMIT_CORE)
             resource.setrlimit(resource.RLIMIT_CORE,
@@ -289,6 +426,8 @@ class DeferredSigint:
     def __init__(self):
         self.hit = False
         self.signal: str | None = None
+        self.stopping = False                 # the tree is being stopped: another signal forces it
+        self.forced = threading.Event()
         self._old: dict = {}
 
     def __enter__(self) -> "DeferredSigint":
@@ -297,6 +436,9 @@ class DeferredSigint:
         return self
 
     def _on(self, signum, frame) -> None:
+        if self.hit or self.stopping:
+            self.forced.set()
+            return
         self.hit = True
         self.signal = signal.Signals(signum).name
 
@@ -305,8 +447,8 @@ class DeferredSigint:
             signal.signal(s, old)
 
 
-def ended_by_time_or_interrupt(start: float, timeout_s: float, sigint: DeferredSigint) -> str | None:
-    if time.monotonic() - start > timeout_s:
+def ended_by_time_or_interrupt(start: float, timeout_s: float | None, sigint: DeferredSigint) -> str | None:
+    if timeout_s is not None and time.monotonic() - start > timeout_s:
         return "timeout"
     if sigint.hit:
         return "interrupted"

@@ -52,16 +52,27 @@ def _ppid(pid: int) -> int | None:
         return None
 
 
-def descendants(root: int) -> list[int]:
+def children_map() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             pp = _ppid(int(name))
             if pp is not None:
                 children.setdefault(pp, []).append(int(name))
-    out, todo = [], [root]
+    return children
+
+
+def descendants(root: int, adopted=None) -> list[int]:
+    """`root` and every process under it; `adopted(children)`: more roots, chosen among the map of
+    each process's children (faultkit's adopted orphans, the members of its cgroup)."""
+    children = children_map()
+    out, seen, todo = [], set(), [root, *(adopted(children) if adopted else ())]
     while todo:
         pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         out.append(pid)
         todo.extend(children.get(pid, []))
     return out
@@ -133,13 +144,14 @@ def gpu_devices(pid: int) -> list[str]:
 class TreeSampler:
     """Remembers every descendant seen; processes are short-lived, so sample often."""
 
-    def __init__(self, root: int, redact_secrets: bool = True):
+    def __init__(self, root: int, redact_secrets: bool = True, adopted=None):
         self.root = root
         self.redact = redact_secrets
+        self.adopted = adopted           # see descendants(): processes of the tree no longer under root
         self.seen: dict[int, ProcessRecord] = {}
 
     def sample(self) -> None:
-        for pid in descendants(self.root):
+        for pid in descendants(self.root, self.adopted):
             rec = self.seen.get(pid)
             if rec is None:
                 rec = read_process(pid, self.redact)

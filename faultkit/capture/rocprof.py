@@ -81,11 +81,11 @@ def _state(p: Path) -> str:
 
 class Rocprofv3Backend(PlainBackend):
     def __init__(self, binary: str, command: str, out: Path, env: dict[str, str], grace_s: float,
-                 core_limit: int | None = None, extra: list[str] = ()):
+                 core_limit: int | None = None, extra: list[str] = (), cgroup_procs: str | None = None):
         self.version = rocm_version(binary)
         self.trace_dir = out / layout.ROCPROF_DIR
         self.prefix = command_prefix(binary, self.trace_dir, self.version, list(extra))
-        super().__init__(command, out, env, grace_s, self.prefix, core_limit)
+        super().__init__(command, out, env, grace_s, self.prefix, core_limit, cgroup_procs)
 
     def stop(self) -> dict:
         code = self.target.poll()

@@ -13,6 +13,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,17 @@ from . import agent, coredump, facts, kmsg, watchdog
 from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
-from .core_debugger import debugger_for, how_to_open, open_core
+from ..core_debugger import debugger_for, how_to_open, open_core
+from ..debuggers import debugger_of
 from .follow import NOT_ARMED, FollowBackend
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
-from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
-from .proctree import TreeSampler, cmdline_of, describe_env_check, verify_env
+from . import launcher
+from .cgroup import OwnCgroup, set_subreaper
+from .private import private_dir, private_tree
+from .launcher import (DeferredSigint, Launch, clocks, command_text, ended_by_time_or_interrupt, is_helper,
+                       missing_program, port_from_command, port_listening, target_argv)
+from .proctree import TreeSampler, children_map as descendants_map, cmdline_of, describe_env_check, verify_env
 
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "coredump", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
@@ -40,18 +46,23 @@ SANITIZER = ["compute-sanitizer", "--target-processes", "all", "--tool", "memche
 
 
 class CaptureError(Exception):
-    pass
+    """A capture refused before it began: one line, and the exit status it means (127: no such
+    program, 126: not executable, 1: anything else), like a shell's."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
 class CaptureOptions:
-    command: str
+    command: str | list[str]             # an argv (exec'd as it is) or a command line (launcher.target_argv)
     out: Path
     backend: str = "none"
     env: dict[str, str] = field(default_factory=dict)
     port: int | None = None
     allow_running: bool = False
-    timeout_s: float = 7200.0
+    timeout_s: float | None = 7200.0     # None: no limit
     grace_s: float = 2.0
     redact: bool = True
     attach_workers: bool = False
@@ -71,13 +82,12 @@ class CaptureOptions:
     pid: int | None = None               # --pid: follow a server that already runs instead of starting one
 
 
-def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None) -> Backend:
+def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | None = None,
+                 cgroup_procs: str | None = None) -> Backend:
     binary = opts.debugger or opts.backend
     if opts.backend in DEBUGGERS and shutil.which(binary) is None:
         raise CaptureError(f"--with {opts.backend}: debugger {binary!r} not found (give one with --debugger PATH)")
-    # attaching cuda-gdb during CUDA start-up hung it on the H200: wait after a worker opens the GPU
-    delay = opts.attach_delay_s if opts.attach_delay_s is not None else (
-        15.0 if "cuda-gdb" in os.path.basename(binary) else 0.0)
+    delay = opts.attach_delay_s if opts.attach_delay_s is not None else debugger_of(binary).attach_delay_s
     if opts.pid is not None:
         follow = FollowBackend(opts.pid, opts.out, opts.grace_s)
         if opts.backend in DEBUGGERS:
@@ -90,39 +100,90 @@ def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | No
     if opts.backend in DEBUGGERS:
         if opts.attach_workers or opts.attach_match:
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
-                                      opts.attach_match, delay, core_limit)
+                                      opts.attach_match, delay, core_limit, cgroup_procs=cgroup_procs)
         return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
     if opts.backend == "rocprofv3":
         tool = opts.debugger or "rocprofv3"
         if shutil.which(tool) is None:
             raise CaptureError(f"--with rocprofv3: {tool!r} not found (give one with --debugger PATH)")
-        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s, core_limit, opts.rocprof_args)
+        return Rocprofv3Backend(tool, opts.command, opts.out, env, opts.grace_s, core_limit, opts.rocprof_args,
+                                cgroup_procs)
     if opts.backend == "sanitizer":
         tool = opts.debugger or SANITIZER[0]
         if shutil.which(tool) is None:
             raise CaptureError(f"--with sanitizer: {tool!r} not found (give one with --debugger PATH)")
-        return PlainBackend(opts.command, opts.out, env, opts.grace_s, [tool, *SANITIZER[1:]], core_limit)
-    return PlainBackend(opts.command, opts.out, env, opts.grace_s, core_limit=core_limit)
+        return PlainBackend(opts.command, opts.out, env, opts.grace_s, [tool, *SANITIZER[1:]], core_limit,
+                            cgroup_procs)
+    return PlainBackend(opts.command, opts.out, env, opts.grace_s, core_limit=core_limit, cgroup_procs=cgroup_procs)
 
 
 def stale_guard(opts: CaptureOptions) -> None:
-    port = opts.port or port_from_command(opts.command)
+    text = command_text(opts.command)
+    port = opts.port or port_from_command(text)
     if port is not None and port_listening(port):
         raise CaptureError(f"port {port} is already listening: a server is still running. It would keep its old "
                            f"environment and faultkit would capture the wrong process. Stop it, or pass "
                            f"--allow-running.")
-    try:
-        wanted = shlex.split(opts.command)
-    except ValueError:
-        wanted = opts.command.split()
+    wanted = target_argv(opts.command)
+    if wanted[:2] == [launcher.SHELL, "-c"]:
+        try:
+            wanted = shlex.split(wanted[2])       # a shell line: its words, as the running one shows them
+        except ValueError:
+            wanted = wanted[2].split()
+    if not wanted:
+        return
+    program = _resolved(wanted[0], None)
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         args = cmdline_of(int(name))
-        if args and args == wanted:
+        if args and args[1:] == wanted[1:] and program in _programs_of(int(name), args):
             raise CaptureError(f"pid {name} already runs the same command ({redaction.text(' '.join(args))[:120]}); "
-                               f"stop it or pass "
-                               f"--allow-running.")
+                               f"stop it or pass --allow-running.")
+
+
+def _resolved(prog: str, cwd: str | None) -> str:
+    """A program name as the file it runs: found on PATH, or relative to the process's directory."""
+    if "/" not in prog:
+        prog = shutil.which(prog) or prog
+    elif cwd and not os.path.isabs(prog):
+        prog = os.path.join(cwd, prog)
+    return os.path.realpath(prog)
+
+
+def _programs_of(pid: int, args: list[str]) -> set[str]:
+    """What a running process runs: its argv[0] resolved in its own directory, and its executable
+    (`python3` and `/usr/bin/python3.11` are one program; text equality is not the question)."""
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = None
+    found = {_resolved(args[0], cwd)}
+    try:
+        found.add(os.path.realpath(os.readlink(f"/proc/{pid}/exe")))
+    except OSError:
+        pass
+    return found
+
+
+def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], "coredump.Arming | None", dict]:
+    """Every variable the capture gives its target, the core-dump arming and the agent's variables
+    among them. What the user set (--env) wins over the backends' defaults, the arming and the flight
+    recorder; the agent's own win; the marker goes to every process of the tree. Add a new kind of
+    variable for the target here."""
+    env = {**(RUNTIME_LOG_ENV if opts.backend == "runtime-log" else {}), **opts.env}
+    arming = None
+    if opts.coredump and opts.pid is None:
+        arming = coredump.arm(opts.out, opts.full_core, facts.rocm_version_text(), env,
+                              (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
+        env = {**arming.env, **env}
+    agent_vars = agent.agent_env(opts.out, opts.alloc_history, env) if opts.agent and opts.pid is None else {}
+    env = {**env, **agent_vars}
+    if opts.pid is None:
+        env = {**flight_recorder_env(opts.out), **env}     # what the user set wins
+    env[watchdog.MARKER] = token            # every process of the tree carries it, daemons that setsid too
+    env[layout.BUNDLE_ENV] = str(opts.out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
+    return env, arming, agent_vars
 
 
 def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
@@ -133,68 +194,103 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         raise CaptureError(f"--pid {opts.pid}: no such process")
     if opts.pid is not None and opts.env:
         raise CaptureError("--env cannot reach a server that already runs (--pid): its environment was fixed at start")
+    if opts.pid is None:
+        missing = missing_program(target_argv(opts.command), {**os.environ, **opts.env})
+        if missing:
+            raise CaptureError(missing[1], missing[0])
     if not opts.allow_running and opts.pid is None:
         stale_guard(opts)
-    env = dict(opts.env)
-    if opts.backend == "runtime-log":
-        env = {**RUNTIME_LOG_ENV, **env}
     out = opts.out
-    if out.exists() and any(out.iterdir()) and not opts.force:
-        raise CaptureError(f"{out} is not empty: a capture never mixes into an existing bundle or folder. Give a new "
-                           f"-o, or --force to write into it anyway")
-    arming = None
-    if opts.coredump and opts.pid is None:
-        arming = coredump.arm(out, opts.full_core, facts.rocm_version_text(), env,
-                              (opts.debugger or opts.backend) if opts.backend in DEBUGGERS else None)
-        env = {**arming.env, **env}          # what the user set wins
-        for w in arming.warnings:
-            echo(f"WARNING: {w}")
-    agent_vars = agent.agent_env(out, opts.alloc_history, env) if opts.agent and opts.pid is None else {}
-    env = {**env, **agent_vars}
-    if opts.pid is None:
-        env = {**flight_recorder_env(out), **env}     # what the user set wins
+    try:
+        if out.exists() and any(out.iterdir()) and not opts.force:
+            raise CaptureError(f"{out} is not empty: a capture never mixes into an existing bundle or folder. Give a "
+                               f"new -o, or --force to write into it anyway")
+    except OSError as exc:
+        raise CaptureError(f"-o {out}: not usable as a bundle folder ({exc.strerror or exc})")
     token = secrets.token_hex(8)
-    env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
-    env[layout.BUNDLE_ENV] = str(out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
-    backend = make_backend(opts, env, arming.core_limit if arming else None)
+    env, arming, agent_vars = target_variables(opts, token)
+    for w in arming.warnings if arming else ():
+        echo(f"WARNING: {w}")
+    group, group_why = OwnCgroup.create(token) if opts.pid is None else (None, "--pid: not faultkit's to hold")
+    try:
+        backend = make_backend(opts, env, arming.core_limit if arming else None, group.procs if group else None)
+        try:
+            private_dir(out)
+            lock = _lock(out)
+        except OSError as exc:
+            raise CaptureError(f"-o {out}: cannot make the bundle folder there ({exc.strerror or exc})")
+    except CaptureError:
+        if group:
+            group.remove()
+        raise
     backend.output.redact = opts.redact_output
     if console is not None:
         backend.output.mirror = console.output
-    private_dir(out)
-    lock = _lock(out)
     _reserve(out)
     sigint = DeferredSigint()      # from here on a signal ends the capture cleanly, never half-written
     sigint.__enter__()
+    subreaper = set_subreaper(True)    # orphans of the tree come back to faultkit, not to init
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
     (out / layout.COLLECTIVES_DIR).mkdir(exist_ok=True)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
-    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": shown[0](opts.command), "backend": opts.backend,
+    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": _shown_command(opts.command, opts.redact),
+                      "backend": opts.backend,
                       "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
                       "coredump": arming.to_json() if arming else
                       {"armed": False, "notes": [NOT_ARMED if opts.pid is not None else "--no-coredump"]}}
     if opts.pid is not None:
         manifest["attached_to_pid"] = opts.pid
+    else:
+        manifest["started_as"] = _shown_command(target_argv(opts.command), opts.redact)    # the argv exec'd
+        manifest["tree_held_by"] = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
+                                    "subreaper": subreaper, "marker": watchdog.MARKER}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
     before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
     follower = kmsg.KmsgFollower(out / layout.KERNEL_FOLLOW)
     following = follower.start()
+    # `readable` and `problem`: whether the kernel's records of the capture are in the bundle, and
+    # if not, why and what to do (triage lists it among the report's problems).
+    problem = kmsg.unreadable(follower.error, before)
     manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
-                              "follow": layout.KERNEL_FOLLOW if following else follower.error}
+                              "follow": layout.KERNEL_FOLLOW if following else follower.error,
+                              "readable": problem is None, "problem": problem}
+    if problem:
+        echo(f"WARNING: {problem}")
     manifest["system"] = facts.collect(out)
     manifest["launch"] = launch_of(dict(os.environ), manifest["system"].get("host")).to_json()
 
-    guard = watchdog.Watchdog(out, token)
+    guard = watchdog.Watchdog(out, token, group.path if group else None)
     ended_by = None
     sampler = None
     result: dict = {}
+    me = os.getpid()
+    # Children faultkit's caller had before the capture are the caller's, never adopted orphans.
+    before_children = set(descendants_map().get(me, ()))
+
+    def adopted(children: dict[int, list[int]]) -> set[int]:
+        """The tree's processes that are no longer under its root: the cgroup's members, and
+        orphans the subreaper brought back to faultkit (any child of faultkit that is not one of
+        its own helpers); exited orphans are reaped here, being faultkit's children now."""
+        found = set(group.pids()) if group else set()
+        for pid in children.get(me, ()):
+            if pid in (guard.proc.pid, backend.root_pid) or pid in before_children or is_helper(pid):
+                continue
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    continue
+            except ChildProcessError:
+                continue
+            found.add(pid)
+        return found
+
     hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
         manifest["root_pid"] = backend.root_pid
         _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
-        sampler = TreeSampler(backend.root_pid, opts.redact)
+        sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
         start = time.monotonic()
         idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
         status_at = 0.0                   # when the status line was last drawn
@@ -221,7 +317,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
         if hang.findings:
             manifest["hang_check"] = hang.findings
-        if arming and ended_by in ("timeout", "hang", "interrupted"):
+        if arming and ended_by in ("timeout", "hang", "interrupted") and not sigint.forced.is_set():
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
             nvidia = [r.pid for r in gpu if any("nvidia" in d for d in r.gpu_devices)]
@@ -234,12 +330,26 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     finally:
         if console is not None:
             console.close()
+        sigint.stopping = True             # a Ctrl-C from now on forces the stop
+        launch = _launch_of(backend)
+        if launch is not None:
+            launch.say, launch.force = echo, sigint.forced
         result = backend.stop()
         if sampler is not None and opts.pid is None:      # a server we did not start is left running
             sampler.sample()
             result["killed_leftovers"] = kill_leftovers(sampler)
-        result["killed_leftovers"] = sorted(set(result.get("killed_leftovers", [])) | set(watchdog.kill_marked(token)))
+        result["killed_leftovers"] = sorted(set(result.get("killed_leftovers", [])) | set(watchdog.kill_marked(token))
+                                            | set(group.kill() if group else ()))
+        if sampler is not None:
+            sampler.sample()               # reaps what the subreaper brought back and was killed
+        if group and not group.remove():
+            manifest.setdefault("warnings", []).append(f"cgroup {group.path} could not be removed")
+        set_subreaper(False) if subreaper else None
         sigint.__exit__()
+        if console is not None:
+            dropped = console.drain(2.0)
+            if dropped:
+                manifest["live_output_dropped_bytes"] = dropped
         follower.stop()
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
@@ -252,10 +362,17 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                   and k != watchdog.MARKER and k not in agent_vars}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
+        if opts.pid is not None and exit_code is None and ended_by == "target-exit" \
+                and opts.pid in follower.faults.segfaults:
+            exit_code = -int(signal.SIGSEGV)        # the kernel's segfault record of the followed server
+            result["exit"] = "killed by SIGSEGV (the kernel log's segfault record; its status was not readable)"
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
-        manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
+        problem = kmsg.unreadable(follower.error, after)
+        ours, others = follower.faults.count({r.pid for r in records})
+        manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem,
+                                      faults_of_capture=ours, faults_elsewhere=others)
         manifest["agent"] = ({"enabled": True, "mode": agent_vars[agent.files.ENV_MODE],
                               "processes": agent.processes(out)} if agent_vars else
                              {"enabled": False, "note": "--no-agent" if not opts.agent else "a running server (--pid)"})
@@ -288,6 +405,27 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     return manifest
 
 
+def _shown_command(command, redact: bool) -> str:
+    """The command for the manifest: an argv redacted element by element (a flag and its value are
+    two), a command line as text."""
+    if isinstance(command, str) or len(command) == 1:
+        text = command_text(command)
+        return redaction.text(text) if redact else text
+    if not redact:
+        return shlex.join(command)
+    # Quoted as a shell would need, the marker left readable (`--api-key <redacted>`).
+    return " ".join(shlex.quote(a.replace(redaction.MARK, "REDACTED")).replace("REDACTED", redaction.MARK)
+                    for a in redaction.argv(list(command)))
+
+
+def _launch_of(backend) -> Launch | None:
+    """The process launch under a backend (a wrapper's, an attaching debugger's target), if any."""
+    t = getattr(backend, "target", None)
+    while t is not None and not isinstance(t, Launch):
+        t = getattr(t, "target", None)
+    return t
+
+
 def _live(sampler: TreeSampler) -> list[int]:
     return [r.pid for r in sampler.records() if os.path.exists(f"/proc/{r.pid}")]
 
@@ -305,9 +443,12 @@ def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) 
     except OSError:
         cores = 0
     h, rest = divmod(int(elapsed), 3600)
+    # Only the tree's own: another job's fault on a shared node is not this capture's evidence.
+    ours, others = follower.faults.count({r.pid for r in records})
     return (f"[faultkit {h}:{rest // 60:02d}:{rest % 60:02d}] {len(alive)} processes, "
             f"{sum(1 for r in alive if r.gpu)} on a GPU, {backend.debuggers} debugger(s) attached, "
-            f"{follower.faults} kernel-log fault(s), {cores} core(s) | {out}")
+            f"{ours} kernel-log fault(s)" + (f" (+{others} elsewhere)" if others else "")
+            + f", {cores} core(s) | {out}")
 
 
 def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> list[dict]:
@@ -367,29 +508,6 @@ def _lock(out: Path):
         fh.close()
         raise CaptureError(f"another faultkit capture is writing into {out} right now")
     return fh
-
-
-def private_dir(path: Path) -> None:
-    """Bundles hold command lines, environments and memory: readable by their owner only."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-
-
-def private_tree(root: Path) -> None:
-    """Files the target or its runtime wrote (cores, logs) get the bundle's permissions too."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            _chmod(Path(dirpath) / d, 0o700)
-        for f in filenames:
-            _chmod(Path(dirpath) / f, 0o600)
-
-
-def _chmod(p: Path, mode: int) -> None:
-    try:
-        if not p.is_symlink() and (p.is_file() or p.is_dir()):
-            os.chmod(p, mode)
-    except OSError:
-        pass
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:

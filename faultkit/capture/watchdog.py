@@ -16,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from .cgroup import OwnCgroup
+from .launcher import helper_env
+from .private import private_tree
+
 MARKER = "FAULTKIT_CAPTURE"
 
 
@@ -53,10 +57,10 @@ def kill_marked(token: str, rounds: int = 3) -> list[int]:
 
 
 class Watchdog:
-    def __init__(self, out: Path, token: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "faultkit.capture.watchdog", str(out), token],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True, env={**os.environ, "PYTHONPATH": _pythonpath()})
+    def __init__(self, out: Path, token: str, cgroup: Path | None = None):
+        args = [sys.executable, "-m", "faultkit.capture.watchdog", str(out), token, str(cgroup or "")]
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, env=helper_env({**os.environ, "PYTHONPATH": _pythonpath()}))
 
     def done(self) -> None:
         try:
@@ -75,12 +79,15 @@ def _pythonpath() -> str:
     return os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
 
 
-def main(out: str, token: str) -> None:
+def main(out: str, token: str, cgroup: str = "") -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)       # a Ctrl-C to the terminal is faultkit's to handle
     data = sys.stdin.buffer.read()                     # EOF: faultkit is gone, one way or another
     if b"done" in data:
         return
-    killed = kill_marked(token)
+    group = OwnCgroup(Path(cgroup)) if cgroup else None
+    killed = sorted(set(kill_marked(token)) | set(group.kill() if group else ()))
+    if group:
+        group.remove()
     manifest = Path(out) / "manifest.json"
     try:
         m = json.loads(manifest.read_text())
@@ -93,7 +100,8 @@ def main(out: str, token: str) -> None:
             os.replace(tmp, manifest)
     except (OSError, ValueError):
         pass
+    private_tree(Path(out))        # what was written until the kill, private like a finished bundle
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -186,7 +186,8 @@ ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
                                     r"Core file size limit reached, truncating at segment \d+")),
     ("created", False, re.compile(r"GPU core dump created: (?P<file>\S+)|File (?P<file2>gpucore\.\S+) created")),
     ("writing", False, re.compile(r"Generating GPU core dump to: (?P<file>\S+)")),
-    ("writing", False, re.compile(r"Generating GPU core dump via pipe handler|GPU core dump sent to pipe handler")),
+    ("writing", False, re.compile(r"Generating GPU core dump via pipe handler")),
+    ("created", False, re.compile(r"GPU core dump sent to pipe handler")),     # the pipe's "created"
     ("skipped-pc-sampling", True, re.compile(r"GPU core dump skipped because PC Sampling active")),
     ("directory-unwritable", True, re.compile(r"GPU coredump: Directory (?P<file>.+?) not writable or does not exist")),
     ("file-exists", True, re.compile(r"Failed to create GPU coredump: File exists")),
@@ -211,6 +212,8 @@ words(RUNTIME, "core file", ignore_case=True)
 continuation(RUNTIME, *(rx for _, _, rx in ROCR_CORE_LINES))
 CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
 anchored(RUNTIME, CUDA_PROGRESS, 'coredump: ')
+CUDA_DUMP_START = "coredump: Starting GPU coredump generation"     # the CUDA driver's first and last lines
+CUDA_DUMP_END = "coredump: All done"
 CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
 anchored(RUNTIME, CUDA_EXCEPTION, 'Detected an exception of type ')
 CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
@@ -1050,7 +1053,7 @@ def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: s
                 st.out.notes.append(Note(org, "gpu-core-dump", m.group(0).strip(),
                                          {"event": event, "file": file, "failed": failed, "runtime": "rocm"}))
                 return
-        if "Starting GPU coredump generation" in rest:
+        if CUDA_DUMP_START.split(": ", 1)[1] in rest:
             st.out.notes.append(Note(org, "gpu-core-dump", rest.strip(), {"event": "started", "file": None,
                                                                            "failed": False, "runtime": "cuda"}))
 

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import redact as redaction
-from ..ingest.core_file import CUDA, ROCM_GPU, ROCM_UNIFIED, CoreFile
+from . import redact as redaction
+from .debuggers import TABLE, flavor_of
+from .ingest.core_file import CUDA, ROCM_GPU, ROCM_UNIFIED, CoreFile
 
-CUDA_COMMANDS = ["set pagination off", "set width 0", "target cudacore {core}", "info cuda kernels",
-                 "info cuda devices", "bt", "x/12i $errorpc-64", "x/4i $pc", "info registers"]
-ROCM_COMMANDS = ["set pagination off", "set width 0", "info agents", "info queues", "info dispatches", "info threads",
-                 "bt", "x/12i $pc-32", "info sharedlibrary"]
+CUDA_COMMANDS = list(TABLE["cuda-gdb"].core_commands)
+ROCM_COMMANDS = list(TABLE["rocgdb"].core_commands)
 DEFAULT_DEBUGGER = {CUDA: "cuda-gdb", ROCM_GPU: "rocgdb", ROCM_UNIFIED: "rocgdb"}
 TIMEOUT_S = 300.0
 
@@ -46,8 +45,7 @@ def debugger_for(core: CoreFile, given: str | None = None) -> str | None:
     if want is None:
         return None
     if given:
-        name = os.path.basename(given)
-        fits = "cuda" in name if core.platform == CUDA else "cuda" not in name
+        fits = (flavor_of(given) == "cuda-gdb") == (core.platform == CUDA)
         if fits:
             return given if os.path.sep in given or shutil.which(given) else None
     return shutil.which(want)
