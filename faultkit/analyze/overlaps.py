@@ -89,6 +89,12 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
                             ("copy " + c["direction"].astype(str)).to_numpy(dtype=object)])
     # rocprofv3 often leaves a copy's destination agent unresolved: where the process ran its
     # kernels on one GPU only, that is the copy's device; otherwise it stays apart (unknown).
+    # A copy's agent label the same process's kernels carry names the same device.
+    k_labels = d["agent"].astype(str).to_numpy(dtype=object)
+    known = dict(zip(zip(pid[:n_k].tolist(), k_labels.tolist()), agent[:n_k].tolist()))
+    c_labels = c["dst_agent"].astype(str).to_numpy(dtype=object)
+    for i in np.flatnonzero(c["dst_node"].to_numpy() == MISSING).tolist():
+        agent[n_k + i] = known.get((int(pid[n_k + i]), c_labels[i]), agent[n_k + i])
     unknown = agent == ""
     for p in np.unique(pid[is_copy & unknown]).tolist():
         used = np.unique(agent[(pid == p) & ~is_copy & ~unknown])
