@@ -151,3 +151,32 @@ def test_a_fault_that_did_not_stop_the_program_is_a_finding_to_check():
     stopped = SANITIZER_WENT_ON.replace("result: 523776 (PASSED)\n", "").replace(
         "========= ERROR SUMMARY", "========= Target application returned an error\n========= ERROR SUMMARY")
     assert triage_text(stopped, "sanitizer.txt")["verdict"]["level"] == "certain"
+
+
+def test_every_real_report_lists_the_claims_behind_its_verdict(corpus, tmp_path):
+    """Every corpus file and bundled sample: each incident's verdict carries its claims, every
+    candidate points at its own, and a certain or likely verdict has a claim of that level for
+    its kernel whose basis and origin say why."""
+    from faultkit.judge.names import same_kernel
+    from faultkit.triage import triage
+
+    from .conftest import ROOT, corpus_copy
+    from .corpus_digest import corpus_text_files
+
+    paths = [str(corpus_copy(corpus / n, tmp_path / str(i))) for i, n in enumerate(corpus_text_files(corpus))]
+    paths += [str(ROOT / "traces/sglang-tp2-mi300x"), str(ROOT / "tests/data/live_h200_coredump/fault")]
+    sure = 0
+    for p in paths:
+        doc = to_json(triage([p]))
+        for v in [doc["verdict"]] + [i["verdict"] for i in doc["incidents"]]:
+            assert "claims" in v, p
+            for c in v["candidates"]:
+                assert c["claims"] and all(same_kernel(v["claims"][i]["kernel"], c["kernel"]) or
+                                           not v["claims"][i]["named"] for i in c["claims"]), (p, c)
+            if v["level"] in ("certain", "likely"):
+                sure += 1
+                behind = [c for c in v["claims"] if c["kernel"] and same_kernel(c["kernel"], v["kernel"])
+                          and c["level"] == v["level"]]
+                assert behind, (p, v["level"], v["kernel"])
+                assert all(c["basis"]["kind"] and c["basis"]["producer"] and c["origin"] for c in behind), p
+    assert sure >= 20          # the walk saw the corpus's sure verdicts, not an empty list
