@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
 from .analyze.fault_time import LogClock, fault_time
-from .analyze.faults import collect_faults
+from .analyze.faults import collect_faults, other_processes
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
@@ -63,6 +63,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.problems.extend(inc.kernel.problems)
     inc.problems.extend(inc.debugger.problems)
     inc.faults = collect_faults(inc.runtime, inc.kernel)
+    captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
+    inc.faults, inc.other_faults = other_processes(inc.faults, captured)
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         _read_traces(inputs, inc, opts)
@@ -80,6 +82,10 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
         inc.traces.rank()
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
+    if captured:
+        inc.other_events = [e for e in inc.kernel_events if isinstance(e.fields.get("pid"), int)
+                            and e.fields["pid"] not in captured]
+        inc.kernel_events = [e for e in inc.kernel_events if e not in inc.other_events]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
                              bool(inputs.traces), inc.debugger.events)

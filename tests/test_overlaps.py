@@ -81,3 +81,37 @@ def test_duplicated_rows_cost_near_linear_time_and_make_one_row(tmp_path):
     assert [(p["a"], p["b"]) for p in o_big.pairs] == [("k1", "k2")]
     # 10x the rows, 100x the pairs: a pair-by-pair sweep would take ~100x; this must stay far below
     assert t_big < 30 * max(t_small, 1e-3), (t_small, t_big)
+
+
+# --- issue 21 A5: another job's kernel-log faults on a shared node ---
+
+DMESG_TWO_JOBS = """\
+[  183.5] amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 pasid:32801, for process python3 pid 4242 thread python3 pid 4242)
+[  183.5] amdgpu 0000:c1:00.0: amdgpu:   in page starting at address 0x00007f0000001000 from IH client 0x1b (UTCL2)
+[  183.5] amdgpu 0000:c1:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00901031
+[  190.1] amdgpu 0000:c2:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32777, for process other_job pid 9999 thread other_job pid 9999)
+[  190.1] amdgpu 0000:c2:00.0: amdgpu:   in page starting at address 0x00007e0000002000 from IH client 0x1b (UTCL2)
+[  190.1] amdgpu 0000:c2:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00901031
+"""
+
+
+def test_other_processes_kernel_log_faults_are_listed_apart(tmp_path):
+    import json
+
+    b = tmp_path / "bundle"
+    b.mkdir()
+    (b / "manifest.json").write_text(json.dumps({"schema": "faultkit.bundle/1", "command": "python3 serve.py"}))
+    (b / "environ.json").write_text(json.dumps([{"pid": 4242, "cmdline": ["python3", "serve.py"], "env": {}}]))
+    (b / "kernel.log").write_text(DMESG_TWO_JOBS)
+    (b / "server.log").write_text("(pid=4242) wave_0: pc=0x7f00aa001000 (kernel_code_entry=0x7f00aa000f00 "
+                                  "<gemm_kernel>) (stopped, reason: MEMORY_VIOLATION)\n")
+    result = CliRunner().invoke(main, ["triage", str(b), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    # pid 9999 is not in environ.json's process record: apart, and no incident of its own
+    assert [f["pid"] for f in doc["faults"]] == [4242]
+    assert [f["pid"] for f in doc["other_processes"]["faults"]] == [9999]
+    assert [i["pids"] for i in doc["incidents"]] == [[4242]]
+    assert all(9999 != c["identities"].get("pid") for c in doc["verdict"]["claims"])
+    md = CliRunner().invoke(main, ["triage", str(b)]).output
+    assert "## Other processes on this machine" in md and "pid 9999 (other_job)" in md

@@ -35,3 +35,6 @@ class Incident:
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)
+    # Kernel-log records of processes the capture did not record: another job on the node, shown apart
+    other_faults: list[Fault] = field(default_factory=list)
+    other_events: list[KernelEvent] = field(default_factory=list)
