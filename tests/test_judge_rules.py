@@ -180,3 +180,42 @@ def test_every_real_report_lists_the_claims_behind_its_verdict(corpus, tmp_path)
                 assert behind, (p, v["level"], v["kernel"])
                 assert all(c["basis"]["kind"] and c["basis"]["producer"] and c["origin"] for c in behind), p
     assert sure >= 20          # the walk saw the corpus's sure verdicts, not an empty list
+
+
+HOST_CRASH = """\
+(gdb) run
+Program received signal SIGSEGV, Segmentation fault.
+0x0000555555555161 in parse_header (buf=0x0) at server.c:12
+12	  return buf[0];
+(gdb) bt
+#0  0x0000555555555161 in parse_header (buf=0x0) at server.c:12
+#1  0x00005555555551a2 in handle (fd=3) at server.c:30
+#2  0x00005555555551e0 in main () at server.c:44
+"""
+
+
+def test_a_host_crash_under_a_debugger_shows_its_backtrace():
+    from faultkit.export.report import render_markdown
+
+    inc = build(Inputs(files=[InputFile("gdb.txt", HOST_CRASH.encode())]))
+    assert inc.verdict.level == "unknown" and "a CPU crash, not a GPU fault" in inc.verdict.why
+    md = render_markdown(inc)
+    points = md.split("## Report points")[1].split("## ")[0]
+    assert "No host stack was found" not in points
+    assert "#1  0x00005555555551a2 in handle (fd=3) at server.c:30" in points and "stopped on SIGSEGV" in points
+
+
+def test_the_unnamed_launch_and_the_kernel_its_thread_always_ran_next_are_tied():
+    # the sample's thread 48291 ran rotary_embedding_kernel 12 times; the 11 earlier ones were each
+    # followed by _fwd_grouped_kernel_stage1, the kernel ROCclr names
+    from .conftest import TRACES
+    from faultkit.triage import triage
+
+    v = to_json(triage([str(TRACES / "sglang-tp2-mi300x")]))["verdict"]
+    first, second = v["candidates"][:2]
+    assert first["kernel"].startswith("kernel launched by thread 48291") and \
+        second["kernel"] == "_fwd_grouped_kernel_stage1"
+    assert "each of the 11 earlier dispatches of rotary_embedding_kernel was followed by " \
+           "_fwd_grouped_kernel_stage1" in first["why"]
+    assert "probably the same launch as candidate 2 (_fwd_grouped_kernel_stage1)" in first["why"]
+    assert "probably the same launch as candidate 1" in second["why"]

@@ -288,6 +288,11 @@ def _report_points_section(inc: Incident) -> Section:
                      for r in inc.report_points]
         s.paragraphs.append("Kernels run asynchronously: these frames are where an error was reported, never the "
                             "faulting site.")
+    elif (host := next((f for f in inc.stops if not f.gpu), None)) is not None and inc.debugger.backtrace:
+        # a host crash under a debugger: its backtrace is the host stack (the crash site itself)
+        s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
+                            f"({host.stop.origin}): a CPU crash, so this is where it happened.")
+        s.code = [f.text for f in inc.debugger.backtrace[:40]]
     else:
         s.paragraphs.append("No host stack was found.")
     return s
