@@ -34,3 +34,17 @@ def write_bytes(stream, data: bytes) -> None:
             stream.flush()
     except (OSError, ValueError):
         pass
+
+
+_CONTROL = None
+
+
+def safe_line(text: str) -> str:
+    """Evidence-derived text as one harmless terminal line: escape sequences, C0/C1 controls and
+    bidi overrides removed, line breaks shown as spaces."""
+    global _CONTROL
+    if _CONTROL is None:
+        import re
+        _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|.)?"
+                              r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f]")
+    return _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
