@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..hang_model import RankCollectives
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
+from .allocation_owner import BlackBox
 from .debug_stop import StopFinding
 from ..judge.incidents import FaultGroup
 from .fault_time import LogClock
+from .hang import HangFinding
 from .running import RunningKernel
 from .trace_findings import TraceFindings
 
@@ -38,3 +41,6 @@ class Incident:
     # Kernel-log records of processes the capture did not record: another job on the node, shown apart
     other_faults: list[Fault] = field(default_factory=list)
     other_events: list[KernelEvent] = field(default_factory=list)
+    black_box: BlackBox | None = None   # the in-process agent's files: the fault address's owner, the stacks
+    hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
+    collectives: list[RankCollectives] = field(default_factory=list)
