@@ -92,10 +92,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inputs.agent:
         _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
-    if captured:
-        inc.other_events = [e for e in inc.kernel_events if isinstance(e.fields.get("pid"), int)
-                            and e.fields["pid"] not in captured]
-        inc.kernel_events = [e for e in inc.kernel_events if e not in inc.other_events]
+    # Kernel events (a host segfault line) stay: a short-lived child of the target can die before the
+    # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
                              bool(inputs.traces), inc.debugger.events)
