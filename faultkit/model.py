@@ -26,6 +26,7 @@ class Problem:
     file: str
     message: str
     line: int | None = None
+    internal: bool = False           # a parser's own bug, caught on one line (tests assert there is none)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file

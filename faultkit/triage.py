@@ -13,7 +13,7 @@ from pathlib import Path
 from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
 from .analyze.fault_time import LogClock, fault_time
 from .analyze.allocation_owner import black_box, fault_addresses
-from .analyze.faults import collect_faults
+from .analyze.faults import collect_faults, other_processes
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
@@ -70,6 +70,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.problems.extend(inc.kernel.problems)
     inc.problems.extend(inc.debugger.problems)
     inc.faults = collect_faults(inc.runtime, inc.kernel)
+    captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
+    inc.faults, inc.other_faults = other_processes(inc.faults, captured)
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         _read_traces(inputs, inc, opts)
@@ -90,6 +92,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inputs.agent:
         _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
+    # Kernel events (a host segfault line) stay: a short-lived child of the target can die before the
+    # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
                              bool(inputs.traces), inc.debugger.events)
@@ -110,6 +114,8 @@ def _join_black_box(inputs: Inputs, inc: Incident) -> None:
         at = min((t for f in inc.faults if f.source == "runtime" and f.origin
                   for t in [inc.log_clock.of_line(f.origin.file, f.origin.line)] if t is not None), default=None)
     inc.black_box = black_box(log, fault_addresses(inc.faults, lanes), at)
+
+
 def _hang(inputs: Inputs, inc: Incident) -> None:
     """A capture's stack samples (the last round it took) and every rank's flight record."""
     rounds = {}

@@ -16,7 +16,7 @@ from faultkit.ingest.debugger import parse_debugger
 from faultkit.ingest.traces import read_trace_paths
 from faultkit.triage import triage
 
-from .conftest import corpus_bytes
+from .conftest import corpus_bytes, no_internal_errors
 
 DATA = Path(__file__).parent / "data"
 JUNK = [b'"', b",", b"\n", b"{", b"}", b"]", b"0x", b"", b"99999999999999999999", b"\xff", b"\x00", b"NaN", b"-1"]
@@ -64,7 +64,7 @@ def test_mutated_pytorch_traces(tmp_path):
         except ValueError:
             assert t.problems, "a damaged trace must be said"
         assert t.dispatches["kernel"].notna().all()
-        triage([str(f)])
+        no_internal_errors(triage([str(f)]).problems)
 
 
 def test_pytorch_trace_fields_of_every_type(tmp_path):
@@ -81,7 +81,7 @@ def test_pytorch_trace_fields_of_every_type(tmp_path):
         f.write_text(json.dumps(doc))
         t = read_trace_paths([f])
         assert t.dispatches["kernel"].notna().all()
-        triage([str(f)])
+        no_internal_errors(triage([str(f)]).problems)
 
 
 def test_mutated_debugger_transcripts(corpus):
@@ -91,6 +91,7 @@ def test_mutated_debugger_transcripts(corpus):
         src = files[i % len(files)]
         log = parse_debugger(mutate(corpus_bytes(src), rng), src.name)
         assert all(p.file == src.name for p in log.problems)
+        no_internal_errors(log.problems)
 
 
 @pytest.mark.parametrize("name", ["kernels-gfx1100.co", "kernels-gfx90a.co", "kernels-gfx942.co", "kernels.hipfb"])

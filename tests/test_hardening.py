@@ -18,6 +18,8 @@ from faultkit.cli import main
 from faultkit.export.report import to_json
 from faultkit.triage import build
 
+from .conftest import no_internal_errors
+
 FAULT = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
          "Reason: Page not present or supervisor privilege.\n")
 
@@ -103,7 +105,9 @@ def test_malformed_manifest_never_raises(tmp_path, manifest):
     (tmp_path / "manifest.json").write_text(manifest)
     (tmp_path / "server.log").write_text(FAULT)
     (tmp_path / "environ.json").write_text('{"not": "a list"}')
-    doc = to_json(build(collect([str(tmp_path)])))
+    inc = build(collect([str(tmp_path)]))
+    no_internal_errors(inc.problems)
+    doc = to_json(inc)
     assert doc["faults"][0]["address"] == "0x7f0000001000"
 
 
@@ -281,4 +285,4 @@ def test_mutated_rocprofv3_csvs_never_raise(corpus, tmp_path):
         target = tmp_path / src.name
         target.write_bytes(mutate(src.read_bytes(), rng))
         read_trace_paths([target])
-        triage([str(target)])
+        no_internal_errors(triage([str(target)]).problems)

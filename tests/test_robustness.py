@@ -10,6 +10,7 @@ from faultkit.ingest.detect import detect_kinds
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.ingest.runtime_log import parse_runtime_log
 
+from .conftest import no_internal_errors
 from .test_kernel_log import GMC9_610
 
 SEEDS = [
@@ -32,15 +33,15 @@ SEEDS = [
 @given(st.sampled_from(SEEDS), st.integers(min_value=0, max_value=400), st.binary(max_size=64))
 def test_truncated_and_corrupted_seeds(seed, cut, noise):
     data = seed.encode()[:cut] + noise + seed.encode()[cut:cut + 50]
-    parse_runtime_log(data, "x")
-    parse_kernel_log(data, "x")
+    no_internal_errors(parse_runtime_log(data, "x").problems)
+    no_internal_errors(parse_kernel_log(data, "x").problems)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=500))
 def test_random_text(text):
-    parse_runtime_log(text, "x")
-    parse_kernel_log(text, "x")
+    no_internal_errors(parse_runtime_log(text, "x").problems)
+    no_internal_errors(parse_kernel_log(text, "x").problems)
     detect_kinds(text)
 
 
@@ -49,5 +50,6 @@ def test_random_text(text):
 def test_whole_triage_on_random_mixtures(parts, noise):
     data = "".join(parts).encode() + noise
     inc = build(Inputs(files=[InputFile("mix.log", data)]))
+    no_internal_errors(inc.problems)
     for render in (render_markdown, render_html, render_json):
         assert render(inc)

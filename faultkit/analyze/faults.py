@@ -272,6 +272,18 @@ def _pids_agree(runtime: Fault, faults: list[Fault], group: int) -> bool:
     return not pids or runtime.pid in pids
 
 
+def other_processes(faults: list[Fault], captured: set[int]) -> tuple[list[Fault], list[Fault]]:
+    """(this capture's faults, other processes' kernel-log records). On a shared node the kernel log
+    holds every process's faults; one whose pid is not among the processes the capture recorded is
+    another job's, never evidence of this incident. Without a process record nothing is set apart."""
+    if not captured:
+        return faults, []
+    mine, others = [], []
+    for f in faults:
+        (others if f.source == "kernel-log" and f.pid is not None and f.pid not in captured else mine).append(f)
+    return mine, others
+
+
 def is_address_fault(f: Fault) -> bool:
     return f.kind in ("memory-access-fault",) or f.kind.startswith("page-fault") or f.kind == "xid-31" or \
         (f.code in ADDRESS_FAULT_CODES)

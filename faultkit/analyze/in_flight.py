@@ -144,7 +144,7 @@ def _name_from_thread(suspects: list[Suspect], d: pd.DataFrame) -> None:
     for s in suspects:
         if s.kind != "launch-without-dispatch" or s.thread is None:
             continue
-        prev = d[(d["thread"] == s.thread) & (d["start"] <= (s.end or 0))]
+        prev = d[(d["thread"] == s.thread) & (d["start"] <= (s.end or 0))].sort_values("start", kind="stable")
         if len(prev):
             last = prev.iloc[-1]
             s.queue = _opt(last["queue"])
@@ -152,3 +152,15 @@ def _name_from_thread(suspects: list[Suspect], d: pd.DataFrame) -> None:
             s.stream = _opt(last["stream"])
             s.evidence += (f"; the thread's previous dispatch was {last['kernel']} on queue {int(last['queue'])}"
                            f" (agent node {int(last['agent_node'])})")
+            _name_from_order(s, prev["kernel"].astype(str).tolist())
+
+
+def _name_from_order(s: Suspect, names: list[str]) -> None:
+    """Where every earlier dispatch of the thread's last kernel was followed by one same kernel
+    (at least twice), that kernel is what the launch probably was: a name by dispatch order, said as such."""
+    last = names[-1]
+    after = [names[i + 1] for i in range(len(names) - 1) if names[i] == last]
+    if len(after) >= 2 and len(set(after)) == 1:
+        s.alias = after[0]
+        s.evidence += (f"; the thread's dispatch order names it: each of the {len(after)} earlier dispatches of "
+                       f"{last} was followed by {after[0]}")

@@ -38,6 +38,9 @@ class Incident:
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)
+    # Kernel-log records of processes the capture did not record: another job on the node, shown apart
+    other_faults: list[Fault] = field(default_factory=list)
+    other_events: list[KernelEvent] = field(default_factory=list)
     black_box: BlackBox | None = None   # the in-process agent's files: the fault address's owner, the stacks
     hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
     collectives: list[RankCollectives] = field(default_factory=list)

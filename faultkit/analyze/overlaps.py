@@ -1,23 +1,30 @@
-"""Work that ran at the same time in the window before the fault.
+"""Work that ran at the same time on one GPU of one process in the window before the fault.
 
-Kernels on different queues or streams, and copies beside kernels, that overlap in time are how
-races between producer and consumer show up; with AMD_SERIALIZE_KERNEL / AMD_SERIALIZE_COPY /
-HIP_LAUNCH_BLOCKING / CUDA_LAUNCH_BLOCKING in effect there should be none. One sweep over the
-intervals sorted by start, with a heap of the ones still running: O(n log n + pairs), not n².
+Kernels on different queues or streams of one device, and copies beside kernels, that overlap in
+time are how races between producer and consumer show up; with AMD_SERIALIZE_KERNEL /
+AMD_SERIALIZE_COPY / HIP_LAUNCH_BLOCKING / CUDA_LAUNCH_BLOCKING in effect there should be none.
+Serialization is per process and per device: two processes, or two GPUs, always run at the same
+time, and no variable could stop it, so their overlaps are not counted.
+
+Counting is O(n log n) whatever the overlap: within one set of intervals sorted by start, the
+number of earlier intervals still running when interval i starts is i minus the number that
+ended by then (a binary search over the sorted ends). Pairs are listed only for the few rows
+the report shows, each found with one vectorised pass.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
-from ..trace_model import Trace
+from ..trace_model import MISSING, Trace
 
 SERIALIZE = {"AMD_SERIALIZE_KERNEL": "kernel", "AMD_SERIALIZE_COPY": "copy", "HIP_LAUNCH_BLOCKING": "both",
              "CUDA_LAUNCH_BLOCKING": "both"}
 KEEP_PAIRS = 200
+PAIRS_PER_ROW = 20           # partners listed for one row (the count has them all)
 
 
 @dataclass
@@ -34,6 +41,32 @@ class Overlaps:
                 "copy_kernel": self.copy_kernel, "pairs": self.pairs, "serialization": self.serialization}
 
 
+def _device(node: pd.Series, label: pd.Series) -> np.ndarray:
+    nodes = node.to_numpy()
+    labels = label.astype(str).where(label.notna(), "").to_numpy(dtype=object)
+    out = np.where(nodes != MISSING, np.char.add("node ", nodes.astype(str)), labels)
+    return out.astype(object)
+
+
+def running_before(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For intervals already sorted by start (all of positive length): how many earlier ones each
+    starts inside. A later one cannot have ended before it starts, so the ends that are <= its start
+    all belong to earlier ones."""
+    ended = np.searchsorted(np.sort(end), start, side="right")
+    return np.arange(len(start)) - ended
+
+
+def _sets(keys: np.ndarray, members: np.ndarray):
+    """Indices (in sorted order) of each distinct key among `members`."""
+    if not len(members):
+        return
+    k = keys[members]
+    order = np.argsort(k, kind="stable")
+    bounds = np.flatnonzero(np.diff(k[order])) + 1
+    for part in np.split(order, bounds):
+        yield members[part]
+
+
 def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tuple[int, int]] = frozenset()
                   ) -> Overlaps:
     """`suspects`: (pid, correlation_id) of work to report pairs for first."""
@@ -43,59 +76,100 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
     if hi is not None:
         d, c = d[d["start"] <= hi], c[c["start"] <= hi]
     n_k, n_c = len(d), len(c)
-    start = np.concatenate([d["start"].to_numpy(), c["start"].to_numpy()])
-    end = np.concatenate([d["end"].to_numpy(), c["end"].to_numpy()])
+    start = np.concatenate([d["start"].to_numpy(), c["start"].to_numpy()]).astype(np.int64)
+    end = np.concatenate([d["end"].to_numpy(), c["end"].to_numpy()]).astype(np.int64)
     is_copy = np.concatenate([np.zeros(n_k, bool), np.ones(n_c, bool)])
-    pid = np.concatenate([d["pid"].to_numpy(), c["pid"].to_numpy()])
-    lane_q = np.concatenate([d["stream"].where(d["stream"] >= 0, d["queue"] + (1 << 40)).to_numpy(),
-                             c["stream"].to_numpy()])
-    agent = np.concatenate([d["agent_node"].to_numpy(), c["dst_node"].to_numpy()])
-    corr = np.concatenate([d["correlation_id"].to_numpy(), c["correlation_id"].to_numpy()])
-    # names are looked up for the few pairs reported: arrays, not a Python list of every record
+    pid = np.concatenate([d["pid"].to_numpy(), c["pid"].to_numpy()]).astype(np.int64)
+    lane = np.concatenate([d["stream"].where(d["stream"] >= 0, d["queue"] + (1 << 40)).to_numpy(),
+                           c["stream"].to_numpy()]).astype(np.int64)
+    # A device is its KFD node where agent_info maps it, else the tracer's own agent label.
+    agent = np.concatenate([_device(d["agent_node"], d["agent"]), _device(c["dst_node"], c["dst_agent"])])
+    corr = np.concatenate([d["correlation_id"].to_numpy(), c["correlation_id"].to_numpy()]).astype(np.int64)
     names = np.concatenate([d["kernel"].astype(str).to_numpy(dtype=object),
                             ("copy " + c["direction"].astype(str)).to_numpy(dtype=object)])
+    # rocprofv3 often leaves a copy's destination agent unresolved: where the process ran its
+    # kernels on one GPU only, that is the copy's device; otherwise it stays apart (unknown).
+    # A copy's agent label the same process's kernels carry names the same device.
+    k_labels = d["agent"].astype(str).to_numpy(dtype=object)
+    known = dict(zip(zip(pid[:n_k].tolist(), k_labels.tolist()), agent[:n_k].tolist()))
+    c_labels = c["dst_agent"].astype(str).to_numpy(dtype=object)
+    for i in np.flatnonzero(c["dst_node"].to_numpy() == MISSING).tolist():
+        agent[n_k + i] = known.get((int(pid[n_k + i]), c_labels[i]), agent[n_k + i])
+    unknown = agent == ""
+    for p in np.unique(pid[is_copy & unknown]).tolist():
+        used = np.unique(agent[(pid == p) & ~is_copy & ~unknown])
+        if len(used) == 1:
+            agent[(pid == p) & is_copy & unknown] = used[0]
     out = Overlaps(lo, hi)
-    order = np.argsort(start, kind="stable")
-    # Only clusters of intervals that chain into each other can hold pairs: find them with a
-    # running maximum of ends and sweep those alone (most of a busy trace is back-to-back work).
-    s_sorted, e_sorted = start[order], end[order]
-    reach = np.maximum.accumulate(e_sorted) if len(order) else e_sorted
-    new_cluster = np.ones(len(order), dtype=bool)
-    new_cluster[1:] = s_sorted[1:] >= reach[:-1]
-    cluster_id = np.cumsum(new_cluster)
-    sizes = np.bincount(cluster_id)
-    busy = order[sizes[cluster_id] > 1]
-    active: list[tuple[int, int]] = []          # (end, index)
-    keep_suspect, keep_other = [], []
-    for i in busy.tolist():
-        s = start[i]
-        while active and active[0][0] <= s:
-            heapq.heappop(active)
-        for e, j in active:
-            both_copy = is_copy[i] and is_copy[j]
-            if both_copy:
-                continue
-            if not is_copy[i] and not is_copy[j]:
-                if pid[i] == pid[j] and lane_q[i] == lane_q[j] and agent[i] == agent[j]:
-                    continue        # same queue: the hardware serializes it (or it is the same stream)
-                out.kernel_kernel += 1
-                kind = "kernel-kernel"
-            else:
-                out.copy_kernel += 1
-                kind = "copy-kernel"
-            pair = {"kind": kind, "a": names[j], "b": names[i], "a_start": int(start[j]), "a_end": int(e),
-                    "b_start": int(s), "b_end": int(end[i]), "overlap_ns": int(min(e, end[i]) - s),
-                    "pids": sorted({int(pid[i]), int(pid[j])})}
-            if (int(pid[i]), int(corr[i])) in suspects or (int(pid[j]), int(corr[j])) in suspects:
-                if len(keep_suspect) < KEEP_PAIRS:
-                    keep_suspect.append(pair)
-            else:
-                keep_other.append(pair)
-                if len(keep_other) > 4 * KEEP_PAIRS:
-                    keep_other = keep_other[-KEEP_PAIRS:]
-        heapq.heappush(active, (int(end[i]), i))
-    out.pairs = keep_suspect + keep_other[-(KEEP_PAIRS - len(keep_suspect)):] if KEEP_PAIRS > len(keep_suspect) \
-        else keep_suspect
+    # One order for everything: by start, ties by position, so "earlier" means the same in every subset.
+    order = np.lexsort((np.arange(len(start)), start))
+    order = order[end[order] > start[order]]          # a zero-length record overlaps nothing
+    rank = np.empty(len(start), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    # One device of one process: (pid, agent) as one key.
+    device = pd.factorize(pd.Series(pid.astype(str)) + "|" + pd.Series(agent))[0].astype(np.int64) \
+        if len(start) else np.zeros(0, np.int64)
+    valid = np.zeros(len(start), dtype=np.int64)      # per record: earlier partners it overlaps
+    for members in _sets(device, order):
+        members = members[np.argsort(rank[members], kind="stable")]
+        every = running_before(start[members], end[members])
+        kernels = members[~is_copy[members]]
+        copies = members[is_copy[members]]
+        same_lane = np.zeros(len(start), dtype=np.int64)
+        for lane_members in _sets(lane, kernels):
+            lane_members = lane_members[np.argsort(rank[lane_members], kind="stable")]
+            same_lane[lane_members] = running_before(start[lane_members], end[lane_members])
+        copy_copy = np.zeros(len(start), dtype=np.int64)
+        copy_copy[copies] = running_before(start[copies], end[copies])
+        kk = np.zeros(len(start), dtype=np.int64)
+        kk[kernels] = running_before(start[kernels], end[kernels])
+        valid[members] = every - same_lane[members] - copy_copy[members]
+        out.kernel_kernel += int((kk[kernels] - same_lane[kernels]).sum())
+        out.copy_kernel += int((every - kk[members] - copy_copy[members]).sum())
+
+    def pairs_of(i: int) -> list[dict]:
+        earlier = order[:rank[i]]
+        mask = (device[earlier] == device[i]) & (end[earlier] > start[i])
+        mask &= ~(is_copy[earlier] & is_copy[i])
+        if not is_copy[i]:
+            mask &= is_copy[earlier] | (lane[earlier] != lane[i])
+        found, seen = [], set()
+        for j in earlier[mask][::-1][:8 * PAIRS_PER_ROW].tolist():     # the latest partners: enough to list
+            kind = "copy-kernel" if is_copy[i] or is_copy[j] else "kernel-kernel"
+            pair = {"kind": kind, "a": names[j], "b": names[i], "a_start": int(start[j]), "a_end": int(end[j]),
+                    "b_start": int(start[i]), "b_end": int(end[i]),
+                    "overlap_ns": int(min(end[j], end[i]) - start[i]), "pids": [int(pid[i])]}
+            key = tuple(v for k, v in pair.items() if k != "pids")
+            if key in seen:
+                continue              # duplicated rows make one row
+            seen.add(key)
+            found.append(pair)
+            if len(found) >= PAIRS_PER_ROW:
+                break
+        return found
+
+    kept: list[dict] = []
+    keys: set = set()
+
+    def keep(rows) -> None:
+        # each row costs one pass over its device's earlier records: look at a bounded number
+        for n, i in enumerate(rows):
+            if n >= 2 * KEEP_PAIRS:
+                return
+            for p in pairs_of(int(i)):
+                key = (p["kind"], p["a"], p["b"], p["a_start"], p["b_start"])
+                if key not in keys and len(kept) < KEEP_PAIRS:
+                    keys.add(key)
+                    kept.append(p)
+            if len(kept) >= KEEP_PAIRS:
+                return
+
+    paired = order[valid[order] > 0]
+    if suspects:
+        keep(i for i in paired.tolist() if (int(pid[i]), int(corr[i])) in suspects)
+    # then the latest: walk back from the last start
+    keep(paired[::-1].tolist())
+    out.pairs = kept
     return out
 
 

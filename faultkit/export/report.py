@@ -37,14 +37,15 @@ def to_json(inc: Incident) -> dict:
         "schema": SCHEMA,
         "verdict": v.to_json() if v else {"level": "unknown", "kernel": None, "candidates": [], "why": ""},
         "faults": [f.to_json() for f in inc.faults],
+        "other_processes": {"faults": [f.to_json() for f in inc.other_faults],
+                            "kernel_events": [_event_json(e) for e in inc.other_events]},
         "incidents": [g.to_json(inc.faults) for g in inc.groups],
         "report_points": [{"source": "runtime", "frame": r.frame, "kind": r.kind, "exception": r.exception,
                            "process": r.process_tag, "origin": str(r.origin)} for r in inc.report_points],
         "next_steps": inc.next_steps,
         "problems": [str(p) for p in inc.problems],
         "inputs": inc.inputs,
-        "kernel_events": [{"kind": e.kind, "text": e.text, "time": e.stamp.raw if e.stamp else None, "gpu": e.pci,
-                           "fields": e.fields, "origin": str(e.origin)} for e in inc.kernel_events],
+        "kernel_events": [_event_json(e) for e in inc.kernel_events],
         "wave_dumps": [{"wave": w.wave, "pc": hex_or_none(w.pc), "kernel": w.kernel, "reasons": w.reasons,
                         "generation": w.generation, "code_object": w.code_object,
                         "faulting_pc_marked": hex_or_none(w.marked_pc), "origin": str(w.origin)}
@@ -68,6 +69,11 @@ def to_json(inc: Incident) -> dict:
                      "events": [{"kind": e.kind, "text": e.text, "origin": str(e.origin)}
                                 for e in inc.debugger.events if e.kind not in ("fork",)][:200]},
     }
+
+
+def _event_json(e) -> dict:
+    return {"kind": e.kind, "text": e.text, "time": e.stamp.raw if e.stamp else None, "gpu": e.pci,
+            "fields": e.fields, "origin": str(e.origin)}
 
 
 def _stop_json(f) -> dict:
@@ -131,8 +137,9 @@ def _evidence(v, c) -> str:
 def sections(inc: Incident) -> list[Section]:
     """The report's sections in reading order; a builder returns None where it has nothing to say."""
     built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
-             _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
-             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _hang_section(inc), _cores_section(inc),
+             _facts_section(inc), _others_section(inc), _meaning_section(inc), _decoded_section(inc),
+             _events_section(inc), _wave_section(inc), _queue_section(inc), _capture_section(inc.capture),
+             _hang_section(inc), _cores_section(inc),
              Section(**parts) if (parts := black_box.section_parts(inc)) else None,
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
@@ -180,6 +187,19 @@ def _facts_section(inc: Incident) -> Section:
     if secondary:
         s.paragraphs.append(f"{secondary} kernel-log block(s) had an all-zero status (faults latched behind an "
                             f"earlier one); their printed client is not meaningful.")
+    return s
+
+
+def _others_section(inc: Incident) -> Section | None:
+    if not inc.other_faults and not inc.other_events:
+        return None
+    s = Section("Other processes on this machine")
+    s.paragraphs.append("The kernel log also holds these records of processes the capture did not start or "
+                        "follow (their pids are not in its process record): another job's, not evidence of this "
+                        "incident.")
+    s.bullets = [f"{f.kind} pid {f.pid}" + (f" ({f.process})" if f.process else "") + f" ({f.origin})"
+                 for f in inc.other_faults[:50]]
+    s.bullets += [f"{e.kind} pid {e.fields.get('pid')}: {e.text[:120]} ({e.origin})" for e in inc.other_events[:50]]
     return s
 
 
@@ -276,6 +296,11 @@ def _report_points_section(inc: Incident) -> Section:
                      for r in inc.report_points]
         s.paragraphs.append("Kernels run asynchronously: these frames are where an error was reported, never the "
                             "faulting site.")
+    elif (host := next((f for f in inc.stops if not f.gpu), None)) is not None and inc.debugger.backtrace:
+        # a host crash under a debugger: its backtrace is the host stack (the crash site itself)
+        s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
+                            f"({host.stop.origin}): a CPU crash, so this is where it happened.")
+        s.code = [f.text for f in inc.debugger.backtrace[:40]]
     else:
         s.paragraphs.append("No host stack was found.")
     return s

@@ -313,7 +313,7 @@ def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog
         try:
             stamp, rest, is_kernel = _stamp_of(line.text, state)
         except Exception as exc:  # defensive: a stamp we mis-read must not lose the line
-            out.problems.append(Problem(name, f"unreadable timestamp ({exc!r})", line.no))
+            out.problems.append(Problem(name, f"unreadable timestamp ({exc!r})", line.no, internal=True))
             stamp, rest, is_kernel = None, line.text, True
         if stamp is not None and stamp.clock == "monotonic":
             state.setdefault("style", "dmesg")
@@ -346,7 +346,8 @@ class _Blocks:
             try:
                 self.line(p)
             except Exception as exc:
-                self.out.problems.append(Problem(self.name, f"internal parser error ({exc!r}); line skipped", p.no))
+                self.out.problems.append(Problem(self.name, f"internal parser error ({exc!r}); line skipped", p.no,
+                                                 internal=True))
         for key in list(self.open):
             self.close(key)
 

@@ -399,7 +399,7 @@ def parse_runtime_log(data: bytes | str, name: str = "<runtime log>") -> Runtime
             consumed = _parse_line(st, lines, i)
         except Exception as exc:  # a parser bug must not cost the rest of the log
             st.out.problems.append(Problem(name, f"internal parser error on this line ({exc!r}); line skipped",
-                                           line.no))
+                                           line.no, internal=True))
             consumed = 1
         i += max(consumed, 1)
     _close_all(st)
