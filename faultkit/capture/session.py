@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
+from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
@@ -327,29 +328,6 @@ def _lock(out: Path):
         fh.close()
         raise CaptureError(f"another faultkit capture is writing into {out} right now")
     return fh
-
-
-def private_dir(path: Path) -> None:
-    """Bundles hold command lines, environments and memory: readable by their owner only."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-
-
-def private_tree(root: Path) -> None:
-    """Files the target or its runtime wrote (cores, logs) get the bundle's permissions too."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for d in dirnames:
-            _chmod(Path(dirpath) / d, 0o700)
-        for f in filenames:
-            _chmod(Path(dirpath) / f, 0o600)
-
-
-def _chmod(p: Path, mode: int) -> None:
-    try:
-        if not p.is_symlink() and (p.is_file() or p.is_dir()):
-            os.chmod(p, mode)
-    except OSError:
-        pass
 
 
 def _write_manifest(out: Path, manifest: dict) -> None:
