@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .demangle import display_name
+from .terminal import clean
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,9 +24,10 @@ def main() -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-f", "--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default="md",
-              show_default=True, help="report format")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="write here instead of stdout")
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default=None,
+              help="report format [default: from -o's extension (.md, .html, .json), else md]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="variables the run had (e.g. AMD_SERIALIZE_KERNEL=3): checked against the trace's overlaps "
                    "(a capture bundle's own environment record is used otherwise)")
@@ -57,18 +60,19 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     if verbose:
         for i in incident.inputs:
             size = f"{i['rows']:,} rows" if "rows" in i else f"{i.get('bytes', 0):,} bytes"
-            click.echo(f"read {i['name']} ({size}): {', '.join(i['kinds']) or 'nothing recognised'}", err=True)
+            click.echo(clean(f"read {i['name']} ({size}): {', '.join(i['kinds']) or 'nothing recognised'}"), err=True)
         for p in incident.problems:
-            click.echo(f"problem: {p}", err=True)
-    text = RENDERERS[fmt](incident)
+            click.echo(clean(f"problem: {p}"), err=True)
+    text = RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](incident)
     v = incident.verdict
     if output:
         write_output(output, text)
-        click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
+        click.echo(clean(f"wrote {output}: verdict {v.level}" + (f" ({display_name(v.kernel)})" if v.kernel else "")),
+                   err=True)
     else:
         sys.stdout.write(text)
     for m in incident.missing:
-        click.echo(f"error: {m}: no such file, or not readable", err=True)
+        click.echo(f"error: {clean(m)}: no such file, or not readable", err=True)
     if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
@@ -78,9 +82,11 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
 
 @main.command()
 @click.argument("inputs", nargs=-1)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="trace file to write")
-@click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
-              help="native Perfetto protobuf, or Chrome trace-event JSON")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="the trace FILE to write (readable by you only; its folder is made)")
+@click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default=None,
+              help="native Perfetto protobuf, or Chrome trace-event JSON [default: from -o's extension (.json: "
+                   "json), else pftrace]")
 @click.option("--window", default="30s", show_default=True, metavar="DURATION|all",
               help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
@@ -118,10 +124,8 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     missing = [i for i in inputs if not os.path.exists(i)]
     if missing:
         raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
-    if output.endswith(".json"):
-        fmt = "json"                                 # -o x.json means Chrome JSON
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    with Progress() as progress:
+    fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")
+    with Progress() as progress, output_errors(output):
         progress.stage("reading the inputs and the trace")
         inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
         progress.stage("laying out the tracks")
@@ -139,13 +143,38 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
 
 
 EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
+# -o's extension names the format where --format is not given (as a user of other tools expects)
+REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
+
+
+def output_format(output: str | None, given: str | None, suffixes: dict[str, str], default: str) -> str:
+    if given:
+        return given
+    return suffixes.get(Path(output).suffix.lower(), default) if output else default
+
+
+class output_errors:
+    """A file that cannot be written (`-o /proc/x`, a read-only folder, a full disk) is the user's
+    error, said in one line (exit 1), not an internal one."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, OSError):
+            raise click.ClickException(f"cannot write {clean(self.path)}: {exc.strerror or exc}") from None
+        return False
 
 
 def write_output(path: str, text: str) -> None:
-    """Writers create the folder they write into."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+    """Reports are their owner's only (0600, written whole); writers create the folder they write into."""
+    from .private_files import write_private
+    with output_errors(path):
+        write_private(path, text)
 
 
 def parse_env(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -200,7 +229,8 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
-@click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
+              help="a FOLDER for the plan and one folder per trial (readable by you only); the same folder resumes")
 def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
 
@@ -242,8 +272,10 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @click.option("--metric", metavar="REGEX",
               help="read a per-trial figure from each trial's client (else server) output: the last match's first "
                    "group, e.g. 'throughput \\(token/s\\): ([\\d.]+)'")
-@click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default=None,
+              help="report format [default: from -o's extension (.md, .html, .json), else md]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
 def trials_report(folder, count_specs, metric, fmt, output) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
@@ -279,7 +311,7 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
             for r in results:
                 r["metric"], r["metric_regex"] = metric_from(trial_dir(Path(folder), r), regex), regex
         summary = summarise(plan, results)
-    text = RENDERERS[fmt](summary)
+    text = RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary)
     if output:
         write_output(output, text)
         click.echo(f"wrote {output}", err=True)
@@ -379,7 +411,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("-q", "--quiet", is_flag=True,
               help="show neither the target's output nor the status line nor the summary (warnings still)")
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
-              help="bundle folder (default: faultkit-bundle-<time>)")
+              help="the bundle FOLDER, new or empty (readable by you only; default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
@@ -422,10 +454,11 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     if quiet:
         sys.exit(capture_status(manifest))
     v = run_triage([out]).verdict
-    click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
-    click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
-               + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
-    click.echo(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace",
+    click.echo(clean(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})"), err=True)
+    click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
+                     + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
+                        else "")), err=True)
+    click.echo(clean(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace"),
                err=True)
     sys.exit(capture_status(manifest))
 
@@ -441,6 +474,33 @@ def capture_status(manifest: dict) -> int:
     return 128 - code if code < 0 else code
 
 
+FOLDER_OUTPUTS = (("capture",), ("trials", "run"))     # verbs whose -o is a folder; elsewhere a file
+
+
+def error_folders(argv: list[str]) -> list[Path]:
+    """Where an internal error's traceback may go, best first: beside what the command writes (its
+    -o folder, or the folder of its -o file, where that exists), else the user's cache folder. A
+    traceback holds paths and evidence: never a shared folder like /tmp."""
+    from .private_files import cache_dir
+    out = []
+    words = [a for a in argv if not a.startswith("-")][:2]
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        value = argv[i + 1] if a in ("-o", "--output") and i + 1 < len(argv) else \
+            a.split("=", 1)[1] if a.startswith("--output=") else None
+        if value:
+            p = Path(value)
+            folder = p if any(tuple(words[:len(v)]) == v for v in FOLDER_OUTPUTS) else p.parent
+            if folder.is_dir():
+                out.append(folder)
+    try:
+        out.append(cache_dir())
+    except OSError:
+        pass
+    return out
+
+
 def run() -> None:
     """The entry point: any unexpected error is one line, with the traceback saved to a file."""
     try:
@@ -450,15 +510,18 @@ def run() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:                         # noqa: BLE001 - the last line of defence
-        import tempfile
         import traceback
-        path = Path(tempfile.gettempdir()) / f"faultkit-error-{os.getpid()}.txt"
-        try:
-            path.write_text(traceback.format_exc())
+        where = ""
+        for folder in error_folders(sys.argv[1:]):
+            path = folder / f"faultkit-error-{os.getpid()}.txt"
+            try:
+                from .private_files import write_private
+                write_private(path, traceback.format_exc())
+            except OSError:
+                continue
             where = f"; details in {path}"
-        except OSError:
-            where = ""
-        click.echo(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+            break
+        click.echo(clean(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}"), err=True)
         sys.exit(EXIT_INTERNAL)
     finally:
         # Everything is written and closed by now. The interpreter's last collections at exit would

@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 
-from ..terminal import ERASE, isatty, write_bytes, write_text
+from ..terminal import ERASE, clean, isatty, write_bytes, write_text
 
 
 
@@ -52,7 +52,7 @@ class Console:
             self._erase()
             prefix = "" if self._at_line_start else "\n"
             self._at_line_start = True
-            write_text(self.err, prefix + text + "\n")
+            write_text(self.err, prefix + clean(text) + "\n")     # evidence in a warning drives no terminal
             self._draw()
 
     def close(self) -> None:
