@@ -161,4 +161,4 @@ def verify_env(records: list[ProcessRecord], wanted: dict[str, str]) -> dict:
 
 
 def _shown(name: str, v: str) -> str:
-    return redaction.MARK if redaction.secret_name(name) else redaction.value(v)
+    return redaction.env({name: v})[name]

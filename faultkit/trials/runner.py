@@ -58,15 +58,17 @@ def make_plan(arms: list[Arm], n: int, seed: int) -> list[dict]:
 def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: str | None, port: int | None,
                         timeout_s: float) -> dict:
     path = out / "plan.json"
-    # Secrets in an arm's command or variables are written redacted; the fingerprints still tell a
-    # resumed run from a different experiment.
+    plan = _json_object(path) if path.exists() else None
+    # Secrets in an arm's command or variables are written redacted; the fingerprints (salted per
+    # experiment: the salt is in the plan) still tell a resumed run from a different experiment.
+    salt = plan.get("salt") if isinstance(plan, dict) and isinstance(plan.get("salt"), str) else redaction.new_salt()
     spec = {"arms": [{"name": a.name, "command": redaction.text(a.command),
-                      "command_fingerprint": redaction.fingerprint(a.command), "env": redaction.env(a.env),
-                      "env_fingerprints": {k: redaction.fingerprint(v) for k, v in a.env.items()}} for a in arms],
+                      "command_fingerprint": redaction.fingerprint(a.command, salt), "env": redaction.env(a.env),
+                      "env_fingerprints": {k: redaction.fingerprint(v, salt) for k, v in a.env.items()}}
+                     for a in arms],
             "n": n, "seed": seed,
             "client": client, "port": port, "trial_timeout_s": timeout_s}
     if path.exists():
-        plan = _json_object(path)
         if plan is None or not isinstance(plan.get("order"), list) or not all(
                 isinstance(e, dict) and {"index", "pair", "arm"} <= e.keys() for e in plan["order"]):
             raise TrialsError(f"{path} is cut or not a faultkit trials plan; finished trials are kept in their "
@@ -76,7 +78,8 @@ def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: s
                               f"differ); use another -o folder or the same arguments to resume")
         return plan
     private_dir(out)
-    plan = {"schema": PLAN_SCHEMA, "spec": spec, "order": make_plan(arms, n, seed), "created": time.time()}
+    plan = {"schema": PLAN_SCHEMA, "spec": spec, "salt": salt, "order": make_plan(arms, n, seed),
+            "created": time.time()}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(plan, indent=2))
     os.replace(tmp, path)
