@@ -27,8 +27,14 @@ def _parent(path: Path) -> Path:
     """The folder a file goes into: made (0700) where missing; an existing one is the user's and
     keeps its mode."""
     parent = path.parent
-    if not parent.is_dir():
-        parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    missing = []
+    p = parent
+    while not p.is_dir() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):           # mkdir(parents=True) would give the upper ones the umask's mode
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
+        os.chmod(d, DIR_MODE)
     return parent
 
 

@@ -90,3 +90,13 @@ def test_the_graph_is_real():
     assert "faultkit.trace_model" in GRAPH["faultkit.ingest.rocprof"]
     assert "faultkit.layout" in GRAPH["faultkit.capture.session"]
     assert "faultkit.ingest.traces" in GRAPH["faultkit.triage"]
+
+
+def test_reports_and_timelines_are_written_only_through_private_files():
+    """What the CLI and the exporters write is private and atomic: one owner (private_files) opens it."""
+    import re
+    writes = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]b?['\"]|os\.open\(")
+    for path in [PKG / "cli.py", PKG / "triage.py", *(PKG / "export").glob("*.py")]:
+        found = writes.findall(path.read_text())
+        assert not found, f"{path.name} writes a file itself: {found}; use faultkit.private_files"
+    assert "faultkit.private_files" in GRAPH["faultkit.export.pftrace"]
