@@ -251,3 +251,19 @@ def test_plain_text_never_links_in_github_markdown():
     page = cmarkgfm.github_flavored_markdown_to_html(md(text, block=True), options=cmarkgfm.Options.CMARK_OPT_UNSAFE)
     assert not re.search(r"<(?:a|img|strong|em|del)\b", page), page
     assert "https://x.example/a www.y.example" in page and "&amp;lt;img&amp;gt;" in page
+
+
+def test_brackets_stay_readable_and_never_link():
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="pip install cmarkgfm (GitHub's own renderer)")
+    from faultkit.export.markup import md
+    # a bare `[x]` links only to a definition, and evidence can define none: a `[x]: url` at a
+    # line's start is escaped (and stays visible), and nothing else in a report starts a block
+    render = lambda t: cmarkgfm.github_flavored_markdown_to_html(           # noqa: E731
+        f"- {md(t, block=True)}\n\n{md(t, block=True)}\n\n| a |\n|---|\n| {md(t, cell=True)} |\n",
+        options=cmarkgfm.Options.CMARK_OPT_UNSAFE)
+    assert md("[183402.551203] amdgpu") == "[183402.551203] amdgpu"         # dmesg's stamp as written
+    for t in ("[x]: http://evil.example", "[a](http://l.example)", "![i](http://p.example/x.png)", "[a][x]",
+              "[x] shortcut to a definition elsewhere", "[ ] task", "[^1] note"):
+        page = render(t)
+        assert not re.search(r"<(?:a|img|input|sup)\b", page), (t, page)
+        assert page.count(t.split("]")[0] + "]") == 3, (t, page)            # shown in all three places

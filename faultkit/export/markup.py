@@ -56,9 +56,12 @@ def _pieces(text: str):
 
 # ---------------- Markdown ----------------
 
-# Always escaped: what opens code, emphasis, strikethrough, links and images, raw HTML and
-# autolinks, entities, table cells; the backslash itself.
-MD_ALWAYS = re.compile(r"([\\`*~\[\]<>&|])")
+# Always escaped: what opens code, emphasis, strikethrough, raw HTML and autolinks, entities,
+# table cells; the backslash itself.
+MD_ALWAYS = re.compile(r"([\\`*~<&|])")
+# Links and images need `](` or `][`; a bare `[x]` is a link only where a definition `[x]: url`
+# starts a block (escaped there, MD_BLOCK_START): `[183402.551203]` stays as dmesg wrote it.
+MD_LINK_CLOSE = re.compile(r"\](?=[(\[])")
 # `_` opens emphasis only at a word's edge (`a_b_c` is literal): escaped there only.
 MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 # GFM's extended autolinks: `scheme://`, `www.`, `mailto:`/`xmpp:`, and e-mail addresses.
@@ -66,12 +69,13 @@ MD_SCHEME = re.compile(r"(?i)(?<=[a-z0-9+.-])(?<![\\]):(?=//)|(?<=mailto):|(?<=x
 MD_WWW = re.compile(r"(?i)\b(www)\.")
 MD_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 # What would start a block at the start of a paragraph or list item: a heading, a quote, a list, a
-# thematic break or setext underline, a numbered list.
-MD_BLOCK_START = re.compile(r"^(\s*)([#>+=-]|\d+(?=[.)]))")
+# thematic break or setext underline, a numbered list, a link or footnote definition, a task box.
+MD_BLOCK_START = re.compile(r"^(\s*)([#>+=\[-]|\d+(?=[.)]))")
 
 
 def _md_escape(t: str) -> str:
     t = MD_ALWAYS.sub(r"\\\1", t)
+    t = MD_LINK_CLOSE.sub(r"\\]", t)
     t = MD_UNDERSCORE.sub(r"\\_", t)
     t = MD_SCHEME.sub(r"\\:", t)
     return MD_WWW.sub(r"\1\\.", t)
