@@ -267,3 +267,15 @@ def test_brackets_stay_readable_and_never_link():
         page = render(t)
         assert not re.search(r"<(?:a|img|input|sup)\b", page), (t, page)
         assert page.count(t.split("]")[0] + "]") == 3, (t, page)            # shown in all three places
+
+
+def test_timeline_slices_show_demangled_names(tmp_path):
+    pytest.importorskip("cxxfilt")
+    from .test_traces import FAULT_NS, MS, bundle, k70
+    b = bundle(tmp_path, kernels=[k70(1, 1, 1, 9, 1, MANGLED, 1, FAULT_NS - 5 * MS, FAULT_NS - 4 * MS),
+                                  k70(1, 1, 1, 9, 2, "plain_kernel", 2, FAULT_NS - 3 * MS, FAULT_NS - 2 * MS)])
+    out = tmp_path / "t.json"
+    res = CliRunner().invoke(main, ["timeline", str(b), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    names = {e["name"] for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert {DEMANGLED, "plain_kernel"} <= names and MANGLED not in names
