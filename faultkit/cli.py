@@ -108,10 +108,10 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
                    check_trace(data, keep_names=False, progress=progress))
-        click.echo(f"{check_file}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
+        click.echo(f"{clean(check_file)}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
                    f"{res.instants} instants, {res.counters} counter values, {res.flows} flows")
         for e in res.errors:
-            click.echo(f"  error: {e}")
+            click.echo(clean(f"  error: {e}"))
         if not res.ok:
             raise SystemExit(1)
         return
@@ -136,9 +136,9 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         else:
             size = write_pftrace(tl, output, progress)
     if fmt == "json":
-        click.echo(f"wrote {output}: {n} events (Chrome trace JSON)", err=True)
+        click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
     else:
-        click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
+        click.echo(f"wrote {clean(output)}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
                    err=True)
 
 
@@ -303,7 +303,7 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
     else:
         plan, results, problems = load_results(Path(folder))
         for p in problems:
-            click.echo(f"warning: {p}", err=True)
+            click.echo(clean(f"warning: {p}"), err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
@@ -314,7 +314,7 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
     text = RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary)
     if output:
         write_output(output, text)
-        click.echo(f"wrote {output}", err=True)
+        click.echo(f"wrote {clean(output)}", err=True)
     else:
         sys.stdout.write(text)
 
@@ -352,7 +352,7 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
         return
     a, b = s["arms"]
     need = s["trials_per_arm"]
-    click.echo(f"{a} at {s['rates'][0]:.0%} vs {b} at {s['rates'][1]:.0%}, alpha {alpha}, {s['alternative']}:")
+    click.echo(clean(f"{a} at {s['rates'][0]:.0%} vs {b} at {s['rates'][1]:.0%}, alpha {alpha}, {s['alternative']}:"))
     if n is not None:
         click.echo(f"  {n} trials per arm give power {s['power']:.0%}")
     elif need is None:
