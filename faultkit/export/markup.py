@@ -56,9 +56,10 @@ def _pieces(text: str):
 
 # ---------------- Markdown ----------------
 
-# Always escaped: what opens code, emphasis, strikethrough, raw HTML and autolinks, entities,
-# table cells; the backslash itself.
-MD_ALWAYS = re.compile(r"([\\`*~<&|])")
+# Escaped: what opens code, emphasis or strikethrough; a `<` that can open a tag, a comment or an
+# autolink (`rptr < wptr` and `k<<<grid>>>` stay as they are); an `&` that makes an entity; the
+# backslash itself. `|` only in a table cell (one line of text is never a table).
+MD_ALWAYS = re.compile(r"([\\`*~]|<(?=[A-Za-z/!?])|&(?=#?\w+;))")
 # Links and images need `](` or `][`; a bare `[x]` is a link only where a definition `[x]: url`
 # starts a block (escaped there, MD_BLOCK_START): `[183402.551203]` stays as dmesg wrote it.
 MD_LINK_CLOSE = re.compile(r"\](?=[(\[])")
@@ -73,20 +74,22 @@ MD_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 MD_BLOCK_START = re.compile(r"^(\s*)([#>+=\[-]|\d+(?=[.)]))")
 
 
-def _md_escape(t: str) -> str:
+def _md_escape(t: str, cell: bool = False) -> str:
     t = MD_ALWAYS.sub(r"\\\1", t)
+    if cell:
+        t = t.replace("|", "\\|")
     t = MD_LINK_CLOSE.sub(r"\\]", t)
     t = MD_UNDERSCORE.sub(r"\\_", t)
     t = MD_SCHEME.sub(r"\\:", t)
     return MD_WWW.sub(r"\1\\.", t)
 
 
-def _md_text(t: str) -> str:
+def _md_text(t: str, cell: bool = False) -> str:
     out, pos = [], 0
     for m in MD_EMAIL.finditer(t):            # an address inside a code span is never a mailto link
-        out += [_md_escape(t[pos:m.start()]), _md_code(m.group(0))]
+        out += [_md_escape(t[pos:m.start()], cell), _md_code(m.group(0), cell)]
         pos = m.end()
-    out.append(_md_escape(t[pos:]))
+    out.append(_md_escape(t[pos:], cell))
     return "".join(out)
 
 
@@ -108,9 +111,9 @@ def md(text, cell: bool = False, block: bool = False) -> str:
         if kind == "code":
             out.append(_md_code(t, cell))
         elif kind == "strong":
-            out.append(f"**{_md_text(t)}**" if t.strip() else _md_text(t))
+            out.append(f"**{_md_text(t, cell)}**" if t.strip() else _md_text(t, cell))
         else:
-            out.append(_md_text(t))
+            out.append(_md_text(t, cell))
     line = "".join(out)
     if block:
         line = MD_BLOCK_START.sub(lambda m: m[1] + "\\" + m[2] if not m[2][0].isdigit() else
