@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import platform
 import re
 import signal
 import sys
@@ -39,8 +41,10 @@ def main() -> None:
 @click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
 @click.option("-v", "--verbose", is_flag=True, help="say on stderr what each input was read as, and every problem")
+@click.option("--job", metavar="ID", help="the bundles given are one job's (one per node or rank), whatever job id "
+                                         "their manifests carry: judged as one incident across nodes")
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, job: str | None) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -56,6 +60,11 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     opts = TriageOptions(env=parse_env(env_pairs, "--env") if env_pairs else None,
                          window_ns=int(parse_duration(window) * 1e9), debugger=debugger,
                          open_cores=not no_open_cores)
+    from .job_triage import job_of
+    bundles = job_of(list(inputs), job)
+    if bundles is not None:
+        _triage_job(bundles, opts, fmt, output)
+        return
     incident = run_triage(list(inputs), opts)
     if verbose:
         for i in incident.inputs:
@@ -125,11 +134,17 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     if missing:
         raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
     fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")
+    from .job_triage import job_of, triage_job
+    bundles = job_of(list(inputs))
     with Progress() as progress, output_errors(output):
         progress.stage("reading the inputs and the trace")
-        inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
-        progress.stage("laying out the tracks")
-        tl = build_timeline(inc, win)
+        if bundles is not None:      # one job's bundles: a process group per node on the aligned clock
+            from .export.job_timeline import build_job_timeline
+            tl = build_job_timeline(triage_job(bundles[0], bundles[1], lambda p: run_triage([p], TriageOptions())))
+        else:
+            inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
+            progress.stage("laying out the tracks")
+            tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
         if fmt == "json":
             n = write_json(tl, output)
@@ -168,6 +183,22 @@ class output_errors:
         if exc_type is not None and issubclass(exc_type, OSError):
             raise click.ClickException(f"cannot write {clean(self.path)}: {exc.strerror or exc}") from None
         return False
+
+
+def _triage_job(bundles, opts, fmt: str, output: str | None) -> None:
+    """Several nodes' bundles of one job: one incident, the first mover, the others its consequences."""
+    from .export.job_report import JOB_RENDERERS
+    from .job_triage import triage_job
+    from .triage import triage as run_triage
+    if fmt not in JOB_RENDERERS:
+        raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
+    report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
+    text = JOB_RENDERERS[fmt](report)
+    if output:
+        write_output(output, text)
+        click.echo(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}", err=True)
+    else:
+        sys.stdout.write(text)
 
 
 def write_output(path: str, text: str) -> None:
@@ -431,7 +462,12 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
     from .capture.session import CaptureError, CaptureOptions, capture as run_capture
     from .triage import triage as run_triage
 
+    from .launch_env import PatternError, expand, launch_of
     out = out or time.strftime("faultkit-bundle-%Y%m%d-%H%M%S")
+    try:        # srun/torchrun/mpirun start one faultkit per rank: `-o run/%h` gives each its own bundle
+        out = expand(out, launch_of(dict(os.environ), platform.node()), os.getpid())
+    except PatternError as exc:
+        raise click.UsageError(f"-o {out}: {exc}") from None
     if bool(command) == (pid is not None):
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if pid is not None:
@@ -499,6 +535,232 @@ def error_folders(argv: list[str]) -> list[Path]:
     except OSError:
         pass
     return out
+
+# ---------------- the fleet: `watch` (a node agent) and `registry` (incidents of many nodes) ----------------
+
+
+def _store(db):
+    try:
+        from .fleet.store import RegistryError, open_store
+    except ImportError as exc:      # pragma: no cover - the extra is part of the test install
+        raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
+    try:
+        return open_store(db)
+    except ImportError as exc:
+        raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+_db = click.option("--db", envvar="FAULTKIT_REGISTRY", metavar="PATH|postgresql://...",
+                   help="the registry: a DuckDB file (default ~/.local/share/faultkit/registry.duckdb) "
+                        "or a PostgreSQL URL")
+_fmt = click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+
+@main.group()
+def registry() -> None:
+    """Incidents from many nodes in one store: which signatures recur, where, and whether they look
+    like software (many nodes and GPUs) or hardware (one GPU with a history)."""
+
+
+@registry.command("add")
+@click.argument("inputs", nargs=-1, required=True)
+@_db
+@click.option("--node", help="the node the evidence came from (default: the bundle's manifest)")
+@click.option("--job", help="the job id (default: the manifest or the launcher's variables)")
+@click.option("-q", "--quiet", is_flag=True, help="print nothing but errors")
+def registry_add(inputs, db, node, job, quiet) -> None:
+    """Add triage reports (faultkit.triage/1 JSON), bundles or logs (triaged here). Adding the same
+    report twice keeps one copy. Exit 1 when an input could not be read (the others are added)."""
+    from .fleet.intake import intake
+    store, failed = _store(db), False
+    for path in inputs:
+        records, problems = intake(path, node=node, job=job)
+        for p in problems:
+            click.echo(f"problem: {p}", err=True)
+        failed |= bool(problems) and not records
+        added = store.add(records)
+        if not quiet:
+            click.echo(f"{path}: {len(records)} incident(s), {added} new", err=True)
+    store.close()
+    if failed:
+        sys.exit(EXIT_INPUT)
+
+
+@registry.command("top")
+@_db
+@click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True)
+@_fmt
+def registry_top(db, limit, fmt) -> None:
+    """Signatures ranked by incidents, then nodes."""
+    from .fleet.render import row_json, top_text
+    store = _store(db)
+    rows, total = store.top(limit), store.count()
+    store.close()
+    if fmt == "json":
+        click.echo(json.dumps({"incidents": total, "signatures": [row_json(r) for r in rows]}, indent=2))
+    else:
+        click.echo(top_text(rows, total), nl=False)
+
+
+@registry.command("show")
+@click.argument("signature")
+@_db
+@_fmt
+def registry_show(signature, db, fmt) -> None:
+    """One signature: where and when, its driver-event chains, versions, and the hardware/software suspicion."""
+    from .fleet.render import show_text
+    store = _store(db)
+    data = _show(store, signature)
+    store.close()
+    if data is None:
+        raise click.ClickException(f"no signature {signature!r} in the registry (or the prefix is ambiguous)")
+    click.echo(json.dumps(data, indent=2) if fmt == "json" else show_text(data), nl=fmt == "json")
+
+
+def _show(store, signature):
+    from .fleet.hardware import judge_signature
+    from .fleet.render import show_json
+    sig = store.resolve(signature)
+    row = store.signature(sig) if sig else None
+    if row is None:
+        return None
+    hist = store.gpu_histories(sig)
+    return show_json(row, judge_signature(row.incidents, row.nodes, row.gpus, hist), hist,
+                     store.versions(sig), store.chains(sig), store.incidents(sig)[:50])
+
+
+@registry.command("similar")
+@click.argument("source")
+@_db
+@_fmt
+def registry_similar(source, db, fmt) -> None:
+    """Incidents like this bundle's, log's or report's: the same signature, the same kernel with
+    another fault, other signatures on the same GPU."""
+    from .fleet.intake import intake
+    records, problems = intake(source)
+    for p in problems:
+        click.echo(f"problem: {p}", err=True)
+    if not records:
+        raise click.ClickException(f"{source}: no fault found to compare")
+    store = _store(db)
+    out = []
+    for r in records:
+        same = store.signature(r.signature)
+        out.append({"signature": r.signature, "kernel_key": r.kernel_key, "fault_kind": r.fault_kind,
+                    "same_signature": _show(store, r.signature) if same else None,
+                    "same_kernel_other_fault": [dict(zip(("signature", "fault_kind", "code", "incidents"), x))
+                                                for x in (store.same_kernel(r.kernel_key, r.signature)
+                                                          if r.kernel_key else [])],
+                    "same_gpu_other_signatures": [dict(zip(("signature", "kernel_key", "fault_kind", "incidents"), x))
+                                                  for x in store.same_gpu(r.node, r.gpu or "?", r.signature)]})
+    store.close()
+    if fmt == "json":
+        click.echo(json.dumps(out, indent=2))
+        return
+    from .fleet.render import show_text
+    for o in out:
+        click.echo(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})")
+        if o["same_signature"]:
+            click.echo(show_text(o["same_signature"]), nl=False)
+        else:
+            click.echo("  not seen before in the registry")
+        for x in o["same_kernel_other_fault"]:
+            click.echo(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})")
+        for x in o["same_gpu_other_signatures"]:
+            click.echo(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})")
+
+
+@registry.command("export")
+@_db
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="a .parquet file")
+def registry_export(db, output) -> None:
+    """Every incident (with its signature) as Parquet, for analysis elsewhere."""
+    from .fleet.store import write_parquet
+    store = _store(db)
+    try:
+        n = write_parquet(store, output)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        store.close()
+    click.echo(f"wrote {output}: {n:,} incident(s)", err=True)
+
+
+EXIT_NPD_PROBLEM, EXIT_NPD_UNKNOWN = 1, 2          # node-problem-detector's custom plugin protocol
+EXIT_SLURM_DRAIN = 1                                # a health check's non-zero: the node needs attention
+
+
+def _default_spool() -> str:
+    import os
+    if os.geteuid() == 0:
+        return "/var/spool/faultkit"
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "faultkit", "spool")
+
+
+@main.command()
+@click.option("--node", help="this node's name in metrics and incidents (default: the host name)")
+@click.option("--spool", type=click.Path(file_okay=False), help="incident folders and the read cursors "
+              "(default /var/spool/faultkit as root, else ~/.local/state/faultkit/spool)")
+@click.option("--kernel-log", default="kmsg", show_default=True, metavar="kmsg|PATH",
+              help="/dev/kmsg, or a file a syslog daemon writes (followed across rotation)")
+@click.option("--log", "logs", multiple=True, metavar="PATH", help="a server log to follow too")
+@click.option("--cores", "core_dirs", multiple=True, metavar="DIR", help="where runtimes drop cores (listed per incident)")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), help="serve Prometheus metrics on this port")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True)
+@click.option("--textfile", type=click.Path(dir_okay=False), help="also write the metrics for node_exporter's textfile collector")
+@click.option("--otlp-endpoint", metavar="URL", help="send an OpenTelemetry log record per incident (OTLP/HTTP)")
+@click.option("--db", metavar="PATH|postgresql://...", help="add each incident to this registry")
+@click.option("--quiet-after", default="5s", show_default=True, metavar="DURATION",
+              help="an incident closes after this long without a new sign (a storm stays one incident)")
+@click.option("--from-start", is_flag=True, help="on a first start, read the log from its start (else from now on)")
+@click.option("--mode", type=click.Choice(["daemon", "npd", "slurm"]), default="daemon", show_default=True,
+              help="npd: one pass, node-problem-detector's exit codes (0 ok, 1 problem, 2 unknown); slurm: one "
+                   "pass, exit 1 only when the hardware is suspected (a health check that drains)")
+@click.option("-q", "--quiet", is_flag=True, help="print nothing but errors")
+def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, textfile, otlp_endpoint, db,
+          quiet_after, from_start, mode, quiet) -> None:
+    """Follow this node's kernel log (and server logs): each GPU fault or hang sign becomes an incident
+    folder in the spool, triaged, counted in Prometheus metrics, sent as an OpenTelemetry record and
+    added to a registry. Ends on SIGTERM or Ctrl-C."""
+    import platform
+    import signal
+    from pathlib import Path
+
+    from .fleet.watch import WatchOptions, run
+
+    stopping = {"now": False}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.__setitem__("now", True))
+    opts = WatchOptions(node=node or platform.node(), spool=Path(spool or _default_spool()), kernel_log=kernel_log,
+                        logs=tuple(logs), core_dirs=tuple(core_dirs), quiet_s=parse_duration(quiet_after),
+                        from_start=from_start, metrics_port=metrics_port, metrics_addr=metrics_addr,
+                        textfile=textfile, otlp_endpoint=otlp_endpoint, registry_db=db)
+    once = mode != "daemon"
+    if not quiet and not once:
+        click.echo(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
+                   + f"; incidents into {opts.spool}", err=True)
+    try:
+        w = run(opts, once=once, stop=lambda: stopping["now"])
+    except OSError as exc:
+        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+    for p in w.problems:
+        click.echo(f"problem: {clean(p)}", err=True)
+    for s in w.closed:
+        if not quiet or mode == "npd":
+            click.echo(clean(s["line"]))
+    if mode == "npd":
+        sys.exit(EXIT_NPD_PROBLEM if w.closed else EXIT_NPD_UNKNOWN if w.problems else 0)
+    if mode == "slurm":
+        hard = [s for s in w.closed if s["suspect"] == "hardware"]
+        for s in hard:
+            click.echo(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
+                       f"{', '.join(sorted(s['kinds']))})")
+        sys.exit(EXIT_SLURM_DRAIN if hard else 0)
+
+
 
 
 def run() -> None:

@@ -19,6 +19,7 @@ SERVER = "server"                        # the target's output: server.log (raw)
 TIMES_SUFFIX = ".times.tsv"              # first line of a block, wall, CLOCK_MONOTONIC, CLOCK_BOOTTIME of its arrival
 DEBUGGER = "debugger.txt"                # launch mode; attach mode writes debugger-<pid>.txt
 ROCPROF_DIR = "rocprofv3"
+BUNDLE_ENV = "FAULTKIT_BUNDLE"           # in every captured process's environment: the bundle it writes to
 CORES_DIR = "cores"                      # GPU (and CPU) core dumps and their debugger transcripts
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)

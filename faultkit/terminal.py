@@ -60,3 +60,4 @@ def write_bytes(stream, data: bytes) -> None:
             stream.flush()
     except (OSError, ValueError):
         pass
+

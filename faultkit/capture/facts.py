@@ -23,7 +23,7 @@ def rocm_version_text() -> str | None:
 
 
 def collect(out: Path) -> dict:
-    facts: dict = {"kernel": platform.release(), "machine": platform.machine(), "python": platform.python_version()}
+    facts: dict = {"host": platform.node(), "kernel": platform.release(), "machine": platform.machine(), "python": platform.python_version()}
     try:
         facts["kernel_cmdline"] = Path("/proc/cmdline").read_text().strip()
         facts["iommu"] = [w for w in facts["kernel_cmdline"].split() if "iommu" in w]

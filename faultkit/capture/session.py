@@ -22,6 +22,7 @@ from .. import redact as redaction
 from .._signals import exit_words
 from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
+from ..launch_env import launch_of
 from . import coredump, facts, kmsg, watchdog
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
@@ -146,6 +147,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             echo(f"WARNING: {w}")
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
+    env[layout.BUNDLE_ENV] = str(out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
     backend = make_backend(opts, env, arming.core_limit if arming else None)
     backend.output.redact = opts.redact_output
     if console is not None:
@@ -172,6 +174,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
                               "follow": layout.KERNEL_FOLLOW if following else follower.error}
     manifest["system"] = facts.collect(out)
+    manifest["launch"] = launch_of(dict(os.environ), manifest["system"].get("host")).to_json()
 
     guard = watchdog.Watchdog(out, token)
     ended_by = None

@@ -54,6 +54,7 @@ class Point:
     categories: tuple[str, ...] = ()
     flows_in: tuple[int, ...] = ()
     value: int | None = None
+    flows_out: tuple[int, ...] = ()
 
 
 @dataclass
@@ -356,8 +357,8 @@ def _write_tracks(w: PftraceWriter, tl: Timeline) -> None:
         w.slices(uuids[t.key], t.starts, t.ends, t.names, t.name_idx, t.args, t.flow_in, t.cats, CATEGORIES,
                  tl.clock, t.flow_out)
     for p in sorted(tl.points, key=lambda x: x.ts):
-        w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, terminating_flow_ids=p.flows_in,
-                counter=p.value)
+        w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, flow_ids=p.flows_out,
+                terminating_flow_ids=p.flows_in, counter=p.value)
 
 
 def write_json(tl: Timeline, path: str) -> int:
@@ -402,6 +403,9 @@ def write_json(tl: Timeline, path: str) -> int:
                 continue
             emit({"ph": "i", "s": "t", "name": p.name, "cat": ",".join(p.categories), "pid": root[p.track],
                   "tid": tids[p.track], "ts": p.ts / 1e3, "args": {k: v for k, v in p.args.items() if v is not None}})
+            for fid in p.flows_out:
+                emit({"ph": "s", "id": fid, "name": "flow", "pid": root[p.track], "tid": tids[p.track],
+                      "ts": p.ts / 1e3})
             for fid in p.flows_in:
                 emit({"ph": "f", "bp": "e", "id": fid, "name": "flow", "pid": root[p.track], "tid": tids[p.track],
                       "ts": p.ts / 1e3})

@@ -1,0 +1,115 @@
+"""What goes into the registry: a triage report (JSON) as it is, or a bundle/log triaged here, with
+the context the bundle's manifest records (host, job, start time, runtime versions)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from .. import layout
+from ..launch_env import Launch, launch_of
+from .record import Context, IncidentRecord, records_from_report
+
+_CUDA_DRIVER = re.compile(r"Driver Version\s*:\s*(\S+)")
+_CUDA_RUNTIME = re.compile(r"CUDA Version\s*:\s*(\S+)")
+
+
+def report_of(path: str) -> tuple[dict | None, list[str]]:
+    """A `faultkit.triage/1` JSON file is taken as it is; anything else is triaged here."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json":
+        try:
+            data = json.loads(p.read_text(errors="replace"))
+        except (OSError, ValueError, RecursionError) as exc:
+            return None, [f"{path}: not readable as JSON: {exc}"]
+        if isinstance(data, dict) and str(data.get("schema", "")).startswith("faultkit.triage/"):
+            return data, []
+        if p.name == layout.MANIFEST:
+            path = str(p.parent)
+    from ..export.report import to_json
+    from ..triage import TriageOptions, triage
+    inc = triage([path], TriageOptions(open_cores=False))
+    return to_json(inc), [str(m) + ": no such file, or not readable" for m in inc.missing]
+
+
+def context_of(path: str, node: str | None, job: str | None, seen_at: float | None) -> Context:
+    """The bundle's manifest, where there is one, fills what the user did not give."""
+    p = Path(path)
+    folder = p if p.is_dir() else p.parent
+    manifest = _manifest(folder / layout.MANIFEST)
+    system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
+    ctx = Context(report=str(path))
+    ctx.node = node or _str(system.get("host")) or _str(manifest.get("host")) or "unknown"
+    ctx.job = job or Launch.from_json(manifest.get("launch")).job or _job_from_env(folder)
+    ctx.seen_at = seen_at if seen_at is not None else _start(manifest, p)
+    ctx.runtime = _str(system.get("rocm_version"))
+    smi = _read(folder / layout.fact_file("nvidia-smi"))
+    if smi:
+        if m := _CUDA_DRIVER.search(smi):
+            ctx.driver = m.group(1)
+        if m := _CUDA_RUNTIME.search(smi):
+            ctx.runtime = ctx.runtime or f"CUDA {m.group(1)}"
+    if ctx.driver is None and _str(system.get("kernel")):
+        ctx.driver = f"linux {system['kernel']}"
+    command = " ".join(manifest.get("command") or []) if isinstance(manifest.get("command"), list) else ""
+    for fw in ("sglang", "vllm", "torch"):
+        if fw in command:
+            ctx.framework = fw
+            break
+    if m := re.search(r"--model(?:-path)?[= ](\S+)", command):
+        ctx.model = m.group(1)
+    return ctx
+
+
+def intake(path: str, node: str | None = None, job: str | None = None,
+           seen_at: float | None = None) -> tuple[list[IncidentRecord], list[str]]:
+    report, problems = report_of(path)
+    if report is None:
+        return [], problems
+    records, more = records_from_report(report, context_of(path, node, job, seen_at))
+    return records, problems + more
+
+
+def _manifest(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _job_from_env(folder: Path) -> str | None:
+    try:
+        procs = json.loads((folder / layout.ENVIRON).read_text(errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    for proc in procs if isinstance(procs, list) else []:
+        env = proc.get("env") if isinstance(proc, dict) and isinstance(proc.get("env"), dict) else {}
+        job = launch_of({str(k): str(v) for k, v in env.items()}).job
+        if job:
+            return job
+    return None
+
+
+def _start(manifest: dict, path: Path) -> float:
+    start = manifest.get("start") if isinstance(manifest.get("start"), dict) else {}
+    wall = start.get("wall")
+    if isinstance(wall, (int, float)) and not isinstance(wall, bool) and 0 < wall < 1e11:
+        return float(wall)
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[:1_000_000]
+    except OSError:
+        return ""
+
+
+def _str(v) -> str | None:
+    return str(v) if isinstance(v, (str, int, float)) and str(v) else None

@@ -1,0 +1,175 @@
+"""Incident records for the registry, made from a triage report (`faultkit.triage/1`).
+
+A record is one incident of one report (one faulting process): where it happened (node, GPU, pid),
+when, what faulted (kind, status code or Xid, engine), which kernel and how sure, the driver events
+in the order they came (the first is the incident's head, the rest its follow-ons), and the
+hardware signs the report carries. The signature is what the same bug shares across nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+
+from ..analyze.kernel_names import kernel_key
+from .hardware import hardware_signs
+
+# A verdict names its kernel only at these levels; below them the top candidate stands in and the
+# record says so (`level`), so a signature never claims more than the report did.
+NAMED_LEVELS = ("certain", "likely")
+_UNNAMED = re.compile(r"^kernel launched by thread ")   # a trace placeholder, not a kernel name
+_STAMP = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
+
+
+@dataclass(frozen=True)
+class IncidentRecord:
+    incident_id: str
+    node: str
+    seen_at: float                    # seconds since the epoch
+    signature: str
+    kernel: str | None
+    kernel_key: str | None
+    level: str
+    fault_kind: str | None
+    code: str | None
+    engine: str | None
+    gpu: str | None
+    pid: int | None
+    job: str | None = None
+    runtime: str | None = None        # ROCm or CUDA runtime version, where the bundle recorded it
+    driver: str | None = None
+    framework: str | None = None
+    model: str | None = None
+    chain: str = ""                   # driver/runtime events of the incident in time order, ' > ' between
+    hardware: str = ""                # hardware signs (xid-79, ras, ...), ',' between
+    report: str = ""                  # the report's path or name, for `registry show`
+
+    COLUMNS = ()                      # filled below: the column order of every store
+
+    def row(self) -> tuple:
+        return tuple(getattr(self, c) for c in IncidentRecord.COLUMNS)
+
+    @classmethod
+    def from_row(cls, row) -> "IncidentRecord":
+        return cls(**dict(zip(cls.COLUMNS, row)))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+IncidentRecord.COLUMNS = tuple(f.name for f in fields(IncidentRecord))
+
+
+def signature_of(kernel_key_: str | None, fault_kind: str | None, code: str | None, engine: str | None) -> str:
+    """What the same bug shares on every node: the kernel, the kind of fault, its status code or Xid
+    and the engine. Versions are kept beside it, not in it: one bug seen under two driver versions is
+    one signature whose versions are listed."""
+    text = json.dumps([kernel_key_ or "", fault_kind or "", code or "", engine or ""])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Context:
+    """What the report does not say but the bundle or the user does."""
+    node: str = "unknown"
+    seen_at: float = 0.0
+    job: str | None = None
+    runtime: str | None = None
+    driver: str | None = None
+    framework: str | None = None
+    model: str | None = None
+    report: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord], list[str]]:
+    """One record per incident of the report; problems for what could not be read. A report
+    without faults gives no record: the registry holds incidents, not clean runs."""
+    problems: list[str] = []
+    if not isinstance(report, dict) or not str(report.get("schema", "")).startswith("faultkit.triage/"):
+        return [], [f"{ctx.report or 'report'}: not a faultkit triage report (schema faultkit.triage/N)"]
+    faults = [f for f in report.get("faults") or [] if isinstance(f, dict)]
+    if not faults:
+        return [], []
+    incidents = [i for i in report.get("incidents") or [] if isinstance(i, dict)]
+    if not incidents:     # older reports: the whole report is one incident
+        incidents = [{"faults": list(range(len(faults))), "verdict": report.get("verdict") or {}}]
+    signs = hardware_signs(faults, report.get("kernel_events") or [])
+    out = []
+    for n, inc in enumerate(incidents):
+        idx = [i for i in inc.get("faults") or [] if isinstance(i, int) and 0 <= i < len(faults)]
+        mine = [faults[i] for i in idx] or faults
+        verdict = inc.get("verdict") if isinstance(inc.get("verdict"), dict) else {}
+        level = str(verdict.get("level") or "unknown")
+        kernel = _kernel_of(verdict, level)
+        key = kernel_key(kernel) if kernel else None
+        head = _first(mine)
+        gpu = head.get("gpu")
+        fingerprint = json.dumps([ctx.node, ctx.report, n, [f.get("detail", {}).get("origin") for f in mine]])
+        out.append(IncidentRecord(
+            incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node,
+            seen_at=ctx.seen_at, signature=signature_of(key, head.get("kind"), _code(head), head.get("engine")),
+            kernel=kernel, kernel_key=key, level=level, fault_kind=head.get("kind"), code=_code(head),
+            engine=head.get("engine"), gpu=str(gpu) if gpu is not None else None,
+            pid=_pid(head, inc), job=ctx.job, runtime=ctx.runtime,
+            driver=ctx.driver, framework=ctx.framework, model=ctx.model, chain=" > ".join(_chain(mine)),
+            hardware=",".join(sorted(signs.get(str(gpu), set()) | signs.get(None, set()))), report=ctx.report))
+    return out, problems
+
+
+def _pid(head: dict, incident: dict) -> int | None:
+    """The head's pid, else the incident's (an Xid 13 line names no process; its group does)."""
+    pids = [p for p in [head.get("pid"), *(incident.get("pids") or [])] if isinstance(p, int) and not isinstance(p, bool)]
+    return pids[0] if pids else None
+
+
+def _kernel_of(verdict: dict, level: str) -> str | None:
+    if level in NAMED_LEVELS and verdict.get("kernel"):
+        return str(verdict["kernel"])
+    for c in verdict.get("candidates") or []:
+        name = c.get("kernel") if isinstance(c, dict) else None
+        if name and not _UNNAMED.match(str(name)):
+            return str(name)
+    return None
+
+
+def _code(fault: dict) -> str | None:
+    """The status code (HSA, CUDA); an Xid's number is already its kind (`xid-31`)."""
+    return str(fault["code"]) if fault.get("code") else None
+
+
+def _seconds(fault: dict) -> float | None:
+    m = _STAMP.match(str(fault.get("time") or ""))
+    return float(m.group(1)) if m else None
+
+
+def _ordered(faults: list[dict]) -> list[dict]:
+    """Time order where the stamps say it (kernel-log seconds), input order otherwise (stable)."""
+    keyed = [(_seconds(f), i, f) for i, f in enumerate(faults)]
+    if all(k[0] is not None for k in keyed):
+        keyed.sort(key=lambda k: (k[0], k[1]))
+    return [k[2] for k in keyed]
+
+
+def _first(faults: list[dict]) -> dict:
+    """The incident's head: the earliest fault that is a cause, not a consequence (an Xid 43 'GPU
+    stopped processing' follows the fault that caused it)."""
+    ordered = _ordered(faults)
+    causes = [f for f in ordered if (f.get("detail") or {}).get("xid") not in FOLLOW_ON_XIDS]
+    return (causes or ordered)[0]
+
+
+# Xids that report the end of work another event caused (NVIDIA's Xid catalogue: 43 "GPU stopped
+# processing", 45 "preemptive cleanup, due to previous errors").
+FOLLOW_ON_XIDS = frozenset({43, 45})
+
+
+def _chain(faults: list[dict]) -> list[str]:
+    chain: list[str] = []
+    for f in _ordered(faults):
+        kind = str(f.get("kind") or "?")
+        if not chain or chain[-1] != kind:
+            chain.append(kind)
+    return chain

@@ -1,0 +1,218 @@
+"""The registry's store: DuckDB (one file, the embedded default) or PostgreSQL (many agents writing at
+once), behind one interface. The schema and every query are written once, in SQL both accept; only
+the bulk path differs (DuckDB reads an Arrow table in place, PostgreSQL takes COPY into a staging
+table), and adding an incident twice keeps one (its id is derived from the report)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .record import IncidentRecord
+
+TABLE = "incidents"
+_TYPES = {"seen_at": "FLOAT8", "pid": "BIGINT"}
+SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+          + ", ".join(f"{c} {_TYPES.get(c, 'TEXT')}" + (" PRIMARY KEY" if c == "incident_id" else "")
+                      for c in IncidentRecord.COLUMNS) + ")")
+INDEXES = (f"CREATE INDEX IF NOT EXISTS {TABLE}_signature ON {TABLE} (signature)",
+           f"CREATE INDEX IF NOT EXISTS {TABLE}_gpu ON {TABLE} (node, gpu)")
+_COLS = ", ".join(IncidentRecord.COLUMNS)
+_MARKS = ", ".join(["%s"] * len(IncidentRecord.COLUMNS))
+INSERT = f"INSERT INTO {TABLE} ({_COLS}) VALUES ({_MARKS}) ON CONFLICT (incident_id) DO NOTHING"
+
+# One row per signature: what it is, how often, where, when.
+TOP = f"""SELECT signature, min(kernel_key), min(fault_kind), min(code), min(engine), count(*) AS incidents,
+       count(DISTINCT node) AS nodes, count(DISTINCT node || '/' || coalesce(gpu, '?')) AS gpus,
+       min(seen_at), max(seen_at)
+FROM {TABLE} GROUP BY signature ORDER BY incidents DESC, nodes DESC, signature LIMIT %s"""
+ONE = TOP.replace("GROUP BY", "WHERE signature = %s GROUP BY")
+# For each GPU a signature touched: how many signatures that GPU saw, and its hardware signs.
+GPU_HISTORY = f"""SELECT i.node, coalesce(i.gpu, '?'), count(DISTINCT i.signature),
+       string_agg(DISTINCT nullif(i.hardware, ''), ',')
+FROM {TABLE} i JOIN (SELECT DISTINCT node, coalesce(gpu, '?') AS g FROM {TABLE} WHERE signature = %s) s
+  ON i.node = s.node AND coalesce(i.gpu, '?') = s.g
+GROUP BY i.node, coalesce(i.gpu, '?') ORDER BY 1, 2"""
+VERSIONS = f"""SELECT DISTINCT coalesce(runtime, ''), coalesce(driver, ''), coalesce(framework, ''),
+       coalesce(model, '') FROM {TABLE} WHERE signature = %s ORDER BY 1, 2, 3, 4"""
+CHAINS = f"""SELECT chain, count(*) FROM {TABLE} WHERE signature = %s GROUP BY chain ORDER BY 2 DESC, 1"""
+BY_SIGNATURE = f"SELECT {_COLS} FROM {TABLE} WHERE signature = %s ORDER BY seen_at, incident_id"
+SAME_KERNEL = f"""SELECT signature, min(fault_kind), min(code), count(*) FROM {TABLE}
+WHERE kernel_key = %s AND signature <> %s GROUP BY signature ORDER BY 4 DESC, 1"""
+SAME_GPU = f"""SELECT signature, min(kernel_key), min(fault_kind), count(*) FROM {TABLE}
+WHERE node = %s AND coalesce(gpu, '?') = %s AND signature <> %s GROUP BY signature ORDER BY 4 DESC, 1"""
+COUNT = f"SELECT count(*) FROM {TABLE}"
+ALL = f"SELECT {_COLS} FROM {TABLE} ORDER BY seen_at, incident_id"
+
+
+@dataclass(frozen=True)
+class SignatureRow:
+    signature: str
+    kernel_key: str | None
+    fault_kind: str | None
+    code: str | None
+    engine: str | None
+    incidents: int
+    nodes: int
+    gpus: int
+    first_seen: float | None
+    last_seen: float | None
+
+
+class RegistryError(Exception):
+    """The registry cannot be opened or written: a one-line reason for the user."""
+
+
+def default_location() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "faultkit" / "registry.duckdb")
+
+
+def open_store(db: str | None):
+    """`postgresql://...` (or `postgres://`) opens PostgreSQL; anything else is a DuckDB file."""
+    db = db or os.environ.get("FAULTKIT_REGISTRY") or default_location()
+    if db.startswith(("postgresql://", "postgres://")) or db.startswith("host="):
+        return PostgresStore(db)
+    return DuckDBStore(db)
+
+
+class Store:
+    """Shared by both stores: every query in SQL that both accept, with %s marks."""
+
+    def _rows(self, sql: str, params: Sequence = ()) -> list[tuple]:
+        """Every query's rows, read whole: a result left unread blocks the next statement (DuckDB 2)."""
+        return [tuple(r) for r in self._execute(sql, params).fetchall()]
+
+    def add(self, records: Iterable[IncidentRecord]) -> int:
+        before = self.count()
+        rows = [r.row() for r in records]
+        if rows:
+            self._insert_rows(rows)
+        return self.count() - before
+
+    def count(self) -> int:
+        return int(self._rows(COUNT)[0][0])
+
+    def top(self, limit: int = 20) -> list[SignatureRow]:
+        return [SignatureRow(*r) for r in self._rows(TOP, (limit,))]
+
+    def signature(self, sig: str) -> SignatureRow | None:
+        rows = self._rows(ONE, (sig, 1))
+        return SignatureRow(*rows[0]) if rows else None
+
+    def gpu_histories(self, sig: str) -> list[tuple[str, str, int, set]]:
+        return [(n, g, int(k), set(filter(None, (hw or "").split(","))))
+                for n, g, k, hw in self._rows(GPU_HISTORY, (sig,))]
+
+    def versions(self, sig: str) -> list[tuple[str, str, str, str]]:
+        return self._rows(VERSIONS, (sig,))
+
+    def chains(self, sig: str) -> list[tuple[str, int]]:
+        return [(c, int(n)) for c, n in self._rows(CHAINS, (sig,))]
+
+    def incidents(self, sig: str) -> list[IncidentRecord]:
+        return [IncidentRecord.from_row(r) for r in self._rows(BY_SIGNATURE, (sig,))]
+
+    def same_kernel(self, key: str, sig: str) -> list[tuple]:
+        return self._rows(SAME_KERNEL, (key, sig))
+
+    def same_gpu(self, node: str, gpu: str, sig: str) -> list[tuple]:
+        return self._rows(SAME_GPU, (node, gpu, sig))
+
+    def all_rows(self) -> list[tuple]:
+        return self._rows(ALL)
+
+    def resolve(self, prefix: str) -> str | None:
+        """A signature from its first characters, as `git` takes a short hash."""
+        rows = self._rows(f"SELECT DISTINCT signature FROM {TABLE} WHERE substr(signature, 1, %s) = %s",
+                          (len(prefix), prefix))
+        return rows[0][0] if len(rows) == 1 else None
+
+
+class DuckDBStore(Store):
+    def __init__(self, path: str):
+        import duckdb
+        try:
+            if path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.con = duckdb.connect(path)
+        except (OSError, duckdb.Error) as exc:
+            raise RegistryError(f"cannot open the registry {path}: {exc}") from None
+        self.location = path
+        self.con.execute(SCHEMA)
+        for ix in INDEXES:
+            self.con.execute(ix)
+        if path != ":memory:":
+            os.chmod(path, 0o600)     # incidents name processes and kernels: the owner's alone
+
+    def _execute(self, sql, params=()):
+        return self.con.execute(sql.replace("%s", "?"), list(params))
+
+    def _insert_rows(self, rows):
+        self._insert_arrow(_arrow(rows))
+
+    def _insert_arrow(self, table):
+        self.con.register("staged_incidents", table)
+        try:
+            self.con.execute(f"INSERT INTO {TABLE} SELECT * FROM staged_incidents ON CONFLICT (incident_id) DO NOTHING")
+        finally:
+            self.con.unregister("staged_incidents")
+
+    def close(self):
+        self.con.close()
+
+
+class PostgresStore(Store):
+    def __init__(self, dsn: str):
+        import psycopg
+        try:
+            self.con = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise RegistryError(f"cannot connect to the registry: {str(exc).strip().splitlines()[0]}") from None
+        self.location = _hide_password(dsn)
+        with self.con.transaction():
+            self.con.execute(SCHEMA)
+            for ix in INDEXES:
+                self.con.execute(ix)
+
+    def _execute(self, sql, params=()):
+        return self.con.execute(sql, list(params))
+
+    def _insert_rows(self, rows):
+        # COPY into a staging table, then one INSERT that skips what another agent already added:
+        # COPY alone would fail the whole batch on the first duplicate.
+        with self.con.transaction():
+            self.con.execute(f"CREATE TEMP TABLE IF NOT EXISTS staged_incidents (LIKE {TABLE}) ON COMMIT DELETE ROWS")
+            with self.con.cursor().copy(f"COPY staged_incidents ({_COLS}) FROM STDIN") as cp:
+                for r in rows:
+                    cp.write_row(r)
+            self.con.execute(f"INSERT INTO {TABLE} SELECT * FROM staged_incidents ON CONFLICT (incident_id) DO NOTHING")
+
+    def close(self):
+        self.con.close()
+
+
+def _arrow(rows):
+    import pyarrow as pa
+    cols = list(zip(*rows)) if rows else [[] for _ in IncidentRecord.COLUMNS]
+    types = {"seen_at": pa.float64(), "pid": pa.int64()}
+    return pa.table({c: pa.array(list(v), type=types.get(c, pa.string()))
+                     for c, v in zip(IncidentRecord.COLUMNS, cols)})
+
+
+def write_parquet(store: Store, path: str) -> int:
+    """Every incident, one row each, with the signature beside it: for teams that analyse elsewhere."""
+    import pyarrow.parquet as pq
+    rows = store.all_rows()
+    table = _arrow(rows)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pq.write_table(table, f)
+    return len(rows)
+
+
+def _hide_password(dsn: str) -> str:
+    import re
+    return re.sub(r"(://[^:/@]+:)[^@]+@", r"\1<redacted>@", re.sub(r"password=\S+", "password=<redacted>", dsn))

@@ -1,0 +1,158 @@
+"""The triage of one job's bundles (one per node or rank): each bundle triaged on its own, its events
+put on its own wall clock, then the job judged as one incident (analyze/job.py).
+
+A set of inputs is a job when two or more capture bundles carry the same job id in their manifests'
+`launch` record (or `--job` says so); anything else is triaged as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layout
+from .analyze.job import CONSEQUENCE_XIDS, JobVerdict, NodeEvent, NodeEvidence, decide
+from .ingest.markers import PEER_LOSS, markers_in
+from .launch_env import Launch
+
+LOG_READ_LIMIT = 64 << 20          # markers are looked for in the first 64 MiB of each output log
+_XID = re.compile(r"^xid-(\d+)$")
+
+
+@dataclass
+class JobReport:
+    verdict: JobVerdict
+    nodes: list[NodeEvidence]
+    incidents: dict[str, object]        # node -> its bundle's Incident
+    problems: list[str]
+
+
+def _manifest(path: str) -> dict | None:
+    try:
+        data = json.loads((Path(path) / layout.MANIFEST).read_text(errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def job_of(paths: list[str], job: str | None = None) -> tuple[str | None, list[str]] | None:
+    """(job id, its bundles) where the inputs are two or more bundles of one job; else None."""
+    bundles = [(p, _manifest(p)) for p in paths if Path(p).is_dir()]
+    bundles = [(p, m) for p, m in bundles if m is not None]
+    if job is not None:
+        chosen = [p for p, m in bundles if Launch.from_json(m.get("launch")).job in (job, None)]
+        return (job, chosen) if len(chosen) >= 2 else None
+    ids: dict[str, list[str]] = {}
+    for p, m in bundles:
+        j = Launch.from_json(m.get("launch")).job
+        if j:
+            ids.setdefault(j, []).append(p)
+    groups = [(j, ps) for j, ps in ids.items() if len(ps) >= 2]
+    return groups[0] if len(groups) == 1 and sum(len(ps) for _, ps in groups) == len(paths) else None
+
+
+def _wall_of_line(inc, file: str | None, line: int | None) -> float | None:
+    at = inc.log_clock.arrival(file, line) if inc.log_clock is not None else None
+    return at[1] / 1e9 if at else None
+
+
+def _wall_of_monotonic(inc, seconds: float | None) -> float | None:
+    clock = inc.log_clock
+    boot = clock.of_monotonic(seconds) if clock is not None else None
+    a = clock.anchors if clock is not None and isinstance(clock.anchors, dict) else {}
+    if boot is None or not isinstance(a.get("wall"), (int, float)) or not isinstance(a.get("boottime_ns"), int):
+        return None
+    return a["wall"] + (boot - a["boottime_ns"]) / 1e9
+
+
+def captured_pids(path: str) -> set[int] | None:
+    """The processes this bundle's capture recorded (environ.json); None where it has no record."""
+    try:
+        procs = json.loads((Path(path) / layout.ENVIRON).read_text(errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return {p["pid"] for p in procs if isinstance(p, dict) and isinstance(p.get("pid"), int)} \
+        if isinstance(procs, list) else None
+
+
+def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
+    """A bundle's events on its node's wall clock. On a machine shared by several ranks (or jobs) the
+    kernel log holds every process's lines: only the captured processes' are this node's evidence."""
+    m = inc.capture or {}
+    mine = captured_pids(path)
+    foreign = lambda pid: mine is not None and isinstance(pid, int) and pid not in mine  # noqa: E731
+    launch = Launch.from_json(m.get("launch"))
+    system = m.get("system") if isinstance(m.get("system"), dict) else {}
+    start = m.get("start") if isinstance(m.get("start"), dict) else {}
+    name = launch.host or system.get("host") or Path(path).name
+    node = NodeEvidence(name=str(name), bundle=path, rank=launch.rank if launch.rank is not None else launch.node_rank,
+                        start_wall_s=start.get("wall") if isinstance(start.get("wall"), (int, float)) else None)
+    if inc.verdict is not None:
+        node.verdict_level, node.verdict_kernel = inc.verdict.level, inc.verdict.kernel
+    problems = []
+    kernel_stamps = {str(v.origin): v.stamp for v in list(inc.kernel.faults) + list(inc.kernel.xids)}
+    for f in inc.faults:
+        if f.origin is None or foreign(f.pid):
+            continue
+        stamp = kernel_stamps.get(str(f.origin))
+        wall = (_wall_of_monotonic(inc, stamp.seconds) if stamp is not None and stamp.clock == "monotonic"
+                else _wall_of_line(inc, f.origin.file, f.origin.line))
+        if wall is None:
+            continue
+        xid = _XID.match(f.kind)
+        cause = f.kind != "collective-timeout" and not (xid and int(xid.group(1)) in CONSEQUENCE_XIDS)
+        node.events.append(NodeEvent(wall, f.kind, cause, f.meaning or f.kind, str(f.origin)))
+    for e in inc.kernel_events:
+        if e.kind == "host-segfault" and e.stamp is not None and e.stamp.clock == "monotonic" \
+                and not foreign((e.fields or {}).get("pid")):
+            wall = _wall_of_monotonic(inc, e.stamp.seconds)
+            if wall is not None:
+                node.events.append(NodeEvent(wall, "host-segfault", True, e.text[:200], str(e.origin)))
+    for r in inc.report_points:
+        wall = _wall_of_line(inc, r.origin.file, r.origin.line)
+        if wall is None:
+            continue
+        loss = bool(PEER_LOSS.search(r.exception or ""))
+        kind = "peer-loss" if loss else r.kind
+        node.events.append(NodeEvent(wall, kind, not loss, (r.exception or r.frame or r.kind)[:200], str(r.origin)))
+    for log in (inc.log_clock.stamps if inc.log_clock is not None else {}):
+        try:
+            with open(log, "rb") as fh:
+                text = fh.read(LOG_READ_LIMIT).decode(errors="replace")
+        except OSError as exc:
+            problems.append(f"{log}: {exc.strerror}")
+            continue
+        marks, losses = markers_in(text, log)
+        for mk in marks:
+            wall = _wall_of_line(inc, log, mk.origin.line)
+            if wall is not None:
+                node.markers.setdefault(mk.key, wall)
+        seen = {e.origin for e in node.events}
+        for pl in losses:
+            wall = _wall_of_line(inc, log, pl.origin.line)
+            if wall is not None and str(pl.origin) not in seen:
+                node.events.append(NodeEvent(wall, "peer-loss", False, pl.text, str(pl.origin)))
+    end = m.get("end") if isinstance(m.get("end"), dict) else {}
+    code = m.get("exit_code")
+    if isinstance(code, int) and code > 128 and isinstance(end.get("wall"), (int, float)) \
+            and not any(e.cause for e in node.events):
+        # a death by signal with nothing earlier to show it: the capture saw it at its end
+        node.events.append(NodeEvent(float(end["wall"]), f"killed by signal {code - 128}", True,
+                                     str(m.get("exit") or f"exit {code}"), f"{path}/{layout.MANIFEST}"))
+    return node, problems
+
+
+def triage_job(job: str | None, paths: list[str], triage_one) -> JobReport:
+    nodes, incidents, problems = [], {}, []
+    for p in paths:
+        inc = triage_one(p)
+        node, probs = node_evidence(p, inc)
+        if node.name in incidents:                  # two bundles of one host: tell them apart
+            node.name = f"{node.name}:{Path(p).name}"
+        nodes.append(node)
+        incidents[node.name] = inc
+        problems += probs
+    nodes.sort(key=lambda n: (n.rank if n.rank is not None else 1 << 30, n.name))
+    return JobReport(decide(job, nodes), nodes, incidents, problems)
