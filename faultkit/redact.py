@@ -48,14 +48,24 @@ EVIDENCE_NAMES = frozenset({
 # short flags mean too many things (`python -u`, `ls -a`) to hide what follows.
 SHORT_SECRET_FLAGS = frozenset({"-p"})
 
-TOKEN_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:sk-(?:proj-|ant-|or-)?[A-Za-z0-9_-]{16,}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}|"
-    r"whsec_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}|npm_[A-Za-z0-9]{30,}|"
-    r"pypi-[A-Za-z0-9_-]{40,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|"
-    r"xox[abposr]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|A(?:KIA|SIA)[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{16,}|"
-    r"dop_v1_[a-f0-9]{32,}|shp(?:at|ss|ca)_[a-fA-F0-9]{20,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|"
-    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}|"
-    r"hooks\.slack\.com/services/[A-Za-z0-9/]+)")
+# Well-known token shapes: (literal prefix, the rest). The prefix is also what a block of text is
+# searched for first, so text holding none of them costs one scan per prefix, not a regex pass.
+TOKEN_SHAPES = (
+    ("sk-", r"(?:proj-|ant-|or-)?[A-Za-z0-9_-]{16,}"),                       # OpenAI, Anthropic, OpenRouter
+    ("sk_live_", r"[A-Za-z0-9]{10,}"), ("sk_test_", r"[A-Za-z0-9]{10,}"),   # Stripe
+    ("rk_live_", r"[A-Za-z0-9]{10,}"), ("pk_live_", r"[A-Za-z0-9]{10,}"), ("whsec_", r"[A-Za-z0-9]{16,}"),
+    ("AIza", r"[0-9A-Za-z_-]{30,}"), ("ya29.", r"[0-9A-Za-z_-]{20,}"),      # Google API key, OAuth token
+    ("npm_", r"[A-Za-z0-9]{30,}"), ("pypi-", r"[A-Za-z0-9_-]{40,}"), ("hf_", r"[A-Za-z0-9]{20,}"),
+    ("ghp_", r"[A-Za-z0-9]{20,}"), ("gho_", r"[A-Za-z0-9]{20,}"), ("ghu_", r"[A-Za-z0-9]{20,}"),
+    ("ghs_", r"[A-Za-z0-9]{20,}"), ("ghr_", r"[A-Za-z0-9]{20,}"), ("github_pat_", r"[A-Za-z0-9_]{20,}"),
+    ("xox", r"[abposr]-[A-Za-z0-9-]{10,}"), ("xapp-", r"[A-Za-z0-9-]{10,}"),   # Slack
+    ("AKIA", r"[0-9A-Z]{16}"), ("ASIA", r"[0-9A-Z]{16}"), ("glpat-", r"[A-Za-z0-9_-]{16,}"),
+    ("dop_v1_", r"[a-f0-9]{32,}"), ("shpat_", r"[a-fA-F0-9]{20,}"), ("shpss_", r"[a-fA-F0-9]{20,}"),
+    ("shpca_", r"[a-fA-F0-9]{20,}"), ("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),       # SendGrid
+    ("eyJ", r"[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),                    # JWT
+    ("hooks.slack.com/services/", r"[A-Za-z0-9/]+"),
+)
+TOKEN_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(re.escape(p) + rest for p, rest in TOKEN_SHAPES) + ")")
 URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<pw>[^/\s@]+)@")
 URL_TOKEN_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]{20,})@")   # https://TOKEN@host
 # HTTP credentials: the header's scheme word kept, its value hidden; a bare `Bearer X` too.
@@ -108,11 +118,22 @@ def value(text: str) -> str:
     """Secret-shaped parts of a value (URL userinfo, token prefixes, JWTs, HTTP credentials) replaced."""
     if not text:
         return text
-    out = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MARK}@", text)
-    out = URL_TOKEN_USER.sub(lambda m: f"{m['scheme']}{MARK}@", out)
-    out = AUTH_HEADER.sub(lambda m: m["head"] + MARK, out)
-    out = BEARER.sub(lambda m: m["head"] + MARK, out)
-    return TOKEN_VALUE.sub(MARK, out)
+    out = text
+    if "://" in out:
+        out = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MARK}@", out)
+        out = URL_TOKEN_USER.sub(lambda m: f"{m['scheme']}{MARK}@", out)
+    out = _headers(out, out.lower())
+    if any(p in out for p, _ in TOKEN_SHAPES):
+        out = TOKEN_VALUE.sub(MARK, out)
+    return out
+
+
+def _headers(s: str, low: str) -> str:
+    if "authorization" in low:
+        s = AUTH_HEADER.sub(lambda m: m["head"] + MARK, s)
+    if "bearer" in low or "basic" in low:
+        s = BEARER.sub(lambda m: m["head"] + MARK, s)
+    return s
 
 
 def env(variables: dict[str, str]) -> dict[str, str]:
@@ -175,18 +196,38 @@ def text(s: str) -> str:
     values."""
     if not s:
         return s
-    s = PEM.sub(lambda m: f"{m[1]}\n{MARK}\n{m[2]}", s)
-    s = AUTH_HEADER.sub(lambda m: m["head"] + MARK, s)
-    s = BEARER.sub(lambda m: m["head"] + MARK, s)
+    if "PRIVATE KEY-----" in s:
+        s = PEM.sub(lambda m: f"{m[1]}\n{MARK}\n{m[2]}", s)
+    low = s.lower()
+    s = _headers(s, low)
+    if any(h in low for h in NAME_HINTS):
+        if len(s) > 4096:            # a block of output: only its lines that name something secret-like
+            s = "\n".join(_names(ln) if any(h in ln.lower() for h in NAME_HINTS) else ln for ln in s.split("\n"))
+        else:
+            s = _names(s)
+    return value(s)
+
+
+# Words one of which a name-based secret must contain (lower case): lines without any skip the
+# name passes. `-p` for the short flag.
+NAME_HINTS = ("token", "key", "secret", "pass", "pwd", "pw", "auth", "credential", "cookie", "session", "private",
+              "dsn", "jwt", "webhook", "signature", "pat", "pin", "otp", "salt", "-p")
+
+
+def _names(s: str) -> str:
+    """The passes that judge a name: debugger strings, flags, key=value, key: value."""
     s = DEBUGGER_STRING.sub(lambda m: _redact_value(m, m["name"] + m["sep"]) if secret_name(m["name"])
                             else m.group(0), s)
     s = _sub_ahead(FLAG_EQ, s, lambda m: secret_flag(m["flag"]))
     s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
     s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
                    and not POINTER.fullmatch(m["value"]))
-    s = KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])
-                      if _colon_secret(m["name"]) and not m["value"].startswith(MARK) else m.group(0), s)
-    return value(s)
+    return KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])
+                         if _colon_secret(m["name"]) and not m["value"].startswith(MARK)
+                         and not NUMBER.fullmatch(m["value"]) else m.group(0), s)
+
+
+NUMBER = re.compile(r"\d{1,12}(?:\.\d+)?")     # `#token: 48312` in a log is a count, not a secret
 
 
 # `name: value` in free text is a secret only for the strong words: `key:` or `session:` alone

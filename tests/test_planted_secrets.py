@@ -210,9 +210,19 @@ def test_debugger_transcript_hides_escaped_flags_and_secret_strings(tmp_path):
     ("mkdir -p /tmp/x && python -u s.py -p 8080 --max-new-tokens 512", "mkdir -p /tmp/x && python -u s.py -p 8080 "
      "--max-new-tokens 512"),
     ("kernel key: 0x10 session length 4", "kernel key: 0x10 session length 4"),
+    ("Decode batch. #running-req: 61, #token: 48312, token usage: 0.21", "Decode batch. #running-req: 61, "
+     "#token: 48312, token usage: 0.21"),
 ])
 def test_issue_28_shapes(raw, shown):
     assert redact.text(raw) == shown
+
+
+def test_a_long_block_is_redacted_line_by_line_like_a_short_one():
+    lines = ["plain line %d elapsed=0.2s" % i for i in range(400)] + ["password: hunter22", "--api-key X1 -p X2"]
+    block = "\n".join(lines)
+    assert len(block) > 4096
+    assert redact.text(block) == "\n".join(redact.text(ln) for ln in lines)
+    assert redact.text(block).endswith("password: <redacted>\n--api-key <redacted> -p <redacted>")
 
 
 def test_single_string_command_lines_in_argv():
