@@ -158,9 +158,9 @@ def argv(args: list[str]) -> list[str]:
             hide_next = a
             out.append(a)
             continue
-        m = FLAG_EQ.fullmatch(a)
-        if m and secret_flag(m["flag"]):
-            out.append(f"{m['flag']}={MARK}")
+        flag, eq, _ = a.partition("=")
+        if eq and FLAG.match(flag) and secret_flag(flag):
+            out.append(f"{flag}={MARK}")
             continue
         n = NAME_EQ.fullmatch(a)
         if n and not a.startswith("-") and secret_name(n["name"]):
