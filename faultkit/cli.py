@@ -49,11 +49,12 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     capture bundles, .tar.gz.
 
     Each file's kind is detected from its content. Exit status: 0 report written; 1 an input was
-    missing or unreadable (the report covers the rest); 2 usage; 4 --fail-on was met.
+    missing or unreadable (the report covers the rest), or -o could not be written; 2 usage; 4
+    --fail-on was met.
 
     \b
     Example:
-      faultkit triage server.log dmesg.txt --format html -o report.html"""
+      faultkit triage server.log dmesg.txt -o report.html      # HTML, from the extension"""
     from .export.report import RENDERERS
     from .triage import TriageOptions, triage as run_triage
 
