@@ -258,3 +258,18 @@ def test_trials_plan_fingerprints_use_the_plan_salt(tmp_path):
     assert load_or_create_plan(tmp_path, arms, 1, 0, None, None, 10.0)["salt"] == salt     # resumed: same salt
     other = tmp_path / "other"
     assert load_or_create_plan(other, arms, 1, 0, None, None, 10.0)["spec"]["arms"][0]["command_fingerprint"] != fp
+
+
+def test_trials_plan_holds_no_client_secret(tmp_path):
+    from faultkit.trials.runner import Arm, load_or_create_plan
+    arms = [Arm("a", "srv"), Arm("b", "srv")]
+    client = "bench --host x -H 'Authorization: Bearer client-bearer-0099' --api-key client-key-0098"
+    plan = load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0)
+    text = (tmp_path / "plan.json").read_text()
+    assert "client-bearer-0099" not in text and "client-key-0098" not in text
+    assert plan["spec"]["client"] == "bench --host x -H 'Authorization: Bearer <redacted>' --api-key <redacted>"
+    other = client.replace("client-key-0098", "client-key-0097")          # another secret: another experiment
+    from faultkit.trials.runner import TrialsError
+    with pytest.raises(TrialsError, match="different experiment"):
+        load_or_create_plan(tmp_path, arms, 1, 0, other, None, 10.0)
+    assert load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0)["salt"] == plan["salt"]

@@ -67,7 +67,8 @@ def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: s
                       "env_fingerprints": {k: redaction.fingerprint(v, salt) for k, v in a.env.items()}}
                      for a in arms],
             "n": n, "seed": seed,
-            "client": client, "port": port, "trial_timeout_s": timeout_s}
+            "client": redaction.text(client) if client else client,
+            "client_fingerprint": redaction.fingerprint(client, salt), "port": port, "trial_timeout_s": timeout_s}
     if path.exists():
         if plan is None or not isinstance(plan.get("order"), list) or not all(
                 isinstance(e, dict) and {"index", "pair", "arm"} <= e.keys() for e in plan["order"]):
