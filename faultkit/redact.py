@@ -69,15 +69,16 @@ TOKEN_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(re.escape(p) + rest
 URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<pw>[^/\s@]+)@")
 URL_TOKEN_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]{20,})@")   # https://TOKEN@host
 # HTTP credentials: the header's scheme word kept, its value hidden; a bare `Bearer X` too.
-AUTH_HEADER = re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|"
-                         r"negotiate|apikey)\s+)?)(?P<value>[^\s'\",;]+)")
-BEARER = re.compile(r"(?i)\b(?P<head>(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+AUTH_HEADER = re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:(?:bearer|basic|token|"
+                         r"digest|negotiate|apikey)[ \t]+)?)(?P<value>[^\s'\",;]+)")
+BEARER = re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 PEM = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|\Z)")
 
 # A value in free text: one shell word (quoted parts, escaped characters and plain ones run
 # together: `'"'"'X'"'"'` is one word inside a quoted `sh -c` string); gdb's escaped space `\ `
-# ends it, as gdb escapes the spaces between the words of one argument.
-_VALUE = r"(?:\"[^\"]*\"|'[^']*'|\\[^ \t]|[^\s\\'\"])+"
+# ends it, as gdb escapes the spaces between the words of one argument. Nothing spans a line:
+# the recorded log keeps its line count (server.times.tsv numbers its lines).
+_VALUE = r"(?:(?:\"[^\"\n]*\"|'[^'\n]*'|\\[^\s]|[^\s\\'\"])+|[\"'][^\s\"']*)"   # or a quote left open (a cut line)
 # The value is looked at, not consumed, until it is known to be a secret: a flag or key whose
 # value is a whole command line (`sh -c '... --api-key X'`) must not hide the flags inside it.
 FLAG = re.compile(r"^(?P<flag>--?[A-Za-z][\w.-]*)$")
@@ -87,7 +88,7 @@ FLAG_SPACE = re.compile(rf"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)(?P<sep>(?:\\?[
 # key=value: environment names and config keys (`HF_TOKEN=`, `wandb.api_key=`, `db-password=`)
 KEY_EQ = re.compile(rf"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)=(?=(?P<value>{_VALUE}))")
 # key: value, as in headers, YAML and log lines (`password: X`, `X-Api-Key: X`)
-KEY_COLON = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)(?P<sep>\"?\s*:\s*\"?)(?P<value>[^\s\"',;]+)")
+KEY_COLON = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)(?P<sep>\"?[ \t]*:[ \t]*\"?)(?P<value>[^\s\"',;]+)")
 # a debugger's view of a string: `api_key=0x55d0 "X"`, `password = "X"`, `token='X'` (bt full, info locals)
 # (on one line: a quote left open must not swallow the lines after it)
 DEBUGGER_STRING = re.compile(r"(?P<name>(?<![\w.])[A-Za-z_]\w*)(?P<sep>[ \t]*=[ \t]*(?:0x[0-9a-fA-F]+[ \t]+)?)"

@@ -217,6 +217,13 @@ def test_issue_28_shapes(raw, shown):
     assert redact.text(raw) == shown
 
 
+def test_redaction_keeps_the_line_count_and_cut_quotes_hide_their_secret():
+    # server.times.tsv numbers the recorded log's lines: no redaction may join or split them
+    for raw in ('--api-key "abc\nline2 "x"\nline3', "password:\nnext line", "Authorization:\nBearer abcdefgh12345"):
+        assert redact.text(raw).count("\n") == raw.count("\n")
+    assert redact.text('--api-key "cut-secret-77') == "--api-key <redacted>"      # a line cut inside the quote
+
+
 def test_a_long_block_is_redacted_line_by_line_like_a_short_one():
     lines = ["plain line %d elapsed=0.2s" % i for i in range(400)] + ["password: hunter22", "--api-key X1 -p X2"]
     block = "\n".join(lines)
