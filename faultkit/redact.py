@@ -17,6 +17,7 @@ Requested values are compared by salted fingerprint (HMAC-SHA256), never written
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -97,11 +98,12 @@ POINTER = re.compile(r"0x[0-9a-fA-F]{1,16}")       # an address a debugger print
 NAME_EQ = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)=(?P<value>.*)$", re.S)    # one argument `NAME=value`
 
 
+@functools.lru_cache(maxsize=8192)          # the same few names repeat on every line of a log
 def secret_name(name: str) -> bool:
     """A variable, key or flag name (without its dashes) that says it holds a secret."""
     if name in EVIDENCE_NAMES:
         return False
-    norm = re.sub(r"[-.]", "_", name.lstrip("-")).upper()
+    norm = name.lstrip("-").replace("-", "_").replace(".", "_").upper()
     # a dotted key is judged by its last part (`wandb.api_key`), and by the whole where that says more
     return bool(SECRET_WORDS.search(norm)) and not COUNT_WORDS.match(norm)
 
@@ -202,10 +204,7 @@ def text(s: str) -> str:
     low = s.lower()
     s = _headers(s, low)
     if any(h in low for h in NAME_HINTS):
-        if len(s) > 4096:            # a block of output: only its lines that name something secret-like
-            s = "\n".join(_names(ln) if any(h in ln.lower() for h in NAME_HINTS) else ln for ln in s.split("\n"))
-        else:
-            s = _names(s)
+        s = _names_of_hinted_lines(s) if len(s) > 4096 else _names(s)
     return value(s)
 
 
@@ -213,6 +212,19 @@ def text(s: str) -> str:
 # name passes. `-p` for the short flag.
 NAME_HINTS = ("token", "key", "secret", "pass", "pwd", "pw", "auth", "credential", "cookie", "session", "private",
               "dsn", "jwt", "webhook", "signature", "pat", "pin", "otp", "salt", "-p")
+
+
+def _names_of_hinted_lines(s: str) -> str:
+    """A block of output: the name passes run once over the lines that hold a secret-like word,
+    joined (no pattern spans a line, so they split back one for one)."""
+    lines = s.split("\n")
+    hinted = [i for i, ln in enumerate(lines) if any(h in ln.lower() for h in NAME_HINTS)]
+    done = _names("\n".join(lines[i] for i in hinted)).split("\n")
+    if len(done) != len(hinted):                     # cannot happen; never trade a line for speed
+        return "\n".join(_names(ln) if i in set(hinted) else ln for i, ln in enumerate(lines))
+    for i, ln in zip(hinted, done):
+        lines[i] = ln
+    return "\n".join(lines)
 
 
 def _names(s: str) -> str:
@@ -238,8 +250,9 @@ COLON_WORDS = re.compile(r"(?:^|_)(?:PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|SECRET|
                          r"X_API_KEY|X_AUTH_TOKEN|COOKIE|SET_COOKIE|CREDENTIALS?)$")
 
 
+@functools.lru_cache(maxsize=8192)
 def _colon_secret(name: str) -> bool:
-    return bool(COLON_WORDS.search(re.sub(r"[-.]", "_", name).upper())) and name not in EVIDENCE_NAMES
+    return bool(COLON_WORDS.search(name.replace("-", "_").replace(".", "_").upper())) and name not in EVIDENCE_NAMES
 
 
 def new_salt() -> str:
