@@ -94,6 +94,7 @@ KEY_COLON = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)(?P<sep>\"?[ \t]*:
 # (on one line: a quote left open must not swallow the lines after it)
 DEBUGGER_STRING = re.compile(r"(?P<name>(?<![\w.])[A-Za-z_]\w*)(?P<sep>[ \t]*=[ \t]*(?:0x[0-9a-fA-F]+[ \t]+)?)"
                              r"(?P<value>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')")
+STRING_AFTER_EQ = re.compile(r"=[ \t]*(?:0x[0-9a-fA-F]+[ \t]+)?[\"']")     # what DEBUGGER_STRING needs
 POINTER = re.compile(r"0x[0-9a-fA-F]{1,16}")       # an address a debugger prints before a string: evidence
 NAME_EQ = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)=(?P<value>.*)$", re.S)    # one argument `NAME=value`
 
@@ -229,12 +230,19 @@ def _names_of_hinted_lines(s: str) -> str:
 
 def _names(s: str) -> str:
     """The passes that judge a name: debugger strings, flags, key=value, key: value."""
-    s = DEBUGGER_STRING.sub(lambda m: _redact_value(m, m["name"] + m["sep"]) if secret_name(m["name"])
-                            else m.group(0), s)
-    s = _sub_ahead(FLAG_EQ, s, lambda m: secret_flag(m["flag"]))
-    s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
-    s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
-                   and not POINTER.fullmatch(m["value"]))
+    # each pass only where the characters it needs are there (a scan for a literal is cheap)
+    if "=" in s and STRING_AFTER_EQ.search(s):
+        s = DEBUGGER_STRING.sub(lambda m: _redact_value(m, m["name"] + m["sep"]) if secret_name(m["name"])
+                                else m.group(0), s)
+    if "=" in s and "-" in s:
+        s = _sub_ahead(FLAG_EQ, s, lambda m: secret_flag(m["flag"]))
+    if "-" in s:
+        s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
+    if "=" in s:
+        s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
+                       and not POINTER.fullmatch(m["value"]))
+    if ":" not in s:
+        return s
     return KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])
                          if _colon_secret(m["name"]) and not m["value"].startswith(MARK)
                          and not NUMBER.fullmatch(m["value"]) else m.group(0), s)
