@@ -137,7 +137,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")
     from .job_triage import job_of, triage_job
     bundles = job_of(list(inputs))
-    with Progress() as progress, output_errors(output):
+    with Progress() as progress:
         progress.stage("reading the inputs and the trace")
         if bundles is not None:      # one job's bundles: a process group per node on the aligned clock
             from .export.job_timeline import build_job_timeline
@@ -147,10 +147,11 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
-        if fmt == "json":
-            n = write_json(tl, output)
-        else:
-            size = write_pftrace(tl, output, progress)
+        with output_errors(output):            # only the writing: a read error is not the output's
+            if fmt == "json":
+                n = write_json(tl, output)
+            else:
+                size = write_pftrace(tl, output, progress)
     if fmt == "json":
         click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
     else:
