@@ -226,7 +226,7 @@ def test_demangler_falls_back_to_the_raw_name():
 def test_json_report_has_the_capture_facts(tmp_path):
     out = tmp_path / "b"
     res = CliRunner().invoke(main, ["capture", "--env", "AMD_SERIALIZE_KERNEL=3", "-o", str(out), "--",
-                                    sys.executable, "-c", "import sys; sys.exit(3)"])
+                                    sys.executable, "-c", "import sys, time; time.sleep(0.6); sys.exit(3)"])
     assert res.exit_code == 3, res.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert CliRunner().invoke(main, ["triage", str(out), "-o", str(tmp_path / "r.json")]).exit_code == 0
