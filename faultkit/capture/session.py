@@ -257,8 +257,23 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         guard.done()
         lock.close()
     if check and not check["ok"]:
-        echo(f"WARNING: requested environment did not reach every process: {check['mismatches'][:3]}")
+        echo(f"WARNING: requested environment did not reach every process: {mismatch_words(check['mismatches'])}")
     return manifest
+
+
+def mismatch_words(mismatches: list[dict], most: int = 3) -> str:
+    """The environment check's failures as a sentence (values as recorded: secrets redacted)."""
+    said = []
+    for m in mismatches[:most]:
+        who = f"pid {m.get('pid')}" + (f" ({m['cmdline'][:60]})" if m.get("cmdline") else "")
+        if m.get("variable") is None:
+            said.append(f"{who}: {m.get('problem') or 'not checked'}")
+        elif m.get("found") is None:
+            said.append(f"{who}: {m['variable']} not set (wanted {m.get('expected')})")
+        else:
+            said.append(f"{who}: {m['variable']}={m['found']} (wanted {m.get('expected')})")
+    more = len(mismatches) - most
+    return "; ".join(said) + (f"; and {more} more (manifest.json env_check)" if more > 0 else "")
 
 
 def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) -> str:
