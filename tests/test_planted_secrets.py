@@ -18,6 +18,8 @@ from click.testing import CliRunner
 from faultkit import redact
 from faultkit.cli import main
 
+from .test_secrets import leaked as leaks
+
 # Inherited by the target: names with no ROC*/HIP* exemption, *_PASS/*_PWD/*_PW, secret-shaped values
 # under harmless names, flags and key=value inside values, a header, a URL password.
 ENV = {
@@ -91,15 +93,6 @@ SECRETS = (list(ENV.values()) + SHELL_SECRETS + list(FLAG_ENV.values()) + CHILD_
 NEEDLES = [s for s in SECRETS if not s.startswith(("--", "wandb.", "Authorization", "postgres://"))] + [
     "server-args-secret-0010", "wandb-secret-0011", "bearer-env-secret-0012", "url-pw-secret-0013",
     "envflag-args-0033"]
-
-
-def leaks(root: Path, needles) -> list[str]:
-    found = []
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink():
-            data = p.read_bytes()
-            found += [f"{p.relative_to(root)}: {n}" for n in needles if n.encode() in data]
-    return found
 
 
 def test_fifty_planted_secrets_reach_no_file_and_no_terminal(tmp_path, monkeypatch):
