@@ -165,6 +165,7 @@ class DriverException:
     kernel: str | None = None        # stack frame #0
     pid: int | None = None
     process_tag: str | None = None
+    frames: list[str] = field(default_factory=list)   # the excepting warp's stack, #0 first: the last is the kernel
 
 
 @dataclass
@@ -326,7 +327,6 @@ class DebugStop:
     error_function: str | None = None
     error_file: str | None = None
     error_line: int | None = None
-    from_core: bool = False          # the stop was read from a core dump, not seen live
 
 
 @dataclass
@@ -447,6 +447,7 @@ class SanitizerReport:
     allocation: int | None = None
     allocation_size: int | None = None
     host_frames: list[str] = field(default_factory=list)
+    device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
 
 
 @dataclass
@@ -536,18 +537,22 @@ class Candidate:
     kernel: str
     score: float
     why: str
+    claims: list[int] = field(default_factory=list)   # indices into the verdict's claims
 
 
 @dataclass
 class Verdict:
+    """Built only by faultkit.judge (tests/test_architecture.py checks it)."""
     level: str                       # certain | likely | candidates | unknown
     kernel: str | None
     why: str
     candidates: list[Candidate] = field(default_factory=list)
+    claims: list[Any] = field(default_factory=list)    # judge.claims.Claim: the evidence behind it, ranked
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "kernel": self.kernel,
-                "candidates": [asdict(c) for c in self.candidates], "why": self.why}
+                "candidates": [asdict(c) for c in self.candidates], "why": self.why,
+                "claims": [c.to_json() for c in self.claims]}
 
 
 def hex_or_none(value: int | None) -> str | None:

@@ -10,15 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analyze.debug_stop import examine, resolve_with, sanitizer_fault, stop_fault
+from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
 from .analyze.fault_time import LogClock, fault_time
-from .analyze.fault_groups import runtime_of, split
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
+from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
-from .analyze.running import hang_verdict, running_kernels
-from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env, trace_candidates
-from .analyze.verdict import decide, with_unopened_cores
+from .analyze.running import core_claims, running_claims, running_kernels
+from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
 from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
@@ -29,6 +28,7 @@ from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
+from .judge import judge
 from .model import CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
@@ -66,24 +66,18 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
     if inputs.traces:
         _read_traces(inputs, inc, opts)
-    traced = (trace_candidates(inc.traces), inc.traces.plausible) if inc.traces else ((), 0)
-    inc.groups = split(inc.faults)
-    if len(inc.groups) > 1:
-        # One verdict per process; evidence without a pid, the debugger's stops and the trace
-        # (read around the first fault) belong to the first.
-        for i, g in enumerate(inc.groups):
-            first = i == 0
-            g.verdict = decide(runtime_of(inc.runtime, g.pids, first), g.faults, inc.stops if first else (),
-                               inc.debugger.sanitizer if first else (), *(traced if first else ((), 0)))
-        inc.verdict = inc.groups[0].verdict
-    else:
-        inc.verdict = decide(inc.runtime, inc.faults, inc.stops, inc.debugger.sanitizer, *traced)
-    if inc.verdict.level == "unknown" and not inc.faults:
-        ended_by = (inputs.manifest or {}).get("ended_by") if inputs.captured else None
-        inc.verdict = hang_verdict(inc.running, ended_by) or inc.verdict
-    inc.verdict = with_unopened_cores(inc.verdict, inc.cores)
-    if len(inc.groups) == 1:
-        inc.groups[0].verdict = inc.verdict
+    # Every analysis's claims, in the order ties are broken: what a tool watched first.
+    manifest = inputs.manifest if inputs.captured else {}
+    system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
+    rocm = system.get("rocm_version") if isinstance(system.get("rocm_version"), str) else None
+    ended_by = manifest.get("ended_by") if isinstance(manifest.get("ended_by"), str) else None
+    claims = (sanitizer_claims(inc.debugger) + stop_claims(inc.stops) + driver_claims(inc.runtime)
+              + log_claims(inc.runtime, rocm) + (inc.traces.claims() if inc.traces else [])
+              + running_claims(inc.running, ended_by) + core_claims(inc.cores))
+    judged = judge(claims, inc.faults, ended_by)
+    inc.verdict, inc.groups = judged.verdict, judged.incidents
+    if inc.traces:
+        inc.traces.rank()
     inc.report_points = inc.runtime.report_points
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
@@ -151,6 +145,7 @@ def _saved_transcripts(core_name: str, files: list[InputFile]) -> list[str]:
 
 
 def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list, dict]:
+    core_transcripts = {c.transcript for c in inc.cores if c.transcript}
     kinds_seen: set[str] = set()
     objects = []
     logs = {}         # per transcript: a core's transcript is judged on its own
@@ -180,8 +175,9 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             dl = parse_debugger(text, f.name)
             logs[f.name] = dl
             inc.debugger.extend(dl)
-            # Stops are judged per transcript: each worker's debugger has its own tables.
-            inc.stops.extend(examine(dl, f.name))
+            # Stops are judged per transcript: each worker's debugger has its own tables. A
+            # transcript of a core (opened here or saved beside it by a capture) says so.
+            inc.stops.extend(examine(dl, f.name, from_core=f.name in core_transcripts))
     return kinds_seen, objects, logs
 
 

@@ -100,3 +100,34 @@ def test_reports_and_timelines_are_written_only_through_private_files():
         found = writes.findall(path.read_text())
         assert not found, f"{path.name} writes a file itself: {found}; use faultkit.private_files"
     assert "faultkit.private_files" in GRAPH["faultkit.export.pftrace"]
+
+
+def _calls(path: Path, name: str) -> list[int]:
+    """Lines where `name(...)` or `x.name(...)` is called in a file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if called == name:
+                out.append(node.lineno)
+    return out
+
+
+def test_only_the_judge_builds_verdicts():
+    # Certainty is decided in one package (issue 22): every other module hands it claims.
+    built = {str(p.relative_to(PKG)): _calls(p, "Verdict") for p in PKG.rglob("*.py")}
+    outside = {p: lines for p, lines in built.items() if lines and not p.startswith("judge/")}
+    assert not outside, f"Verdict(...) built outside faultkit/judge: {outside}"
+    assert built["judge/decide.py"], "the walker sees no Verdict(...) in judge/decide.py: it is not looking"
+
+
+def test_analyses_hand_claims_to_the_judge_and_never_call_it():
+    for mod, deps in GRAPH.items():
+        if mod.startswith(("faultkit.analyze", "faultkit.export")):
+            assert "faultkit.judge.decide" not in deps and "faultkit.judge" not in deps, f"{mod} decides verdicts"
+        if mod.startswith("faultkit.judge"):
+            bad = {d for d in deps if d.startswith(("faultkit.analyze", "faultkit.ingest", "faultkit.capture",
+                                                    "faultkit.export", "faultkit.triage", "faultkit.bundle"))}
+            assert not bad, f"{mod} imports {bad}: the judge takes claims and faults only"
+    assert "faultkit.judge.claims" in GRAPH["faultkit.analyze.log_claims"]

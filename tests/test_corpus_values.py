@@ -503,7 +503,7 @@ EXPECTED = {
         'faults': [],
         'stops': []},
     'gdb/doc_examples/doc_rocgdb_core_dump.txt': {
-        'kinds': ['debugger', 'runtime-log'], 'verdict': ['certain', 'faulty_kernel'],
+        'kinds': ['debugger', 'runtime-log'], 'verdict': ['likely', 'faulty_kernel'],
         'faults': ['gpu-memory-violation engine=shader'],
         'stops': ['core:SIGSEGV:gpu:faulty_kernel']},
     'gdb/doc_examples/doc_rocgdb_info_agents.txt': {

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from ..codes import MEMORY_OPS
+from ..judge.claims import Basis, Claim, Identities
+from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
 
 FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error", "SIGILL": "gpu-illegal-instruction",
@@ -47,6 +49,11 @@ class StopFinding:
     # address when that lane is the one that faulted; a warp exception does not say which lane did.
     lane_address: int | None = None
     lane_address_basis: str | None = None
+    # The kernel is shown to be the launched entry point (a launch frame, a dispatch row, a kernel
+    # symbol, the outermost frame of the wave's backtrace); None: it may be a device function.
+    entry: bool | None = None
+    debugger: str | None = None
+    from_core: bool = False           # triage opened this transcript from a core (it knows; no text says so)
 
 
 def is_fault_stop(stop: DebugStop) -> bool:
@@ -84,19 +91,30 @@ def _dispatch_kernel(log: DebuggerLog, stop: DebugStop) -> str | None:
     return None
 
 
-def _cuda_kernel(log: DebuggerLog, stop: DebugStop) -> tuple[str | None, str | None]:
+def _cuda_kernel(log: DebuggerLog, stop: DebugStop) -> tuple[str | None, str | None, bool | None]:
+    """(kernel, how it is known, whether that shows the launched entry point)."""
     for fr in [stop.frame, *log.backtrace]:
         if fr is not None and fr.launch and fr.function:
-            return fr.function, f"the frame launched as {fr.function}<<<({fr.launch[0]}),({fr.launch[1]})>>>"
+            return fr.function, f"the frame launched as {fr.function}<<<({fr.launch[0]}),({fr.launch[1]})>>>", True
     if stop.error_function:
-        return stop.error_function, "the function at cuda-gdb's exception PC"
+        return stop.error_function, "the function at cuda-gdb's exception PC", None
     g = stop.gpu
     for k in log.cuda_kernels:
         if g is None or (k.grid == g.grid and k.kernel_id == g.kernel_id):
-            return k.name, f"'info cuda kernels' row for grid {k.grid}"
+            return k.name, f"'info cuda kernels' row for grid {k.grid}", True
     if stop.frame and stop.frame.function:
-        return stop.frame.function, "the stop's frame"
-    return None, None
+        return stop.frame.function, "the stop's frame", None
+    return None, None, None
+
+
+def _outermost(log: DebuggerLog, stop: DebugStop) -> str | None:
+    """The outermost device frame of the stopped wave's backtrace: the launched kernel. Only a
+    backtrace that starts at the stop's own frame is the wave's."""
+    bt = [f for f in log.backtrace if f.function]
+    if not bt or stop.frame is None or bt[0].function != stop.frame.function:
+        return None
+    device = [f for f in bt if f.objfile is None or "://" in f.objfile]     # host frames are `from /lib/...`
+    return device[-1].function if device else None
 
 
 def faulting_instruction(stop: DebugStop, blocks: list[list[DisasmLine]], precise: bool | None
@@ -140,13 +158,14 @@ def _coordinates(stop: DebugStop) -> str | None:
     return text
 
 
-def examine(log: DebuggerLog, file: str) -> list[StopFinding]:
+def examine(log: DebuggerLog, file: str, from_core: bool = False) -> list[StopFinding]:
+    """`from_core`: the caller opened this transcript from a GPU core (a fact it knows)."""
     out = []
     for stop in log.stops:
         if not is_fault_stop(stop):
             continue
         gpu = stop.gpu is not None or stop.kind == "cuda-exception"
-        f = StopFinding(stop, file, gpu)
+        f = StopFinding(stop, file, gpu, debugger=log.debugger, from_core=from_core)
         f.function = stop.frame.function if stop.frame else None
         f.pc = stop.error_pc if stop.error_pc is not None else (stop.frame.pc if stop.frame else None)
         if stop.frame and stop.frame.file and stop.frame.line:
@@ -158,11 +177,20 @@ def examine(log: DebuggerLog, file: str) -> list[StopFinding]:
         if gpu:
             f.precise, f.precise_basis = precise_state(log, stop)
             if stop.kind == "cuda-exception":
-                f.kernel, f.kernel_basis = _cuda_kernel(log, stop)
+                f.kernel, f.kernel_basis, f.entry = _cuda_kernel(log, stop)
             else:
                 k = _dispatch_kernel(log, stop)
+                outer = _outermost(log, stop)
                 if k:
                     f.kernel, f.kernel_basis = k, f"'info dispatches' row of the wave's dispatch {stop.gpu.dispatch}"
+                    f.entry = True
+                elif outer and outer != "??" and outer != f.function:
+                    f.kernel, f.entry = outer, True
+                    f.kernel_basis = (f"the outermost frame of the wave's backtrace; the stop is in {f.function}, a "
+                                      f"device function it called")
+                elif outer and outer == f.function:
+                    f.kernel, f.entry = f.function, True
+                    f.kernel_basis = "the stopped wave's frame, the outermost of its backtrace"
                 elif f.function and f.function != "??":
                     f.kernel, f.kernel_basis = f.function, ("the stopped wave's frame (no 'info dispatches' in the input: "
                                                             "this may be a device function called by the kernel)")
@@ -228,6 +256,7 @@ def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: li
     f.resolved = f"{r} in {name} ({co.target}; {how})"
     if co.kernel(r.kernel) and (f.kernel is None or f.kernel_basis and f.kernel_basis.startswith("the stopped")):
         f.kernel, f.kernel_basis = r.kernel, f"the code object's kernel symbol containing the PC ({name})"
+        f.entry = True             # a kernel descriptor (.kd) symbol: a launchable entry point
 
 
 def stop_fault(f: StopFinding) -> Fault:
@@ -279,3 +308,88 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
                  meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in "
                          f"{r.kernel or 'a kernel it did not name'}: {where}.",
                  origin=r.origin, kernel=r.kernel, engine="shader")
+
+
+def stop_claims(findings: list[StopFinding]) -> list[Claim]:
+    """A GPU stop names the kernel a debugger watched fault: certain where the PC is exact or a
+    core holds the excepting wave, likely otherwise. A host stop names no kernel: it says the
+    crash was the CPU's."""
+    out: list[Claim] = []
+    seen: set[tuple[str, str]] = set()
+    for f in findings:
+        st = f.stop
+        if not f.gpu:
+            where = f.function or "an unknown function"
+            out.append(Claim(None, Basis("host-stop", f.debugger or "debugger"),
+                             f"the debugger stopped a host thread on {st.signal} in {where} ({st.origin}): a CPU "
+                             f"crash, not a GPU fault; no GPU wave stopped", origin=str(st.origin)))
+            continue
+        if not f.kernel:
+            continue
+        core = st.kind == "core" or f.from_core
+        pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
+        text = (f"{'GPU core dump: the excepting' if core else 'debugger stop on a GPU'} "
+                f"{'warp' if st.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
+                + (f", {f.coordinates}" if f.coordinates else "") + f"; kernel from {f.kernel_basis}; "
+                + (f"PC exact: {f.precise_basis}" if f.precise else
+                   "the core holds the wave the exception stopped, so its kernel is the one that faulted; the "
+                   "instruction is not: without precise memory the wave's PC is past the faulting access" if core else
+                   f"PC may be past the faulting instruction: {f.precise_basis}") + f" ({st.origin})")
+        kind = "core-stop" if core and not f.precise else "debugger-stop" if f.precise or core else \
+            "debugger-stop-inexact"
+        entry = f.entry or (True if is_entry_name(f.kernel) else None)
+        key = (kind, kernel_key(f.kernel))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Claim(f.kernel, Basis(kind, f.debugger or "debugger"), text, Identities(engine="shader"),
+                         str(st.origin), entry=entry,
+                         ceiling_note=None if kind != "debugger-stop-inexact" else
+                         "without precise memory the stop PC can lie after the faulting instruction"))
+    return out
+
+
+def sanitizer_entry(r: SanitizerReport) -> tuple[str | None, str | None]:
+    """(the kernel, the device function the access was in where that is another function).
+    compute-sanitizer prints the device call stack under the access (`Device Frame:` lines, shown
+    by default): the outermost is the launched kernel; without one the access's function is it."""
+    if r.device_frames:
+        return r.device_frames[-1], r.kernel
+    return r.kernel, None
+
+
+def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
+    out: list[Claim] = []
+    for r in log.sanitizer:
+        kernel, inner = sanitizer_entry(r)
+        if not kernel or any(kernel_key(c.kernel) == kernel_key(kernel) for c in out):
+            continue
+        inside = f" (in its device function {inner})" if inner else ""
+        text = (f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside} at "
+                f"+0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})")
+        contradiction = None
+        if r.direction == "inside" and not r.misaligned:
+            contradiction = (f"it calls the access out of bounds, yet places 0x{r.address or 0:x} inside the "
+                             f"allocation at 0x{r.allocation or 0:x} ({r.allocation_size or 0:,} bytes)")
+        out.append(Claim(kernel, Basis("sanitizer", "compute-sanitizer"), text,
+                         Identities(page=r.address >> 12 if r.address is not None else None, engine="shader"),
+                         str(r.origin), contradiction=contradiction, went_on=went_on(log, r)))
+    return out
+
+
+def went_on(log: DebuggerLog, r: SanitizerReport) -> str | None:
+    """The program carried on after this report and ended well: compute-sanitizer says 'Target
+    application returned an error' for a non-zero exit and 'Program hit ...' for a failed API call;
+    gdb says 'exited normally'. Only the report's own transcript is read."""
+    mine = [e for e in log.events if e.origin.file == r.origin.file]
+    after = [e for e in mine if (e.origin.line or 0) > (r.origin.line or 0)]
+    if any(e.kind in ("sanitizer-api-error", "sanitizer-target-error") for e in after):
+        return None
+    normal = next((e for e in after if e.kind == "inferior-exit" and e.fields.get("code") in (None, "0", "00")), None)
+    if normal is not None:
+        return f"{normal.text} ({normal.origin})"
+    summary = next((e for e in after if e.kind == "sanitizer-summary"), None)
+    if summary is not None:
+        return (f"compute-sanitizer's summary ({summary.origin}) follows with no API error and no 'Target "
+                f"application returned an error': the program exited 0")
+    return None

@@ -10,7 +10,8 @@ a dispatch whose interval holds the fault time was running then.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,11 +40,21 @@ class Suspect:
     start: int | None = None
     end: int | None = None
     engine: str = "shader"     # shader | copy
-    score: float = 0.0
-    why: str = ""
+    alias: str | None = None   # an unnamed launch's kernel, where its thread's dispatch order names it
+    claim: Any = field(default=None, repr=False, compare=False)   # its judge.claims.Claim, once made
+
+    @property
+    def score(self) -> float:
+        return self.claim.strength if self.claim is not None else 0.0
+
+    @property
+    def why(self) -> str:
+        return "; ".join([self.kind.replace("-", " "), *(self.claim.notes if self.claim is not None else [])])
 
     def to_json(self) -> dict:
-        return {k: (None if v == MISSING else v) for k, v in asdict(self).items()}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "claim"}
+        out = {k: (None if v == MISSING else v) for k, v in out.items()}
+        return {**out, "score": self.score, "why": self.why}
 
 
 def _opt(v) -> int | None:

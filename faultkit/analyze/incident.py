@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .debug_stop import StopFinding
-from .fault_groups import FaultGroup
+from ..judge.incidents import FaultGroup
 from .fault_time import LogClock
 from .running import RunningKernel
 from .trace_findings import TraceFindings

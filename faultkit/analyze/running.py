@@ -1,11 +1,14 @@
-"""What the GPU was running when a core was taken without an exception (a user-triggered dump
-of a hung process): the kernels active in each process, with the warp's place in the source."""
+"""What the GPU cores say without an exception: the kernels active in each process when a
+user-triggered dump of a hung process was taken (with the warp's place in the source), and cores
+no debugger opened here (a runtime saw a GPU exception, even where nothing else says so)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..model import Candidate, CoreRecord, DebuggerLog, Verdict
+from ..judge.claims import CANDIDATE, Basis, Claim, Identities
+from ..judge.names import kernel_name
+from ..model import CoreRecord, DebuggerLog
 
 
 @dataclass
@@ -31,25 +34,32 @@ def running_kernels(cores: list[tuple[CoreRecord, DebuggerLog]]) -> list[Running
         for row in log.cuda_kernels:
             if row.status and row.status.lower() != "active":
                 continue
-            name = row.name.split("(")[0] if row.name else "?"
+            name = kernel_name(row.name) if row.name else "?"
             where = f"{frame.file}:{frame.line}" if frame and frame.function == name and frame.file else None
             out.append(RunningKernel(core.path, core.pid, name, where, row.grid, str(row.origin)))
     return out
 
 
-def hang_verdict(running: list[RunningKernel], ended_by: str | None) -> Verdict | None:
-    """Only where nothing faulted: the kernels a hung server was running. One kernel across every
-    dump of a capture that ended on silence is `likely` the hang; otherwise they are candidates."""
-    if not running:
-        return None
+def running_claims(running: list[RunningKernel], ended_by: str | None) -> list[Claim]:
+    """One claim per kernel running at the dumps. One kernel across every dump of a capture that
+    ended on silence can be `likely` the hang (the judge checks that no other kernel was running);
+    after a --timeout or a dump taken by hand, the GPU may just have been busy: a candidate."""
     names = list(dict.fromkeys(r.kernel for r in running))
-    cands = [Candidate(n, 0.6, "running when the user-triggered GPU core dump was taken ("
-                       + "; ".join(f"pid {r.pid}" + (f" at {r.where}" if r.where else "") + f", {r.origin}"
-                                   for r in running if r.kernel == n) + ")") for n in names]
-    ended = {"hang": "the target printed nothing for the --hang-after time",
-             "timeout": "the capture reached its --timeout"}.get(ended_by or "", "the dump was taken")
-    if len(names) == 1 and ended_by == "hang":
-        return Verdict("likely", names[0], f"no GPU exception; {ended}, and every GPU process's core dump shows only "
-                                           f"this kernel running: {cands[0].why}", cands)
-    return Verdict("candidates", None, f"no GPU exception; {ended}; the GPU core dumps show these kernels running "
-                                       f"(a hung server's kernel is among them; a healthy one was just busy)", cands)
+    return [Claim(n, Basis("running-at-dump", "GPU core dump"),
+                  "running when the user-triggered GPU core dump was taken ("
+                  + "; ".join(f"pid {r.pid}" + (f" at {r.where}" if r.where else "") + f", {r.origin}"
+                              for r in running if r.kernel == n) + ")",
+                  Identities(pid=next(r.pid for r in running if r.kernel == n)),
+                  next(r.origin for r in running if r.kernel == n),
+                  ceiling="" if ended_by == "hang" else CANDIDATE) for n in names]
+
+
+def core_claims(cores: list[CoreRecord]) -> list[Claim]:
+    """GPU cores on disk that no debugger opened: no kernel, but a GPU exception happened."""
+    unopened = [c for c in cores if c.platform in ("cuda", "rocm-gpu", "rocm-unified") and not c.analysed_with]
+    if not unopened:
+        return []
+    return [Claim(None, Basis("unopened-core", unopened[0].platform),
+                  f"{len(unopened)} GPU core dump(s) among the inputs ({unopened[0].path}) hold the excepting wave "
+                  f"or warp, but no debugger opened them here; see the next steps for the command",
+                  origin=unopened[0].path)]

@@ -14,7 +14,7 @@ from .address import AddressFinding, locate
 from .fault_time import FaultTime
 from .in_flight import Suspect, find_in_flight
 from .overlaps import Overlaps, find_overlaps, serialization_check
-from .trace_verdict import label, rank
+from .trace_claims import trace_claims
 
 WINDOW_NS = 2_000_000_000      # in-flight work and overlaps: the last 2 s before the fault
 
@@ -24,10 +24,21 @@ class TraceFindings:
     trace: Trace
     time: FaultTime
     window_ns: int
-    suspects: list[Suspect] = field(default_factory=list)
-    plausible: int = 0
+    suspects: list[Suspect] = field(default_factory=list)    # ranked by their claims once judged (rank())
     overlaps: Overlaps | None = None
     address: AddressFinding | None = None
+
+    @property
+    def plausible(self) -> int:
+        """Suspects the judge's corroboration left standing."""
+        return sum(1 for s in self.suspects if s.claim is not None and s.claim.plausible)
+
+    def claims(self):
+        return trace_claims(self.suspects)
+
+    def rank(self) -> None:
+        """After judging: strongest suspect first."""
+        self.suspects.sort(key=lambda s: -s.score)
 
     def to_json(self) -> dict:
         t = self.trace
@@ -39,7 +50,7 @@ class TraceFindings:
 
 
 def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[str, str] | None,
-                   env_source: str, window_ns: int = WINDOW_NS) -> TraceFindings:
+                   env_source: str, window_ns: int) -> TraceFindings:
     """`window_ns`: how far back the analyses look; `env`: the variables the GPU processes had."""
     if trace.clock.startswith("wall") and ft.wall_ns is None and ft.source != "none":
         trace.problems.append(Problem("<trace>", "this trace is on the wall clock and the fault time is not: "
@@ -57,8 +68,7 @@ def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[s
             ft.boottime_ns = at
     out = TraceFindings(trace, ft, window_ns)
     lo = at - window_ns if at is not None else None
-    suspects = find_in_flight(trace, at, window_ns)
-    out.suspects, out.plausible = rank(suspects, faults)
+    out.suspects = find_in_flight(trace, at, window_ns)
     keys = {(s.pid, s.correlation_id) for s in out.suspects if s.correlation_id is not None}
     out.overlaps = find_overlaps(trace, lo, at, keys)
     if env:
@@ -84,15 +94,3 @@ def gpu_process_env(procs: list[dict]) -> dict[str, str]:
             for k, v in env.items():
                 merged.setdefault(str(k), str(v))
     return merged
-
-
-def trace_candidates(findings: TraceFindings) -> list[tuple[str, float, str, bool]]:
-    """(label, score, why, whether the label is a kernel's name rather than a description)."""
-    out, seen = [], set()
-    for s in findings.suspects:
-        name = label(s)
-        if name in seen:
-            continue
-        seen.add(name)
-        out.append((name, s.score, f"trace: {s.why}; {s.evidence}", s.kernel is not None))
-    return out[:10]

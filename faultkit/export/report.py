@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
-from ..analyze.trace_verdict import label
+from ..analyze.trace_claims import label
 from ..durations import relative
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
@@ -123,19 +123,29 @@ def _incidents_section(inc: Incident) -> Section:
 
 
 def decisive_finding(inc: Incident) -> str | None:
-    """The one fact that most narrows the search, said first: where the address lies, else what was in
-    flight at the fault, else the debugger's or sanitizer's stop."""
+    """The one fact that most narrows the search, said first: where the address lies, else the
+    claim the verdict ranks first (what was in flight at the fault, a debugger's or sanitizer's stop)."""
     t = inc.traces
     if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
         return t.address.text
-    at = t.time.on(t.trace.clock) if t is not None else None
-    if t is not None and t.suspects:
-        x = t.suspects[0]
-        when = f", started at {relative(x.start - at)}" if x.start is not None and at is not None else ""
-        return f"{label(x)} was in flight at the fault{when} ({x.why})"
-    if inc.verdict and inc.verdict.level == "certain" and inc.verdict.candidates:
-        return inc.verdict.candidates[0].why.split(";")[0]
+    v = inc.verdict
+    if v is None or not v.candidates or not v.candidates[0].claims:
+        return None
+    claim = v.claims[v.candidates[0].claims[0]]
+    if claim.basis.kind.startswith("trace-"):
+        at = t.time.on(t.trace.clock) if t is not None else None
+        start = claim.ids.time_ns
+        when = f", started at {relative(start - at)}" if start is not None and at is not None else ""
+        return f"{claim.kernel} was in flight at the fault{when} ({'; '.join([claim.why.split(';')[0], *claim.notes])})"
+    if v.level == "certain":
+        return claim.why.split(";")[0]
     return None
+
+
+def _evidence(v, c) -> str:
+    """What each claim behind a candidate is and the level it was allowed."""
+    return "; ".join(f"{v.claims[i].basis.producer} {v.claims[i].basis.kind}: {v.claims[i].level}"
+                     for i in c.claims) if c.claims else ""
 
 
 def sections(inc: Incident) -> list[Section]:
@@ -162,8 +172,9 @@ def _verdict_section(inc: Incident) -> Section:
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:
-        s.table = (["#", "candidate kernel", "score", "why"],
-                   [[str(i + 1), kernel(c.kernel), f"{c.score:.2f}", c.why] for i, c in enumerate(v.candidates)])
+        s.table = (["#", "candidate kernel", "score", "evidence: level allowed", "why"],
+                   [[str(i + 1), kernel(c.kernel), f"{c.score:.2f}", _evidence(v, c), c.why]
+                    for i, c in enumerate(v.candidates)])
     return s
 
 

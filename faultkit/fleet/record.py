@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 
-from ..analyze.kernel_names import kernel_key
+from ..judge.names import kernel_key
 from .hardware import hardware_signs
 
 # A verdict names its kernel only at these levels; below them the top candidate stands in and the

@@ -129,7 +129,7 @@ ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
 CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
 CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
 CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
-CUDA_FRAME0 = re.compile(r"^\s*#0\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
+CUDA_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
 CUDA_WRITING = re.compile(r"Writing ELF file to (?P<file>\S+)")
 ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
@@ -904,9 +904,11 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
             except ValueError:
                 pass
         return
-    f = CUDA_FRAME0.match(msg)
-    if f and open_exc is not None and open_exc.kernel is None:
-        open_exc.kernel = f.group("fn")
+    f = CUDA_FRAME.match(msg)
+    if f and open_exc is not None and int(f.group("n")) == len(open_exc.frames):
+        open_exc.frames.append(f.group("fn"))
+        if open_exc.kernel is None:
+            open_exc.kernel = f.group("fn")
         return
     m = CUDA_WRITING.search(msg)
     if m:

@@ -2,16 +2,18 @@
 its own verdict from the evidence that belongs to it.
 
 A fault belongs to a process by its pid, or by the correlation group (same page, same burst) of
-a fault that has one. Evidence without a pid (a debugger stop, a log without worker prefixes)
-cannot be told apart, so it joins the first group: the top-level verdict is the first fault's,
-and another process's fault is never certified by it.
+a fault that has one. A claim belongs to the incident of its pid; a claim without a pid (a
+debugger stop, a log without worker prefixes) or of a process that did not fault cannot be told
+apart, so it joins the first incident, where corroboration compares its pid: the top-level verdict
+is the first fault's, and another process's fault is never certified by it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from ..model import Fault, RuntimeLog, Verdict
+from ..model import Fault, Verdict
+from .claims import Claim
 
 
 @dataclass
@@ -20,6 +22,7 @@ class FaultGroup:
     faults: list[Fault]
     gpus: list[str] = field(default_factory=list)
     verdict: Verdict | None = None
+    claims: list[Claim] = field(default_factory=list)     # the evidence judged for this incident
 
     def to_json(self, all_faults: list[Fault]) -> dict:
         index = {id(f): i for i, f in enumerate(all_faults)}
@@ -56,11 +59,8 @@ def _gpus(faults: list[Fault]) -> list[str]:
     return sorted({f.gpu for f in faults if f.gpu})
 
 
-def runtime_of(runtime: RuntimeLog, pids: list[int], first: bool) -> RuntimeLog:
-    """The runtime evidence of these processes; records without a pid go with the first group."""
-    def mine(pid: int | None) -> bool:
-        return pid in pids or (pid is None and first)
-    return replace(runtime, faults=[f for f in runtime.faults if mine(f.pid)],
-                   waves=[w for w in runtime.waves if mine(w.pid)],
-                   dispatches=[d for d in runtime.dispatches if mine(d.pid)],
-                   hints=list(runtime.hints) if first else [])
+def assign(claims: list[Claim], groups: list[FaultGroup]) -> None:
+    """Each claim to the incident of its pid, else to the first."""
+    for c in claims:
+        home = next((g for g in groups if c.ids.pid is not None and c.ids.pid in g.pids), groups[0])
+        home.claims.append(c)

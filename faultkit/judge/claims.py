@@ -1,0 +1,124 @@
+"""A claim: one piece of evidence's say about which kernel faulted, typed.
+
+An analysis does not decide how sure anyone may be; it says what its evidence is (the basis: kind,
+producer and the producer's version), the highest level that basis could ever support (its
+ceiling), how strong it is against other claims (its strength, from the basis table below), and
+the identities it carries (pid, GPU, queue, page, engine, time) so the judge can corroborate it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+CERTAIN, LIKELY, CANDIDATE = "certain", "likely", "candidate"
+RANK = {CANDIDATE: 1, LIKELY: 2, CERTAIN: 3}
+
+# What a kind of evidence is: its ceiling, its strength, and its tier. A claim is contested only
+# by claims of its own tier or a higher one: a debugger that watched the wave outranks any log,
+# a log that names a kernel outranks a trace's inference, and a snapshot of a hung GPU speaks
+# only where nothing faulted. `needs`: identities the claim must carry wherever the incident
+# carries them before it may rise above a candidate (unknown is not agreement).
+#   kind                     ceiling    strength tier        needs
+BASES: dict[str, tuple[str, float, str, tuple[str, ...]]] = {
+    "sanitizer":             (CERTAIN,   1.0,  "observed", ()),
+    "core-stop":             (CERTAIN,   1.0,  "observed", ()),
+    "debugger-stop":         (CERTAIN,   1.0,  "observed", ()),
+    "debugger-stop-inexact": (LIKELY,    0.9,  "observed", ()),
+    "driver-exception":      (CERTAIN,   1.0,  "observed", ()),
+    "debug-agent-wave":      (LIKELY,    0.9,  "reported", ()),
+    "rocclr-memory-fault":   (CANDIDATE, 0.7,  "reported", ()),
+    "queue-callback":        (CANDIDATE, 0.65, "reported", ()),
+    "hang-analysis-pending": (CANDIDATE, 0.6,  "reported", ()),
+    "hang-analysis":         (CANDIDATE, 0.5,  "reported", ()),
+    "dispatch-log":          (CANDIDATE, 0.5,  "reported", ()),
+    "library-log":           (CANDIDATE, 0.45, "reported", ()),
+    # compilation and library-selection lines name kernels built or chosen, not run
+    "hint":                  (CANDIDATE, 0.3,  "reported", ()),
+    "trace-running":         (LIKELY,    0.6,  "inferred", ("node",)),
+    "trace-launch":          (LIKELY,    0.55, "inferred", ("node",)),
+    "trace-dispatch-gap":    (LIKELY,    0.5,  "inferred", ("node",)),
+    "trace-copy":            (LIKELY,    0.5,  "inferred", ("node",)),
+    "trace-other":           (LIKELY,    0.4,  "inferred", ("node",)),
+    "running-at-dump":       (LIKELY,    0.6,  "snapshot", ()),
+    # claims that name no kernel: what the verdict says where no kernel can be named
+    "host-stop":             (CANDIDATE, 0.0,  "observed", ()),
+    "unopened-core":         (CANDIDATE, 0.0,  "observed", ()),
+}
+TIERS = {"snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
+
+
+@dataclass(frozen=True)
+class Basis:
+    kind: str                   # a key of BASES
+    producer: str               # the tool or runtime that printed the evidence (ROCclr, rocgdb, rocprofv3 ...)
+    version: str | None = None  # the producer's version where the evidence or the bundle says it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "producer": self.producer, "version": self.version}
+
+
+@dataclass
+class Identities:
+    """What a claim says about where the fault was; None is unknown, never a match."""
+    pid: int | None = None
+    node: int | None = None        # KFD node (ROCr's node-N, a trace's agent node)
+    gpu: str | None = None         # PCI address or device as the producer printed it
+    queue: str | None = None
+    stream: int | None = None
+    page: int | None = None        # address >> 12
+    engine: str | None = None      # shader | copy | ...
+    time_ns: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass
+class Claim:
+    kernel: str | None             # the kernel named (None: the claim names none)
+    basis: Basis
+    why: str                       # the evidence in words, with its place
+    ids: Identities = field(default_factory=Identities)
+    origin: str | None = None      # file:line of the evidence
+    ceiling: str = ""              # from BASES unless the producer's version or the evidence lowers it
+    strength: float = -1.0         # from BASES unless the analysis measured one
+    named: bool = True             # False: `kernel` is a description ("kernel launched by thread 7 ...")
+    # A kernel is the launched entry point: True where the evidence shows it (a launch frame, a
+    # dispatch row, a kernel symbol, the outermost device frame); None where the name may be a
+    # device function called by the kernel. Only an entry point can be certain.
+    entry: bool | None = True
+    contradiction: str | None = None   # the report contradicts itself: how
+    went_on: str | None = None         # the program went on after this report: the evidence that says so
+    ceiling_note: str | None = None    # why the basis's ceiling was lowered where it was (e.g. an old producer)
+    alias: str | None = None           # an unnamed claim's likely name, from indirect evidence (said as such)
+    # Filled by the judge:
+    level: str | None = None           # the level this claim was allowed (<= ceiling)
+    limits: list[str] = field(default_factory=list)   # why it was not allowed more
+    notes: list[str] = field(default_factory=list)    # what corroboration said
+    plausible: bool | None = None      # corroboration left it standing (no identity disagreed, needs met)
+
+    def __post_init__(self) -> None:
+        ceiling, strength, _, _ = BASES[self.basis.kind]
+        self.ceiling = self.ceiling or ceiling
+        if self.strength < 0:
+            self.strength = strength
+
+    @property
+    def tier(self) -> str:
+        return BASES[self.basis.kind][2]
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return BASES[self.basis.kind][3]
+
+    @property
+    def text(self) -> str:
+        """The claim's why with what corroboration said of it."""
+        return "; ".join([self.why, *self.notes])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
+                "level": self.level, "strength": round(self.strength, 3), "entry_point": self.entry,
+                "identities": self.ids.to_json(), "origin": self.origin, "why": self.why, "notes": self.notes,
+                "limits": self.limits, "plausible": self.plausible}
