@@ -169,6 +169,24 @@ class DriverException:
 
 
 @dataclass
+class DeviceAssert:
+    """A device-side assert the GPU runtime printed (CUDA `__assertfail`, HIP `__assert_fail`).
+    The function is the one that asserted: a kernel or a device function inside one (PyTorch's
+    index kernels print `operator()` of a lambda), so it names a location, not an entry point."""
+    origin: Origin
+    runtime: str                      # CUDA | HIP
+    file: str
+    line: int
+    function: str | None              # None where the build printed none (CUDA on Windows)
+    assertion: str
+    block: tuple[int, ...] | None = None     # CUDA prints block and thread; HIP neither
+    thread: tuple[int, ...] | None = None
+    count: int = 1                    # identical lines (one per failing thread) folded into one
+    pid: int | None = None
+    process_tag: str | None = None
+
+
+@dataclass
 class RuntimeLog:
     faults: list[RuntimeFault] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
@@ -178,6 +196,7 @@ class RuntimeLog:
     hints: list[Hint] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     driver_exceptions: list[DriverException] = field(default_factory=list)
+    device_asserts: list[DeviceAssert] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
 
     def extend(self, other: "RuntimeLog") -> None:
@@ -242,6 +261,10 @@ class Xid:
     caused_by: int | None = None     # "caused by previous Xid N": a consequence, not a second error
     exception: str | None = None
     trusted: bool = True             # False for UNRECOGNIZED_* MMU fault records
+    gpu_instance: int | None = None      # MIG attribution: `GPU-I:NN` / `GPU-CI:NN` after the PCI address
+    compute_instance: int | None = None
+    containment: str | None = None       # Xid 94/95: "Contained: <unit> (<loc>)" / "Uncontained: ..."
+    reset_required: bool | None = None   # Xid 94/95 `RST: Yes|No`
 
 
 @dataclass
@@ -451,6 +474,29 @@ class SanitizerReport:
 
 
 @dataclass
+class SanitizerFinding:
+    """A compute-sanitizer report that is not a memcheck access error: initcheck's uninitialised
+    reads, racecheck's races and hazards, synccheck's barrier errors, memcheck's hardware
+    exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
+    origin: Origin
+    tool: str                        # memcheck | racecheck | initcheck | synccheck
+    kind: str                        # hardware-exception | uninitialized-read | race | hazard | barrier-error
+    text: str                        # the report's head line, as printed
+    kernel: str | None = None
+    offset: int | None = None
+    file: str | None = None
+    line: int | None = None
+    thread: tuple[int, ...] | None = None
+    block: tuple[int, ...] | None = None
+    address: int | None = None
+    size: int | None = None
+    space: str | None = None         # global | shared
+    accesses: list[str] = field(default_factory=list)   # racecheck: "Write", "Read" ...
+    hazards: int | None = None       # racecheck: "[N hazards]", summed over the report's lines
+    mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
+
+
+@dataclass
 class DebugEvent:
     """Process and debugger life: exits, forks, execs, internal errors, unavailable commands."""
     origin: Origin
@@ -473,6 +519,7 @@ class DebuggerLog:
     disassembly: list[list[DisasmLine]] = field(default_factory=list)
     backtrace: list[Frame] = field(default_factory=list)
     sanitizer: list[SanitizerReport] = field(default_factory=list)
+    sanitizer_findings: list[SanitizerFinding] = field(default_factory=list)
     events: list[DebugEvent] = field(default_factory=list)
     precise_memory: str | None = None    # enabled | disabled | off | could-not-enable | requested
     precise_origin: Origin | None = None

@@ -9,7 +9,8 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model"}
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model",
+               "faultkit.demangle"}       # a pure function of a name, used by readers and exporters alike
 
 
 def _module(path: Path) -> str:

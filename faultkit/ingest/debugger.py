@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
-                     DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerReport, ThreadRow)
+                     DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
+                     ThreadRow)
+from .symbols import demangle
 from .text import cut_problem, decode, numbered_lines
 
 TID = r"\d+(?:\.\d+)?"
@@ -93,6 +95,9 @@ SAN_NEAR = re.compile(r"(?:^|\s)and is (?:(?P<dist>[\d,]+) bytes (?P<dir>after|b
                       r"allocation at (?P<base>0x[0-9a-f]+) of size (?P<asize>[\d,]+) bytes$")
 # Older compute-sanitizer / cuda-memcheck: `at 0x440 in triton__0d1d2d`, `at 0x148 in /src/t.cu:10:kern(int*)`
 SAN_AT_OLD = re.compile(r"^at 0x(?P<off>[0-9a-f]+) in (?:(?P<file>\S+?):(?P<line>\d+):)?(?P<func>\S.*?)$")
+# compute-sanitizer 2026 without an offset (NVIDIA/cccl#8288): `at cp_async_bulk_cp_mask in cp_async_bulk.h:236`;
+# the empty `off` group keeps the three `at` patterns' fields alike
+SAN_AT_BARE = re.compile(r"^at (?!0x)(?P<func>\S.*?)(?P<off>(?!))? in (?P<file>\S+):(?P<line>\d+)$")
 SAN_API = re.compile(r'^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to "(?P<text>[^"]+)" on CUDA API call to (?P<api>\w+)\.$')
 SAN_FRAME = re.compile(r"^Host Frame:\s*(?P<frame>.*)$")
 # The device call stack under an access (`--show-backtrace device|yes`): `Device Frame:helper(float *)+0x30 in
@@ -101,6 +106,26 @@ SAN_DEVICE_FRAME = re.compile(r"^Device Frame:\s*(?:(?P<func>[^/\s].*?)\+0x[0-9a
                               r"(?:\S+?:\d+:)?(?P<old>[^\s(]+\([^)]*\))(?: \(.*\))?)\s*$")
 SAN_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<errors>\d+) errors?")
 SAN_TARGET_ERROR = re.compile(r"^Target application returned an error")
+# compute-sanitizer 2021.x (nsight-training 04_memcheck2.ipynb:93): the error text, no enum, no "due to"
+SAN_API_OLD = re.compile(r"^Program hit (?P<text>[^()]+?) \(error (?P<code>\d+)\) on CUDA API call to (?P<api>\w+)\.$")
+SAN_LEAK = re.compile(r"^Leaked (?P<size>[\d,]+) bytes at (?P<addr>0x[0-9a-f]+)")
+# The other tools' report heads (and memcheck's hardware exceptions); what follows (`at`, `by
+# thread`, `Address`) is read as for a memcheck report. nsight-training 2d680f7,
+# cuda/2021_gtc/x-ac-04-v1/task1/task/sanitizer/: 06_initcheck.ipynb:44, 05_racecheck.ipynb:31-36.
+SAN_INIT = re.compile(r"^Uninitialized __(?P<space>\w+)__ memory (?P<rw>read|write) of size (?P<size>\d+) bytes?$")
+SAN_RACE = re.compile(r"^(?:ERROR|Error|WARNING|Warning): Race reported between (?P<acc>\w+) access at (?P<where>.+?)"
+                      r"(?: \[(?P<n>[\d,]+) hazards?\])?$")
+SAN_RACE_AND = re.compile(r"^and (?P<acc>\w+) access at (?P<where>.+?)(?: \[(?P<n>[\d,]+) hazards?\])?$")
+# hazard mode: `ERROR: Potential WAW hazard ...`, cuda-memcheck's `WARN:(Warp Level Programming) Potential RAW ...`
+SAN_HAZARD = re.compile(r"^(?:ERROR|Error|WARNING|Warning|WARN|INFO|Info):\s*(?:\([^)]*\)\s*)?Potential "
+                        r"(?P<kind>WAW|WAR|RAW) hazard detected at "
+                        r"__(?P<space>\w+)__ (?P<addr>0x[0-9a-f]+) in block \((?P<block>[\d, ]+)\)\s*:?$")
+SAN_HAZARD_THREAD = re.compile(r"^(?P<acc>Read|Write|Atomic) Thread \((?P<thread>[\d, ]+)\) at (?P<where>.+?)$")
+SAN_BARRIER = re.compile(r"^Barrier error detected\.\s*(?P<what>.*)$")
+SAN_HW = re.compile(r"^(?:Warp )?(?P<what>Invalid PC|Illegal [Ii]nstruction|Misaligned PC|Hardware Stack Overflow|"
+                    r"Out-of-range Shared or Local Address|Misaligned Shared or Local Address|Invalid Address Space|"
+                    r"Illegal Address|Misaligned Address|Device Hardware Exception)$")
+SAN_ADDR_ONLY = re.compile(r"^Address (?P<addr>0x[0-9a-f]+)$")
 
 PRECISE_SHOW = re.compile(r"AMDGPU precise memory access reporting is (?P<state>on|off)(?: \(currently (?P<now>enabled|disabled)\))?")
 PRECISE_FAIL = re.compile(r"AMDGPU precise memory access reporting could not be enabled")
@@ -208,6 +233,7 @@ class _Parser:
         self.row: ThreadRow | None = None
         self.disasm: list[DisasmLine] | None = None
         self.sanitizer: SanitizerReport | None = None
+        self.finding: SanitizerFinding | None = None   # an open non-memcheck-access sanitizer report
         self.want_frame = False
         self.frame_buf: list[str] = []
         self.want_source = False
@@ -457,27 +483,40 @@ class _Parser:
         m = SAN_ACCESS.match(body)
         if m:
             self.sanitizer = SanitizerReport(o, m["space"], m["rw"], int(m["size"]))
+            self.finding = None
             self.log.sanitizer.append(self.sanitizer)
             return True
-        m = SAN_API.match(body)
+        m = SAN_API.match(body) or SAN_API_OLD.match(body)
         if m:
-            self.sanitizer = None
-            self.log.events.append(DebugEvent(o, "sanitizer-api-error", body,
-                                              {"error": m["err"], "code": int(m["code"]), "api": m["api"],
-                                               "text": m["text"]}))
+            self.sanitizer = self.finding = None
+            fields = {"code": int(m["code"]), "api": m["api"], "text": m["text"]}
+            if "err" in m.re.groupindex:
+                fields["error"] = m["err"]
+            self.log.events.append(DebugEvent(o, "sanitizer-api-error", body, fields))
+            return True
+        m = SAN_LEAK.match(body)
+        if m:
+            self.sanitizer = self.finding = None
+            self.log.events.append(DebugEvent(o, "sanitizer-leak", body, {"size": int(m["size"].replace(",", "")),
+                                                                          "address": int(m["addr"], 16)}))
             return True
         for kind, pat in (("sanitizer-summary", SAN_SUMMARY), ("sanitizer-target-error", SAN_TARGET_ERROR)):
             if (m := pat.match(body)):
-                self.sanitizer = None
+                self.sanitizer = self.finding = None
                 self.log.events.append(DebugEvent(o, kind, body, m.groupdict()))
                 return True
+        if self.finding_head(body, o):
+            return True
+        if self.finding is not None:
+            self.finding_line(body)
+            return True
         r = self.sanitizer
         if r is None:
             return True
         if (m := SAN_DEVICE_FRAME.match(body)):
             r.device_frames.append((m["func"] or m["old"]).strip())
-        elif (m := SAN_AT.match(body) or SAN_AT_OLD.match(body)):
-            r.kernel, r.offset = m["func"], int(m["off"], 16)
+        elif (m := SAN_AT.match(body) or SAN_AT_OLD.match(body) or SAN_AT_BARE.match(body)):
+            r.kernel, r.offset = m["func"], int(m["off"], 16) if m["off"] else None
             r.file, r.line = m["file"], int(m["line"]) if m["line"] else None
         elif (m := SAN_BY.match(body)):
             r.thread, r.block = _ints(m["thread"]), _ints(m["block"])
@@ -490,6 +529,65 @@ class _Parser:
         elif (m := SAN_FRAME.match(body)):
             r.host_frames.append(m["frame"].strip())
         return True
+
+    def finding_head(self, body: str, o: Origin) -> bool:
+        """The first line of an initcheck, racecheck or synccheck report or a memcheck hardware exception."""
+        f = None
+        if (m := SAN_INIT.match(body)):
+            f = SanitizerFinding(o, "initcheck", f"uninitialized-{m['rw']}", body, size=int(m["size"]), space=m["space"])
+        elif (m := SAN_RACE.match(body)):
+            f = SanitizerFinding(o, "racecheck", "race", body)
+            self.finding = f
+            self.race_access(m)
+        elif (m := SAN_HAZARD.match(body)):
+            f = SanitizerFinding(o, "racecheck", f"{m['kind']}-hazard", body, space=m["space"],
+                                 address=int(m["addr"], 16), block=_ints(m["block"].replace(" ", "")))
+        elif (m := SAN_BARRIER.match(body)):
+            f = SanitizerFinding(o, "synccheck", "barrier-error", body)
+        elif (m := SAN_HW.match(body)):
+            f = SanitizerFinding(o, "memcheck", "hardware-exception", body)
+        if f is None:
+            return False
+        self.sanitizer = None
+        self.finding = f
+        self.log.sanitizer_findings.append(f)
+        return True
+
+    def race_access(self, m: re.Match) -> None:
+        """One access of a racecheck report: `Write access at <where>` [N hazards]."""
+        f = self.finding
+        f.accesses.append(m["acc"])
+        if m["n"]:
+            f.hazards = (f.hazards or 0) + int(m["n"].replace(",", ""))
+        self.finding_at("at " + m["where"])
+
+    def finding_at(self, text: str) -> bool:
+        f = self.finding
+        m = SAN_AT.match(text) or SAN_AT_OLD.match(text) or SAN_AT_BARE.match(text)
+        if not m:
+            return False
+        if f.kernel is None:          # the first access names the report's place
+            f.kernel, f.offset = m["func"], int(m["off"], 16) if m["off"] else None
+            if (plain := demangle(f.kernel)):
+                f.mangled, f.kernel = f.kernel, plain
+            f.file, f.line = m["file"], int(m["line"]) if m["line"] else None
+        return True
+
+    def finding_line(self, body: str) -> None:
+        f = self.finding
+        if (m := SAN_RACE_AND.match(body)) and f.kind == "race":
+            self.race_access(m)
+        elif (m := SAN_HAZARD_THREAD.match(body)):
+            f.accesses.append(m["acc"])
+            if f.thread is None:
+                f.thread = _ints(m["thread"].replace(" ", ""))
+            self.finding_at("at " + m["where"])
+        elif self.finding_at(body):
+            pass
+        elif (m := SAN_BY.match(body)):
+            f.thread, f.block = _ints(m["thread"]), _ints(m["block"])
+        elif (m := SAN_ADDR_ONLY.match(body) or SAN_ADDR.match(body)):
+            f.address = int(m["addr"], 16)
 
     # ---- everything else ----
     def misc_line(self, s: str, no: int) -> None:
@@ -665,7 +763,7 @@ def parse_debugger(data: bytes | str, name: str = "<debugger>") -> DebuggerLog:
             p.log.problems.append(cut_problem(name, line))
         if line.boundary:
             p.stop = None
-            p.table = p.row = p.disasm = p.sanitizer = None
+            p.table = p.row = p.disasm = p.sanitizer = p.finding = None
             p.frame_buf = []
             continue
         try:
@@ -676,6 +774,6 @@ def parse_debugger(data: bytes | str, name: str = "<debugger>") -> DebuggerLog:
     # Scalar registers of `info registers` (cuda-gdb: R0..R255, UR*, P*): they give the faulting
     # address from the faulting instruction's operands.
     log.registers = {m["name"]: int(m["value"], 16) for m in REGISTER.finditer(text)}
-    if not (log.stops or log.sanitizer) and any(k in text for k in _STOP_WORDS):
+    if not (log.stops or log.sanitizer or log.sanitizer_findings) and any(k in text for k in _STOP_WORDS):
         log.problems.append(Problem(name, "debugger output found but no stop or sanitizer report in it"))
     return log

@@ -13,7 +13,10 @@ KERNEL_MARKERS = re.compile(
 RUNTIME_MARKERS = re.compile(
     r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"
     r"(?:HIP|CUDA) error: |wave_\d+: pc=|\[rocr debug agent\]|ShaderName :|Kernel Name: |OFFLOAD ERROR|GPU core ?dump|GPU coredump|coredump: |"
-    r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD")
+    r"Queue error|Dispatch Header|Fatal Python error|inactivated due to async error|System event \(HSA_AMD|"
+    # device-side asserts and the NCCL/RCCL watchdog: pasted beside dmesg, they are runtime lines too
+    r"\] Assertion `|Device-side assertion `|Watchdog caught collective|detected by watchdog|Process group watchdog|"
+    r"Memory critical error by agent|Memory exception on virtual address|HSA_STATUS_ERROR_|Triton Error \[|Warp CUDA error ")
 DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
                               r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^\s*========= |"
                               r"AMDGPU (?:Wave|Lane|Dispatch|Queue|Agent) |stopped because of SIG|\*stopped,reason=|"

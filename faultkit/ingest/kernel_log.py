@@ -80,7 +80,8 @@ KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an un
                  r"timeout waiting for kiq fence|Fence fallback timer expired on ring \S+)")
 SQ_INTR = re.compile(r"sq_intr: error, (?P<rest>.*)$")
 RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware Error\]: .*|poison is consumed by client \d+.*|"
-                 r"(?<!\d)\d+ (?:new )?correctable hardware errors detected.*)")
+                 # amdgpu_ras.c:1074/1086 (drm-kmod 129bf0f): "%lld new uncorrectable hardware errors detected in %s block"
+                 r"(?<!\d)\d+ (?:new )?(?:un)?correctable hardware errors detected.*)")
 IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
@@ -90,17 +91,38 @@ CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limi
 DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
 
 # ---- NVIDIA ----
-XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)\): (?P<xid>\d+),? (?P<rest>.*?)\s*$")
+# kernel_rc.c:385-410 (open-gpu-kernel-modules 595.45.04): "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, "
+# then "pid=%s, name=%s, " when a process is known, the message and " caused by previous Xid %d".
+XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?)(?: GPU-I:(?P<gi>\d+)"
+                 r"(?: GPU-CI:(?P<ci>\d+))?)?\): (?P<xid>\d+),? (?P<rest>.*?)\s*$")
 # The MMU fault itself; pid, name and channel come before it in several spellings (`channel 0x..`,
 # older `Ch 000000..`, none at all in a shortened title).
 X31 = re.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
                  r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
-X13 = re.compile(r"Graphics SM Warp Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), SM (?P<sm>\d+)\): (?P<exc>.+)$")
+# GSP-RM prints a Warp Exception line, then a Global one for the same SM (`Multiple Warp Errors`)
+X13 = re.compile(r"Graphics SM (?P<scope>Warp|Global) Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), "
+                 r"SM (?P<sm>\d+)\): (?P<exc>.+)$")
+# Xid 109 and other RC errors: `errorString CTX SWITCH TIMEOUT, Info 0x58005`
+XERRSTR = re.compile(r"errorString (?P<err>[^,]+?)(?:, Info 0x[0-9a-f]+)?$")
 XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
 # Some drivers print the process name without its pid (`13, name=llama-server, Graphics Exception: ...`).
 XNAME = re.compile(r"(?:^|, )(?:pid=(?P<pid>\d+), )?name=(?P<name>[^,]+)")
 XCHANNEL = re.compile(r"\b(?:[Cc]hannel|Ch) (?:0x)?(?P<ch>[0-9a-f]{2,8})\b")
 XCAUSE = re.compile(r"caused by previous Xid (?P<xid>\d+)")
+# A pid without a name (Xid 94/95 print `pid=%s, Contained: ...`).
+XPID_ONLY = re.compile(r"(?:^|, )pid=(?P<pid>\d+),")
+# Xid 94/95, kern_gpu_error_cont_ga100.c:334-340: "Contained: CE User Channel (0x9). RST: No, D-RST: No"
+XCONTAINED = re.compile(r"(?P<what>(?:Un)?[Cc]ontained: (?P<unit>[^()]+?) \((?P<loc>[^)]*)\))\. RST: (?P<rst>Yes|No)")
+# the RM's own MMU fault report (NV_PRINTF, not an Xid line): kern_gmmu_gv100.c:559-560
+RM_MMU_FAULT = re.compile(r"MMU Fault: ENGINE 0x[0-9a-f]+ \((?P<engine>\S+) (?P<client>[^)]+?)\) faulted @ "
+                          r"0x(?P<va>[0-9a-f_]+)\. Fault is of type 0x[0-9a-f]+ \((?P<ftype>[^)]*)\)\. "
+                          r"Access type is 0x[0-9a-f]+ \((?P<access>[^)]*)\)")
+# Xid of an NVLink FLA fault, kern_gmmu_ga100.c:387-389
+FLA_FAULT = re.compile(r"NVLink remote translation error: faulted @ 0x(?P<va>[0-9a-f_]+)\. Fault is of type "
+                       r"(?P<ftype>\S+) (?P<access>\S+)")
+# Xid 119/120, kernel_gsp.c:2385-2386: the GSP firmware did not answer an RPC
+GSP_TIMEOUT = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from GPU(?P<gpu>\d+) GSP! Expected "
+                         r"function (?P<fn>\d+) \((?P<name>[^)]*)\)")
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
@@ -559,6 +581,11 @@ class _Blocks:
         if m:
             add("iommu", event=m.group("what"))
             return
+        m = RM_MMU_FAULT.search(msg)
+        if m:
+            add("nvidia-mmu-fault", engine=m.group("engine"), client=m.group("client"),
+                address=int(m.group("va").replace("_", ""), 16), fault_type=m.group("ftype"), access=m.group("access"))
+            return
         m = USER_SEGFAULT.search(msg)
         if m:
             add("host-segfault", process=m.group("comm"), pid=int(m.group("pid")), address=int(m.group("addr"), 16),
@@ -596,7 +623,9 @@ class _Blocks:
         m13 = X13.search(rest)
         if m13:
             x.location = f"GPC {m13.group('gpc')}, TPC {m13.group('tpc')}, SM {m13.group('sm')}"
-            x.exception = m13.group("exc")
+            x.exception = m13.group("exc") if m13.group("scope") == "Warp" else f"{m13.group('exc')} (SM global)"
+        elif (me := XERRSTR.search(rest)):
+            x.exception = me.group("err")
         mp = XPID.search(rest)
         if mp:
             x.pid, x.process, x.channel = int(mp.group("pid")), mp.group("name"), mp.group("ch")
@@ -610,6 +639,19 @@ class _Blocks:
         mc = XCAUSE.search(rest)
         if mc:
             x.caused_by = int(mc.group("xid"))
+        if x.pid is None and (mp := XPID_ONLY.search(rest)):
+            x.pid = int(mp.group("pid"))
+        if m.group("gi"):
+            x.gpu_instance = int(m.group("gi"))
+            x.compute_instance = int(m.group("ci")) if m.group("ci") else None
+        if (mk := XCONTAINED.search(rest)):
+            x.containment, x.reset_required = mk.group("what"), mk.group("rst") == "Yes"
+        if (mf := FLA_FAULT.search(rest)) and x.address is None:
+            x.address = int(mf.group("va").replace("_", ""), 16)
+            x.fault_type, x.access = mf.group("ftype"), mf.group("access")
+        if (mg := GSP_TIMEOUT.search(rest)):
+            x.exception = (f"GSP did not answer RPC {mg.group('fn')} ({mg.group('name')}) of GPU{mg.group('gpu')} "
+                           f"for {mg.group('s')} s")
         self.out.xids.append(x)
 
 

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 
 from ..model import Origin
+from .runtime_log import COLLECTIVE_TIMEOUT     # the watchdog's line: its owner reads it for faults too
 
-SEQ = re.compile(r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)")
 REQUEST = re.compile(r"\b(?:rid|request_id|req_id)\s*[=:]\s*[\"']?(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{7,})")
 PEER_LOSS = re.compile(r"Connection (?:closed|reset) by peer|remote process exited or there was a network error|"
                        r"NCCL communicator was aborted|Broken pipe|ProcessGroupGloo.*(?:closed|reset)")
@@ -48,7 +48,7 @@ def markers_in(text: str, name: str) -> tuple[list[Marker], list[PeerLoss]]:
             if key not in seen:
                 seen.add(key)
                 markers.append(Marker(Origin(name, n), key, "request"))
-        m = SEQ.search(line)
+        m = COLLECTIVE_TIMEOUT.search(line)
         if m:
             key = f"collective:{m.group('seq')}:{m.group('op')}"
             if key not in seen:

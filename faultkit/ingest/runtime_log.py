@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
-from ..model import (Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint, RuntimeFault,
-                     RuntimeLog, Stamp, WaveDump)
+from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
+                     RuntimeFault, RuntimeLog, Stamp, WaveDump)
 from .text import Line, LineSource, cut_problem, decode
 
 HEX = r"0x[0-9a-fA-F]+"
@@ -56,7 +56,8 @@ FALLBACK_STATUS = re.compile(r"(HSA_(?:EXT_)?STATUS_[A-Z_]+)")
 FALLBACK_CODE = re.compile(r"[Cc]ode: 0x([0-9a-f]+)")
 MEMORY_FAULT_ERROR = re.compile(
     r"Memory Fault Error \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+),\s*"
-    r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*?)\]", re.S)
+    # the kernel runs to the line's last `]`: a lambda's name holds brackets (`k<[lambda(int) ...]>`)
+    r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*)\]", re.S)
 OFFLOAD = re.compile(r"OFFLOAD ERROR: memory access fault by GPU (?P<dev>\d+) \(agent (?P<agent>0x[0-9a-f]+)\)"
                      r" at virtual address (?P<addr>0x[0-9a-f]+|\(nil\))\. Reasons: (?P<reasons>.+?)\s*$")
 HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+?)\s*$")
@@ -66,8 +67,33 @@ HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)
 MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
                           r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
 # PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
-COLLECTIVE_TIMEOUT = re.compile(r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: "
+# The prefix is `[Rank N] ` (the timeout line itself, still in 2.6 reports), `[PG N Rank N] ` (2.3-2.4
+# logPrefix) or ProcessGroupNCCL::createLogPrefix's `[PG ID N PG GUID G(desc) Rank N] ` (desc only for
+# named groups); some builds print none.
+PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
+             r"Rank (?P<rank>\d+)\] ")
+COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
+# The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
+WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
+                                r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
+# ProcessGroupNCCL's watchdog after an error or timeout: the work it stopped at and how far each side got
+WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or timeout\) detected by watchdog at work: "
+                           r"(?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
+# Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
+# prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
+# HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
+# The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
+# Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
+ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
+CUDA_ASSERT_HEAD = (ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
+                    r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `")
+HIP_ASSERT_HEAD = ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `"
+CUDA_ASSERT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n]*)` failed\.")
+HIP_ASSERT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n]*)' failed\.")
+# the same lines cut after the assertion's start (a paste's last line, a log's size limit)
+CUDA_ASSERT_CUT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n`]*)$")
+HIP_ASSERT_CUT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n']*)$")
 # rocm-debug-agent
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
@@ -124,14 +150,18 @@ ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
     ("debugger-conflict", True, re.compile(r"Failed to enable debug interface, debugger might be already attached\.?")),
     ("failed", True, re.compile(r"Failed to create GPU coredump: .*|GPU core ?dump failed|Failed to fetch queues "
                                 r"snapshot\.|Failed to collect queue info, aborting core dump|Failed to write (?:ELF "
-                                r"header|segment data).*")),
+                                r"header|segment data).*|"
+                                # amd_core_dump.cpp (rocm-systems 1b1610f) :145, :131, :185, :411 ("white" sic)
+                                r"Failed to fetch (?:agents snapshot|driver ABI version)\.|Failed to build the "
+                                r"NT_AMDGPU_CORE_STATE note\.|Failed to white core dump.*")),
 ]
 CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
 CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
 CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
 CUDA_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
 CUDA_WRITING = re.compile(r"Writing ELF file to (?P<file>\S+)")
-ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
+# bash pads the job status to a column: `line 14:  5901 Aborted                    (core dumped) cmd`
+ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
                    r"failed \(exitcode: (?P<exitcode>-?\d+)\))")
 # PyTorch / HIP / CUDA
@@ -139,15 +169,26 @@ ABORT = re.compile(r"(Aborted \(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Pyt
 # word characters costs one attempt, not one per position.
 TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
                          r"(?P<text>[^\n]*[^\s])")
+# Triton's launchers (triton/backends/nvidia/driver.c gpuAssert: "Triton Error [CUDA]: %s" with
+# cuGetErrorString's text; the AMD backend's "%s Code: %d, Messsage: %s" after "Triton Error [HIP]: ",
+# spelled "Message" in later releases)
+TRITON_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?Triton Error \[(?P<api>CUDA|HIP)\]:\s+"
+                          r"(?:Code: (?P<code>\d+), Mess+age: )?(?P<text>[^\n]*[^\s])")
+# NVIDIA Warp's check_cuda_result (warp/native/warp.cu): "Warp CUDA error %u: %s (%s:%d)", newer
+# "Warp CUDA error %u: %s (in function %s, %s:%d)"; the place is Warp's own host call, not a kernel
+WARP_CUDA_ERROR = re.compile(r"Warp CUDA error (?P<code>\d+): (?P<text>[^()\n]+?) \((?:in function (?P<func>[^,]+), )?"
+                             r"(?P<where>[^()\s]+:\d+)\)")
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
 # A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
 # (`sync: operation not supported on global/shared address space (717)`). The strings are the
-# runtimes' own; 7xx numbers are the device-side errors that end a context.
+# runtimes' own; 7xx numbers are the device-side errors that end a context (702, the launch
+# watchdog's timeout, is a kernel that ran too long, not a bad access).
 RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
                            r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
-                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter)"
+                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter|"
+                           r"the launch timed out and was terminated)"
                            r"\W{0,3}\(?(?:error |code )?(?P<code>7\d\d)\)?")
 # Python tracebacks and faulthandler dumps
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
@@ -174,6 +215,11 @@ BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,
 # core around a Ray worker) are peeled one by one, the innermost naming the process.
 WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
+# vLLM's logger (vllm/logger.py `_FORMAT`: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s",
+# datefmt "%m-%d %H:%M:%S"; 2024 builds without the `[`), repeated before every line of a multi-line
+# message by its NewLineFormatter: a traceback's lines each carry it, their indentation after it.
+VLLM_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? "
+                         r"\[?[\w.-]+:\d+\] ")
 QUOTE = re.compile(r"^(?:>\s?)+")
 
 
@@ -192,6 +238,12 @@ def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]
         m = WORKER_TAG.match(rest)
         if m:
             tag, pid = m.group("tag"), int(m.group("pid"))
+            rest = rest[m.end():]
+            continue
+        m = VLLM_PREFIX.match(rest)
+        if m:
+            stamp = stamp or Stamp(raw=f"{m.group('md')} {m.group('hms')}", clock="wall",
+                                   wall=f"{m.group('md')}T{m.group('hms')}", wall_note="vLLM log stamp without a year")
             rest = rest[m.end():]
             continue
         m = CTEST_TAG.match(rest)
@@ -352,7 +404,10 @@ MAY_MATTER = _literals([
     "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
     "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
     "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
-    "program counter", "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
+    "program counter", "timed out and was terminated",
+    # watchdog thread exceptions, device-side asserts, ROCr's core-dump failures (see their patterns)
+    "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE",
+    "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
 
 
 def _quiet(st: _State) -> bool:
@@ -440,7 +495,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
-                                          pid=pid, process_tag=tag or f"rank {m.group('rank')}", stamp=stamp))
+                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
@@ -457,10 +512,11 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                                               pid=pid, process_tag=tag, stamp=stamp))
     _match_debug_agent(st, rest, org, pid, tag)
     _match_dispatch_info(st, rest, org, line)
-    _match_host_errors(st, rest, org, tag)
+    if not _match_device_assert(st, rest, org, pid, tag):
+        _match_host_errors(st, rest, org, tag)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
-    _match_notes(st, rest, org)
+    _match_notes(st, rest, org, tag)
     for kind, rx in HINTS:
         h = rx.search(rest)
         if h:
@@ -753,9 +809,62 @@ def _continue_hang(st: _State, rest: str) -> bool:
 
 # ---------------- host errors, tracebacks, notes ----------------
 
+def _rank_tag(m: re.Match) -> str | None:
+    """`rank N` (and the process group's name) from a watchdog line's prefix."""
+    if not m.group("rank"):
+        return None
+    pg = m.group("pg") or m.group("pg_old")
+    group = m.group("desc") or (f"PG {pg}" if pg else None)
+    return f"rank {m.group('rank')}" + (f" ({group})" if group else "")
+
+
+def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
+    m = CUDA_ASSERT.search(rest) or HIP_ASSERT.search(rest)
+    if not m:
+        m = CUDA_ASSERT_CUT.search(rest.rstrip()) or HIP_ASSERT_CUT.search(rest.rstrip())
+        if not m:
+            return False
+        st.out.problems.append(Problem(st.name, "device assert line cut before its end: the assertion is partial",
+                                       org.line))
+    cuda = m.re in (CUDA_ASSERT, CUDA_ASSERT_CUT)
+    new = DeviceAssert(org, "CUDA" if cuda else "HIP", m.group("file").strip(), int(m.group("line")),
+                       (m.group("func") or "").strip() or None, m.group("expr"),
+                       _dims(m.group("block")) if cuda else None, _dims(m.group("thread")) if cuda else None,
+                       pid=pid, process_tag=tag)
+    for old in st.out.device_asserts[-8:]:
+        # one line per failing thread: the first keeps its block and thread, the rest are counted
+        if (old.runtime, old.file, old.line, old.function, old.assertion, old.pid) == \
+                (new.runtime, new.file, new.line, new.function, new.assertion, new.pid):
+            old.count += 1
+            return True
+    st.out.device_asserts.append(new)
+    return True
+
+
 def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+    m = WARP_CUDA_ERROR.search(rest)
+    if m:
+        st.out.host_errors.append(HostError(org, "CUDA", f"{m.group('text')} ({m.group('code')})",
+                                            exception=f"NVIDIA Warp at {m.group('where')}"))
+        return
+    m = TRITON_ERROR.search(rest)
+    if m:
+        text = m.group("text") + (f" ({m.group('code')})" if m.group("code") else "")
+        st.out.host_errors.append(HostError(org, m.group("api"), text, exception=m.group("exc") or "Triton launcher"))
+        return
+    m = WATCHDOG_EXCEPTION.search(rest)
+    if m and "Watchdog caught collective operation timeout" not in m.group("text"):
+        # (a rethrown timeout is the collective-timeout fault of the same line, not a GPU error)
+        text = m.group("text")
+        if m.group("api"):
+            text = text[len(m.group("api")) + len(" error: "):]
+        st.out.host_errors.append(HostError(org, m.group("api") or "NCCL", text,
+                                            exception="watchdog thread terminated with exception"))
+        return
     m = TORCH_ERROR.search(rest)
-    if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest):
+    # (c10's `terminate called ...` / `  what():  CUDA error: ...` states the error after what())
+    if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest
+              or re.match(r"\s*what\(\):\s+(?:HIP|CUDA) error: ", rest)):
         st.out.host_errors.append(HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")))
         return
     m = ERROR_ENUM.search(rest)
@@ -864,7 +973,8 @@ def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: s
     """The runtimes' lines about GPU core dumps: each a note (`gpu-core-dump`, with the event and
     whether it failed); the CUDA driver's exception report also a DriverException."""
     if "coredump" in rest or "core dump" in rest or "core file" in rest.lower() or "debug interface" in rest \
-            or "gpucore" in rest or "file-based dump" in rest or "queues snapshot" in rest:
+            or "gpucore" in rest or "file-based dump" in rest or "snapshot." in rest or "ABI version" in rest \
+            or "CORE_STATE" in rest:
         m = CUDA_PROGRESS.search(rest)
         if m and "GPU coredump:" not in rest:
             _cuda_progress(st, m.group("msg"), org, pid, tag)
@@ -920,7 +1030,13 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
                                                                       "runtime": "cuda"}))
 
 
-def _match_notes(st: _State, rest: str, org: Origin) -> None:
+def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> None:
+    m = WATCHDOG_WORK.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
+            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
+            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+        return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:
         st.out.notes.append(Note(org, "nearby-memory-map", rest.strip(),
