@@ -1,8 +1,8 @@
 """Kernel names as a person reads them: Itanium C++ names (`_ZN2at6native...`) demangled by
 libstdc++'s own demangler (through the `cxxfilt` package), the raw name where it is not mangled,
 is not valid, or no demangler is available. The one owner of demangling: the readers (ingest.symbols)
-name kernels with it, the reports and terminal lines show names with it; the JSON's `kernel` keeps
-the name as the evidence spelled it."""
+name kernels with it where they match names across tools, the reports, timelines and terminal lines
+show names with it."""
 
 from __future__ import annotations
 
