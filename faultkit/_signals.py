@@ -19,3 +19,18 @@ def exit_words(code: int | None) -> str:
         except ValueError:
             pass
     return f"exit {code}"
+
+
+def capture_exit_status(manifest: dict) -> int:
+    """What `faultkit capture` exits with for this bundle, like a shell: the target's exit status,
+    128+N for a signal; an interrupted capture 128+signal. Also what `faultkit show` reports."""
+    if manifest.get("ended_by") == "interrupted":
+        try:
+            sig = signal.Signals[str(manifest.get("interrupted_by") or "SIGINT")]
+        except KeyError:                       # a manifest edited by hand, or another platform's name
+            sig = signal.SIGINT
+        return 128 + int(sig)
+    code = manifest.get("exit_code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return 0
+    return 128 - code if code < 0 else code

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from . import layout
 from .ingest.core_file import is_core_header
+from .ingest.flight_recorder import looks_like_flight_record
 from .model import Problem
 
 MAX_FILE_BYTES = 4 << 30          # traces and cores (read by their own readers, as streams)
@@ -57,6 +58,8 @@ class Inputs:
     # lines capture read at one moment, sorted by line.
     stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
+    agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
+    hang: list[InputFile] = field(default_factory=list)      # stack samples and flight records (layout.HANG)
 
     @property
     def captured(self) -> bool:
@@ -226,6 +229,8 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             continue                           # a report faultkit wrote: reading it back would count its faults twice
         if role == layout.EVIDENCE and is_core_header(head):
             role = layout.CORE                 # a core dump, whatever its name: read by its debugger
+        if role == layout.EVIDENCE and looks_like_flight_record(head):
+            role = layout.HANG                 # a flight-recorder dump given loose (nccl_trace_rank_3)
         if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + min(e.size, MAX_TEXT_BYTES) > MAX_TOTAL_BYTES):
             out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
                                                 f"{MAX_TOTAL_BYTES} in all; skipped"))
@@ -242,10 +247,14 @@ def _load(entries, out: Inputs, loose: bool = False) -> None:
             continue
         total += min(e.size, MAX_TEXT_BYTES)
         by_rel[e.rel] = e
-        if role == layout.EVIDENCE:
+        if role == layout.AGENT:
+            out.agent.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
+        elif role == layout.EVIDENCE:
             out.files.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
         elif role == layout.ENVIRONMENT:
             out.environ.extend(_environ(e, out))
+        elif role == layout.HANG:
+            out.hang.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
     if captured:
         for rel, e in by_rel.items():
             if layout.classify(rel, True) == layout.STAMPS:

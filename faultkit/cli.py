@@ -18,6 +18,20 @@ from .demangle import display_name
 from .terminal import clean
 
 
+# -q and -v mean the same on every verb: -q leaves only warnings and errors on stderr (what the verb
+# makes, a report, a file, still comes out), -v adds what was read and every problem met.
+QUIET_HELP = "print nothing on stderr but warnings and errors"
+VERBOSE_HELP = "say on stderr what was read and every problem met"
+
+
+def quiet_option(f):
+    return click.option("-q", "--quiet", is_flag=True, help=QUIET_HELP)(f)
+
+
+def verbose_option(f):
+    return click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)(f)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faultkit")
 def main() -> None:
@@ -40,11 +54,13 @@ def main() -> None:
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
 @click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
-@click.option("-v", "--verbose", is_flag=True, help="say on stderr what each input was read as, and every problem")
+@verbose_option
+@quiet_option
 @click.option("--job", metavar="ID", help="the bundles given are one job's (one per node or rank), whatever job id "
                                          "their manifests carry: judged as one incident across nodes")
 def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tuple[str, ...], window: str,
-           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, job: str | None) -> None:
+           debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, job: str | None,
+           quiet: bool = False) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
     capture bundles, .tar.gz.
 
@@ -64,7 +80,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     from .job_triage import job_of
     bundles = job_of(list(inputs), job)
     if bundles is not None:
-        _triage_job(bundles, opts, fmt, output)
+        _triage_job(bundles, opts, fmt, output, quiet)
         return
     incident = run_triage(list(inputs), opts)
     if verbose:
@@ -77,8 +93,9 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     v = incident.verdict
     if output:
         write_output(output, text)
-        click.echo(clean(f"wrote {output}: verdict {v.level}" + (f" ({display_name(v.kernel)})" if v.kernel else "")),
-                   err=True)
+        if not quiet:
+            click.echo(clean(f"wrote {output}: verdict {v.level}" + (f" ({display_name(v.kernel)})" if v.kernel
+                                                                      else "")), err=True)
     else:
         sys.stdout.write(text)
     for m in incident.missing:
@@ -101,7 +118,10 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
               help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
               help="check a .pftrace or Chrome JSON trace instead of writing one")
-def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None) -> None:
+@verbose_option
+@quiet_option
+def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str, check_file: str | None,
+             verbose: bool = False, quiet: bool = False) -> None:
     """Write the incident as a Perfetto trace (opens in ui.perfetto.dev), or check one.
 
     \b
@@ -114,7 +134,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
         from .export.pftrace_check import check_json_trace, check_trace
         with open(check_file, "rb") as fh:
             data = fh.read()
-        with Progress() as progress:
+        with Progress(after_s=1e9 if quiet else 2.0) as progress:
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
                    check_trace(data, keep_names=False, progress=progress))
@@ -137,13 +157,16 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")
     from .job_triage import job_of, triage_job
     bundles = job_of(list(inputs))
-    with Progress() as progress:
+    with Progress(after_s=1e9 if quiet else 2.0) as progress:
         progress.stage("reading the inputs and the trace")
         if bundles is not None:      # one job's bundles: a process group per node on the aligned clock
             from .export.job_timeline import build_job_timeline
             tl = build_job_timeline(triage_job(bundles[0], bundles[1], lambda p: run_triage([p], TriageOptions())))
         else:
             inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
+            if verbose:
+                for p in inc.problems:
+                    click.echo(f"problem: {p}", err=True)
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
@@ -152,6 +175,8 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
                 n = write_json(tl, output)
             else:
                 size = write_pftrace(tl, output, progress)
+    if quiet:
+        return
     if fmt == "json":
         click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
     else:
@@ -159,7 +184,93 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
                    err=True)
 
 
-EXIT_INPUT, EXIT_USAGE, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 4, 70
+@main.command()
+@click.argument("bundle", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--pid", "pids", multiple=True, type=click.IntRange(min=1), help="a process to read (repeat for more)")
+@click.option("--no-children", is_flag=True, help="only the processes named, not their children (workers)")
+@click.option("--samples", type=click.IntRange(1, 10), default=2, show_default=True,
+              help="rounds of stacks: two tell a stuck wait from a slow one")
+@click.option("--interval", default="3s", show_default=True, metavar="DURATION", help="time between rounds")
+@click.option("--deadline", default="10s", show_default=True, metavar="DURATION",
+              help="longest a stack tool may take for one process before it is killed")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="also keep the tools' own output and the records in this folder")
+@click.option("--read", "reads", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help="judge saved dumps instead (py-spy text or --json, gdb `thread apply all bt`, faulthandler): "
+                   "give two of one process, in the order they were taken")
+@quiet_option
+@verbose_option
+def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, reads, quiet, verbose) -> None:
+    """Every thread's stack of live processes (Python and native: py-spy, else gdb), what each
+    waits on (GPU, collective, host), and a hang verdict from two samples. Read-only: the
+    processes are paused for milliseconds per sample, never stopped.
+
+    BUNDLE: a capture that is still running: its whole process tree is read and the stacks are
+    kept in the bundle's stacks/ folder. Exit status: 0 stacks read; 1 none could be read.
+
+    \b
+    Example:
+      faultkit dump --pid 48213
+      faultkit dump bundle/ --format json
+      faultkit dump --read before.txt --read after.txt"""
+    from . import layout
+    from .analyze.hang import analyse
+    from .capture.hang_check import NotRunning, running_root, sample, time_tag
+    from .capture.proctree import descendants
+    from .export.hang_text import render_json, render_text
+
+    if reads:
+        from .ingest.stacks import as_samples, parse_any
+        if pids or bundle:
+            raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
+        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        for d in dumps:
+            for why in d.problems:
+                click.echo(f"warning: {why}", err=True)
+        rounds = as_samples([d for d in dumps if d.threads])
+        hf = analyse(rounds)
+        sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
+        sys.exit(0 if rounds else EXIT_INPUT)
+    roots = list(pids)
+    folder = Path(output) if output else None
+    if bundle:
+        try:
+            roots.append(running_root(Path(bundle)))
+        except NotRunning as exc:
+            raise click.BadParameter(str(exc), param_hint="BUNDLE")
+        folder = folder or Path(bundle) / layout.STACKS_DIR
+    if not roots:
+        raise click.UsageError("give --pid PID (or the bundle of a running capture)")
+    gone = [p for p in roots if not os.path.exists(f"/proc/{p}")]
+    if gone:
+        raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
+
+    def live() -> list[int]:
+        return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
+
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
+    hf = analyse(s.samples, s.interval_s if samples > 1 else None)
+    last = s.samples[-1] if s.samples else []
+    sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
+    if folder is not None and not quiet:
+        click.echo(f"kept {len(s.files)} file(s) in {folder}", err=True)
+    if verbose and any(p.threads for p in last):
+        for p in last:
+            for why in p.problems:
+                click.echo(f"pid {p.pid}: {why}", err=True)
+    if not any(p.threads for p in last):
+        for p in last:
+            for why in p.problems:
+                click.echo(f"pid {p.pid}: {why}", err=True)
+        click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
+                   "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)
 REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
@@ -183,11 +294,11 @@ class output_errors:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None and issubclass(exc_type, OSError):
-            raise click.ClickException(f"cannot write {clean(self.path)}: {exc.strerror or exc}") from None
+            raise click.ClickException(f"{clean(self.path)}: cannot write there ({exc.strerror or exc})") from None
         return False
 
 
-def _triage_job(bundles, opts, fmt: str, output: str | None) -> None:
+def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False) -> None:
     """Several nodes' bundles of one job: one incident, the first mover, the others its consequences."""
     from .export.job_report import JOB_RENDERERS
     from .job_triage import triage_job
@@ -198,7 +309,8 @@ def _triage_job(bundles, opts, fmt: str, output: str | None) -> None:
     text = JOB_RENDERERS[fmt](report)
     if output:
         write_output(output, text)
-        click.echo(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}", err=True)
+        if not quiet:
+            click.echo(clean(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}"), err=True)
     else:
         sys.stdout.write(text)
 
@@ -208,6 +320,17 @@ def write_output(path: str, text: str) -> None:
     from .private_files import write_private
     with output_errors(path):
         write_private(path, text)
+
+
+def emit(text: str, output: str | None, quiet: bool) -> None:
+    """A verb's result: to stdout, or to -o FILE, 0600 (trials reports, bundle summaries and checks
+    name commands and crashes)."""
+    if output:
+        write_output(output, text)                   # a bad -o is the user's to fix: exit 1, not 70
+        if not quiet:
+            click.echo(f"wrote {clean(output)}", err=True)
+    else:
+        sys.stdout.write(text)
 
 
 def parse_env(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -263,15 +386,24 @@ def trials() -> None:
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
-              help="a FOLDER for the plan and one folder per trial (readable by you only); the same folder resumes")
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out) -> None:
+              help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
+@verbose_option
+@quiet_option
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+               verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
+
+    A trial whose server did not start (command not found or not executable, script missing, its
+    arguments refused, never ready for --client) is "failed to start": kept, never counted in the
+    rates. Exit status: 0 the trials ran; 1 refused (port in use, another experiment's folder);
+    3 an arm failed to start in its first pair (the experiment is stopped); 130 interrupted (run the
+    same command to resume).
 
     \b
     Example:
       faultkit trials run --arm base='python -m server' --arm fix='python -m server --no-overlap' \\
           --env fix:AMD_SERIALIZE_KERNEL=3 -n 15 -o trials/"""
-    from .trials.runner import Arm, TrialsError, run_trials
+    from .trials.runner import Arm, StartFailure, TrialsError, run_trials
 
     arms: dict[str, Arm] = {}
     for spec in arm_specs:
@@ -287,15 +419,28 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         arms[name].env[k] = v
     try:
         results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
-                             parse_regex(ready_pattern, "--ready-pattern"), echo=lambda m: click.echo(m, err=True),
-                             metric=parse_regex(metric, "--metric"))
+                             parse_regex(ready_pattern, "--ready-pattern"),
+                             echo=(lambda m: None) if quiet else lambda m: click.echo(m, err=True),
+                             metric=parse_regex(metric, "--metric"), warn=lambda m: click.echo(m, err=True),
+                             verbose=verbose)
+    except StartFailure as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_NOT_STARTED)
     except TrialsError as exc:
         raise click.ClickException(str(exc))
     except KeyboardInterrupt:
         click.echo(f"interrupted: finished trials are kept in {out}; run the same command to resume", err=True)
         sys.exit(130)
-    crashed = sum(r["crashed"] for r in results)
-    click.echo(f"{len(results)} trials, {crashed} crashed; report: faultkit trials report {out}", err=True)
+    counted = [r for r in results if r.counted]
+    crashed = sum(r.crashed for r in counted)
+    failed = len(results) - len(counted)
+    if failed:
+        click.echo(f"warning: {failed} trial(s) failed to start and are not counted", err=True)
+    if quiet:
+        return
+    click.echo(f"{len(counted)} trials, {crashed} crashed" + (f", {failed} failed to start (not counted)" if failed
+                                                               else "") + f"; report: faultkit trials report {out}",
+               err=True)
 
 
 @trials.command("report")
@@ -309,7 +454,9 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
               help="report format [default: from -o's extension (.md, .html, .json), else md]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
-def trials_report(folder, count_specs, metric, fmt, output) -> None:
+@verbose_option
+@quiet_option
+def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
 
@@ -337,19 +484,17 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
         plan, results, problems = load_results(Path(folder))
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
+        if verbose:
+            click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
+                                                                 ", no plan") + f" from {folder}", err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
             regex = parse_regex(metric, "--metric")
             for r in results:
-                r["metric"], r["metric_regex"] = metric_from(trial_dir(Path(folder), r), regex), regex
+                r.metric, r.metric_regex = metric_from(trial_dir(Path(folder), r), regex) if r.counted else None, regex
         summary = summarise(plan, results)
-    text = RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary)
-    if output:
-        write_output(output, text)
-        click.echo(f"wrote {clean(output)}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit(RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary), output, quiet)
 
 
 @trials.command("plan")
@@ -358,8 +503,11 @@ def trials_report(folder, count_specs, metric, fmt, output) -> None:
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
-def trials_plan(rates, alpha, target, n, fmt) -> None:
+@verbose_option
+@quiet_option
+def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
+    The answer goes to stdout; -q and -v change nothing here (nothing else is said).
 
     \b
     Example:
@@ -400,6 +548,96 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
     click.echo(f"  method: {s['method']}")
 
 
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True))
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the summary to this file (0600)")
+@verbose_option
+@quiet_option
+def show(bundle, fmt, output, verbose, quiet) -> None:
+    """What a capture bundle holds, in a few lines: how the capture ended and its exit status, the
+    environment check, cores, whether the kernel log was readable, the tools found.
+
+    Exit status: 0 shown; 1 not a faultkit bundle (what it holds is still said).
+
+    \b
+    Example:
+      faultkit show bundle/
+      faultkit show bundle.tar.gz --format json"""
+    from .show import render_json, render_text, summarise
+
+    s = summarise(bundle)
+    text = (render_json if fmt == "json" else render_text)(s)
+    if verbose:
+        for p in s.problems:
+            click.echo(f"problem: {p}", err=True)
+    emit(text, output, quiet)
+    if not s.is_bundle:
+        sys.exit(EXIT_INPUT)
+
+
+@main.command()
+@click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="where bundles will be written: its disk is the one checked")
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the checks to this file (0600)")
+@verbose_option
+@quiet_option
+def doctor(folder, fmt, output, verbose, quiet) -> None:
+    """Check that a capture here records what it should, before a long run: kernel log readable,
+    core limits and core_pattern, debuggers, rocprofv3 and compute-sanitizer with their versions,
+    GPU runtimes and versions, free disk, debugger attach. Each failure says what to do.
+
+    Exit status: 0 nothing failed (warnings allowed); 1 a check failed.
+
+    \b
+    Example:
+      faultkit doctor --dir /scratch/bundles"""
+    from .doctor import OK, INFO, exit_status, render_json, render_text, run_checks
+
+    checks = run_checks(Path(folder))
+    shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks
+    emit((render_json if fmt == "json" else render_text)(shown), output, quiet)
+    sys.exit(exit_status(checks))
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="the archive to write (.tar.gz, 0600)")
+@click.option("--with-cores", is_flag=True, help="include core dumps (process memory; often gigabytes)")
+@click.option("--with-env", is_flag=True, help="include every process's environment (environ.json)")
+@verbose_option
+@quiet_option
+def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
+    """A shareable copy of a bundle for an issue tracker: no cores or environments unless asked,
+    every text file redacted again, and pack-manifest.json listing what was left out and why.
+
+    Exit status: 0 written; 1 the bundle or the output could not be used.
+
+    \b
+    Example:
+      faultkit pack bundle/ -o incident.tar.gz"""
+    from .pack import PackError, pack as run_pack
+
+    try:
+        res = run_pack(Path(bundle), Path(output), with_cores, with_env)
+    except PackError as exc:
+        raise click.ClickException(str(exc))
+    if verbose:
+        for f in res.included:
+            click.echo(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
+                                                                         else "") + ")", err=True)
+    for f in res.left_out:
+        if verbose or not quiet:
+            click.echo(f"left out {f['name']}: {f['why']}", err=True)
+    redacted = sum(f["redacted"] for f in res.included)
+    if not quiet:
+        click.echo(f"wrote {output}: {len(res.included)} files" + (f", {redacted} secret(s) redacted" if redacted
+                                                                   else "") + f", {len(res.left_out)} left out "
+                   f"(listed in its pack-manifest.json)", err=True)
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--with", "backend", default="none", show_default=True,
               type=click.Choice(["none", "coredump", "runtime-log", "rocgdb", "gdb", "cuda-gdb", "rocprofv3",
@@ -412,9 +650,17 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
 @click.option("--full-core", is_flag=True,
               help="GPU core dumps keep GPU memory: the core is as large as the GPU memory in use (tens to "
                    "hundreds of GB)")
+@click.option("--no-agent", is_flag=True,
+              help="do not place faultkit's agent into the target's Python processes (by default each one writes "
+                   "every thread's stack at an abort and its device-memory segments, with their Python sites)")
+@click.option("--alloc-history", is_flag=True,
+              help="the agent records every tensor allocation and free (address, size, stream, Python site), not "
+                   "only segments: names the exact block a fault address was in")
 @click.option("--hang-after", default=None, metavar="DURATION",
-              help="no output from the target for this long is a hang: ask each GPU process for a core dump, "
-                   "then stop (a --timeout does the same)")
+              help="no output from the target for this long, and its stacks (sampled twice) show a stuck GPU or "
+                   "collective wait, a blocked process or a rank behind: a hang. Ask each GPU process for a core dump, "
+                   "then stop. A silent tree whose every thread waits for work is idle: it goes on")
+@click.option("--even-idle", is_flag=True, help="--hang-after stops an idle tree too")
 @click.option("--attach-workers", is_flag=True,
               help="debuggers: start COMMAND normally and attach one debugger to each process that opens a GPU")
 @click.option("--attach-match", metavar="REGEX",
@@ -443,12 +689,13 @@ def trials_plan(rates, alpha, target, n, fmt) -> None:
                    "kernel log and exit; it is never stopped (debuggers attach with --with gdb/rocgdb/cuda-gdb)")
 @click.option("-q", "--quiet", is_flag=True,
               help="show neither the target's output nor the status line nor the summary (warnings still)")
+@verbose_option
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
               help="the bundle FOLDER, new or empty (readable by you only; default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_match, attach_delay, debugger,
+def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after, even_idle, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
-            pid, quiet, out, command) -> None:
+            pid, quiet, out, command, verbose=False) -> None:
     """Run COMMAND, record its output, kernel log, environments and system facts into a bundle,
     with the runtimes' GPU core dumps armed. Exits with COMMAND's status (128+N for a signal).
 
@@ -482,8 +729,9 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
                               attach_match=parse_regex(attach_match, "--attach-match"),
                               debugger=debugger, command_deadline_s=parse_duration(command_deadline),
                               attach_delay_s=parse_duration(attach_delay) if attach_delay else None,
-                              coredump=not no_coredump, full_core=full_core,
-                              hang_after_s=parse_duration(hang_after) if hang_after else None,
+                              coredump=not no_coredump, full_core=full_core, agent=not no_agent,
+                              alloc_history=alloc_history,
+                              hang_after_s=parse_duration(hang_after) if hang_after else None, even_idle=even_idle,
                               rocprof_args=shlex.split(rocprof_args))
         console = Console(quiet)
         manifest = run_capture(opts, echo=console.message, console=console)
@@ -491,6 +739,11 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
         raise click.ClickException(str(exc))
     if quiet:
         sys.exit(capture_status(manifest))
+    if verbose:
+        for note in (manifest.get("coredump") or {}).get("notes") or []:
+            click.echo(f"armed: {note}", err=True)
+        click.echo(f"files: {', '.join(f'{k} ({v:,} bytes)' for k, v in (manifest.get('files') or {}).items())}",
+                   err=True)
     v = run_triage([out]).verdict
     click.echo(clean(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})"), err=True)
     click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
@@ -503,13 +756,8 @@ def capture(backend, no_coredump, full_core, hang_after, attach_workers, attach_
 
 def capture_status(manifest: dict) -> int:
     """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal."""
-    if manifest.get("ended_by") == "interrupted":
-        sig = getattr(signal, str(manifest.get("interrupted_by") or "SIGINT"), signal.SIGINT)
-        return 128 + int(sig)
-    code = manifest.get("exit_code")
-    if not isinstance(code, int):
-        return 0
-    return 128 - code if code < 0 else code
+    from ._signals import capture_exit_status
+    return capture_exit_status(manifest)
 
 
 FOLDER_OUTPUTS = (("capture",), ("trials", "run"))     # verbs whose -o is a folder; elsewhere a file
@@ -571,8 +819,9 @@ def registry() -> None:
 @_db
 @click.option("--node", help="the node the evidence came from (default: the bundle's manifest)")
 @click.option("--job", help="the job id (default: the manifest or the launcher's variables)")
-@click.option("-q", "--quiet", is_flag=True, help="print nothing but errors")
-def registry_add(inputs, db, node, job, quiet) -> None:
+@quiet_option
+@verbose_option
+def registry_add(inputs, db, node, job, quiet, verbose) -> None:
     """Add triage reports (faultkit.triage/1 JSON), bundles or logs (triaged here). Adding the same
     report twice keeps one copy. Exit 1 when an input could not be read (the others are added)."""
     from .fleet.intake import intake
@@ -581,6 +830,10 @@ def registry_add(inputs, db, node, job, quiet) -> None:
         records, problems = intake(path, node=node, job=job)
         for p in problems:
             click.echo(f"problem: {p}", err=True)
+        if verbose:
+            for r in records:
+                click.echo(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
+                           f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})", err=True)
         failed |= bool(problems) and not records
         added = store.add(records)
         if not quiet:
@@ -594,7 +847,9 @@ def registry_add(inputs, db, node, job, quiet) -> None:
 @_db
 @click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True)
 @_fmt
-def registry_top(db, limit, fmt) -> None:
+@quiet_option
+@verbose_option
+def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Signatures ranked by incidents, then nodes."""
     from .fleet.render import row_json, top_text
     store = _store(db)
@@ -610,7 +865,9 @@ def registry_top(db, limit, fmt) -> None:
 @click.argument("signature")
 @_db
 @_fmt
-def registry_show(signature, db, fmt) -> None:
+@quiet_option
+@verbose_option
+def registry_show(signature, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """One signature: where and when, its driver-event chains, versions, and the hardware/software suspicion."""
     from .fleet.render import show_text
     store = _store(db)
@@ -637,7 +894,9 @@ def _show(store, signature):
 @click.argument("source")
 @_db
 @_fmt
-def registry_similar(source, db, fmt) -> None:
+@quiet_option
+@verbose_option
+def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Incidents like this bundle's, log's or report's: the same signature, the same kernel with
     another fault, other signatures on the same GPU."""
     from .fleet.intake import intake
@@ -677,7 +936,9 @@ def registry_similar(source, db, fmt) -> None:
 @registry.command("export")
 @_db
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="a .parquet file")
-def registry_export(db, output) -> None:
+@quiet_option
+@verbose_option
+def registry_export(db, output, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Every incident (with its signature) as Parquet, for analysis elsewhere."""
     from .fleet.store import write_parquet
     store = _store(db)
@@ -687,7 +948,8 @@ def registry_export(db, output) -> None:
         raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
     finally:
         store.close()
-    click.echo(f"wrote {output}: {n:,} incident(s)", err=True)
+    if not quiet:
+        click.echo(f"wrote {output}: {n:,} incident(s)", err=True)
 
 
 EXIT_NPD_PROBLEM, EXIT_NPD_UNKNOWN = 1, 2          # node-problem-detector's custom plugin protocol
@@ -721,9 +983,10 @@ def _default_spool() -> str:
 @click.option("--mode", type=click.Choice(["daemon", "npd", "slurm"]), default="daemon", show_default=True,
               help="npd: one pass, node-problem-detector's exit codes (0 ok, 1 problem, 2 unknown); slurm: one "
                    "pass, exit 1 only when the hardware is suspected (a health check that drains)")
-@click.option("-q", "--quiet", is_flag=True, help="print nothing but errors")
+@quiet_option
+@verbose_option
 def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, textfile, otlp_endpoint, db,
-          quiet_after, from_start, mode, quiet) -> None:
+          quiet_after, from_start, mode, quiet, verbose) -> None:
     """Follow this node's kernel log (and server logs): each GPU fault or hang sign becomes an incident
     folder in the spool, triaged, counted in Prometheus metrics, sent as an OpenTelemetry record and
     added to a registry. Ends on SIGTERM or Ctrl-C."""
@@ -750,9 +1013,10 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
     for p in w.problems:
         click.echo(f"problem: {clean(p)}", err=True)
-    for s in w.closed:
-        if not quiet or mode == "npd":
-            click.echo(clean(s["line"]))
+    for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
+        click.echo(clean(s["line"]))
+        if verbose:
+            click.echo(f"incident {s['id']}: {opts.spool / s['id']}", err=True)
     if mode == "npd":
         sys.exit(EXIT_NPD_PROBLEM if w.closed else EXIT_NPD_UNKNOWN if w.problems else 0)
     if mode == "slurm":
@@ -768,7 +1032,7 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
 def run() -> None:
     """The entry point: any unexpected error is one line, with the traceback saved to a file."""
     try:
-        main(standalone_mode=True)
+        main(standalone_mode=True, prog_name="faultkit")   # also under `python -m faultkit.cli`: usage, completion
     except SystemExit:
         raise
     except KeyboardInterrupt:

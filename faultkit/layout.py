@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from .agent import files as agent_files
+
 BUNDLE_SCHEMA = "faultkit.bundle/1"
 MANIFEST = "manifest.json"
 MANIFEST_TMP = "manifest.json.tmp"
@@ -19,10 +21,16 @@ SERVER = "server"                        # the target's output: server.log (raw)
 TIMES_SUFFIX = ".times.tsv"              # first line of a block, wall, CLOCK_MONOTONIC, CLOCK_BOOTTIME of its arrival
 DEBUGGER = "debugger.txt"                # launch mode; attach mode writes debugger-<pid>.txt
 ROCPROF_DIR = "rocprofv3"
+AGENT_DIR = agent_files.DIR             # the in-process agent's files, per process (faultkit/agent/files.py)
 BUNDLE_ENV = "FAULTKIT_BUNDLE"           # in every captured process's environment: the bundle it writes to
 CORES_DIR = "cores"                      # GPU (and CPU) core dumps and their debugger transcripts
+STACKS_DIR = "stacks"                    # host stacks of the live processes at a hang: the tools' output, and
+STACK_SAMPLES = "samples-{tag}.json"     # the records of each sampling round (read back by triage)
+COLLECTIVES_DIR = "collectives"          # PyTorch's flight-recorder dumps, one per rank
+FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's file name: torch appends the rank
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
+PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
 
 # Rendered reports and pictures are outputs, not evidence: reading one back would count its faults twice.
 OUTPUT_SUFFIXES = frozenset({".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"})
@@ -61,6 +69,8 @@ KERNEL_SNAPSHOT = "kernel-after"
 FACTS = "facts"
 OUTPUT = "output"              # something faultkit or the user rendered: never read
 CORE = "core"                  # a core dump (by name; its content decides what it is)
+AGENT = "agent"                # the in-process agent's ring, sites, stacks and header files
+HANG = "hang"                  # stack samples and flight records: read by the hang analysis only
 
 
 def classify(rel: str, captured: bool) -> str:
@@ -72,12 +82,20 @@ def classify(rel: str, captured: bool) -> str:
         return OUTPUT
     if name == MANIFEST and top:
         return MANIFEST_ROLE
+    if agent_files.split(name) is not None and (len(p.parts) == 1 or p.parts[-2] == AGENT_DIR):
+        return AGENT              # by name (a user may pass the agent's folder alone)
+    if captured and len(p.parts) > 1 and p.parts[0] == AGENT_DIR:
+        return OUTPUT             # a header being replaced when the process died (`.tmp`)
+    if name == PACK_MANIFEST and top:
+        return OUTPUT             # faultkit's own list of a packed copy: no evidence in it
     if captured and p.parts and p.parts[0] == ROCPROF_DIR:
         return TRACE
     if captured and p.parts and p.parts[0] == CORES_DIR and name.endswith(".merged"):
         return OUTPUT             # what roccoremerge made of a GPU core and a host core: opened already
     if captured and p.parts and p.parts[0] == CORES_DIR and not name.endswith(".txt"):
         return CORE
+    if captured and len(p.parts) > 1 and p.parts[0] in (STACKS_DIR, COLLECTIVES_DIR):
+        return HANG
     if captured and top:
         if name == KERNEL_BEFORE:
             return HISTORY

@@ -12,10 +12,13 @@ from pathlib import Path
 
 from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
 from .analyze.fault_time import LogClock, fault_time
+from .analyze.allocation_owner import black_box, fault_addresses
 from .analyze.faults import collect_faults
 from .analyze.incident import KEY_EVENTS, Incident
 from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
+from .analyze.collectives import lagging_ranks
+from .analyze.hang import analyse as analyse_hang, counted_running, hang_claims
 from .analyze.running import core_claims, running_claims, running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
@@ -23,7 +26,10 @@ from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, 
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
 from .ingest.debugger import parse_debugger
+from .ingest.agent_files import parse_agent
 from .ingest.detect import detect_kinds
+from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
+from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.text import decode
@@ -57,6 +63,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
+    _hang(inputs, inc)
     for finding in inc.stops:
         resolve_with(finding, objects, inc.debugger.code_objects)
     inc.problems.extend(inc.runtime.problems)
@@ -73,12 +80,15 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     ended_by = manifest.get("ended_by") if isinstance(manifest.get("ended_by"), str) else None
     claims = (sanitizer_claims(inc.debugger) + stop_claims(inc.stops) + driver_claims(inc.runtime)
               + log_claims(inc.runtime, rocm) + (inc.traces.claims() if inc.traces else [])
-              + running_claims(inc.running, ended_by) + core_claims(inc.cores))
+              + running_claims(counted_running(inc.hang, inc.running), ended_by) + core_claims(inc.cores)
+              + hang_claims(inc.hang, bool(inc.faults)))
     judged = judge(claims, inc.faults, ended_by)
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
         inc.traces.rank()
     inc.report_points = inc.runtime.report_points
+    if inputs.agent:
+        _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
@@ -86,6 +96,40 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
+
+
+def _join_black_box(inputs: Inputs, inc: Incident) -> None:
+    """The agent's records against the fault's address (the core's focused lane first) and time."""
+    log = parse_agent([(f.name, f.data) for f in inputs.agent])
+    inc.problems.extend(log.problems)
+    pid_of = {c.transcript: c.pid for c in inc.cores if c.transcript}
+    lanes = [(s.lane_address, pid_of.get(s.file), s.lane_address_basis or "") for s in inc.stops
+             if s.lane_address is not None]
+    at = fault_time(inc.runtime, inc.kernel, inc.log_clock, None).boottime_ns
+    if at is None and inc.log_clock is not None:       # the CUDA driver's exception line, stamped on arrival
+        at = min((t for f in inc.faults if f.source == "runtime" and f.origin
+                  for t in [inc.log_clock.of_line(f.origin.file, f.origin.line)] if t is not None), default=None)
+    inc.black_box = black_box(log, fault_addresses(inc.faults, lanes), at)
+def _hang(inputs: Inputs, inc: Incident) -> None:
+    """A capture's stack samples (the last round it took) and every rank's flight record."""
+    rounds = {}
+    for f in inputs.hang:
+        name = Path(f.name).name
+        if name.startswith("samples-") and name.endswith(".json"):
+            samples, interval, problems = parse_samples(f.data.decode(errors="replace"), f.name)
+            inc.problems += [Problem(f.name, p) for p in problems]
+            if samples:
+                rounds[name] = (samples, interval)
+        elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
+            rc = parse_flight_record(f.data, f.name)
+            inc.problems += [Problem(f.name, p) for p in rc.problems]
+            inc.collectives.append(rc)
+    tags = [c.get("tag") for c in (inputs.manifest or {}).get("hang_check") or [] if isinstance(c, dict)]
+    order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)
+    lags = lagging_ranks(inc.collectives)
+    if order or lags:
+        samples, interval = rounds[order[-1]] if order else ([], None)
+        inc.hang = analyse_hang(samples, interval, lags, inc.running)
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:
@@ -171,6 +215,8 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
         if "runtime-log" in kinds or "debugger" in kinds:
             inc.runtime.extend(parse_runtime_log(text, f.name))
+        if "Watchdog caught collective" in text:
+            inc.collectives += watchdog_collectives(text, f.name)
         if "debugger" in kinds:
             dl = parse_debugger(text, f.name)
             logs[f.name] = dl

@@ -9,8 +9,10 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
-MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model",
-               "faultkit.demangle"}       # a pure function of a name, used by readers and exporters alike
+MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
+               "faultkit.demangle"}       # demangle: a pure function of a name, used by readers and exporters alike
+# The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
+AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
 
 def _module(path: Path) -> str:
@@ -46,7 +48,7 @@ GRAPH = {_module(p): _imports(p) for p in PKG.rglob("*.py")}
 def test_ingest_imports_only_the_model_layer():
     for mod, deps in GRAPH.items():
         if mod.startswith("faultkit.ingest"):
-            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER}
+            bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER | AGENT_FORMAT}
             assert not bad, f"{mod} imports {bad}"
 
 
@@ -65,6 +67,14 @@ def test_analyses_open_no_file():
         text = path.read_text()
         found = [w for w in words if w in text]
         assert not found, f"{path.name} touches files: {found}"
+
+
+def test_pickles_are_read_only_through_the_restricted_unpickler():
+    # A flight record is a pickle from the machine of a hung job: plain data only (ingest/flight_recorder.py).
+    for path in PKG.rglob("*.py"):
+        text = path.read_text()
+        found = [w for w in ("pickle.load(", "pickle.loads(", "pickle.Unpickler(", "import cPickle") if w in text]
+        assert not found, f"{path.name} unpickles outside SafeUnpickler: {found}"
 
 
 def test_no_import_cycle():
@@ -132,3 +142,19 @@ def test_analyses_hand_claims_to_the_judge_and_never_call_it():
                                                     "faultkit.export", "faultkit.triage", "faultkit.bundle"))}
             assert not bad, f"{mod} imports {bad}: the judge takes claims and faults only"
     assert "faultkit.judge.claims" in GRAPH["faultkit.analyze.log_claims"]
+
+
+def test_the_agent_imports_nothing_of_faultkit():
+    """It runs inside the target's interpreter, loaded by file path: faultkit is not importable there."""
+    for mod, deps in GRAPH.items():
+        if mod.startswith("faultkit.agent."):
+            assert not deps, f"{mod} imports {deps}"
+
+
+def test_verb_modules_leave_the_command_line_to_cli():
+    # show, doctor, pack and trials return records and text; only cli.py parses options and exits
+    for mod, path in ((_module(p), p) for p in PKG.rglob("*.py")):
+        if mod in ("faultkit.show", "faultkit.doctor", "faultkit.pack") or mod.startswith("faultkit.trials"):
+            text = path.read_text()
+            assert "import click" not in text and "sys.exit(" not in text, mod
+            assert "faultkit.cli" not in GRAPH[mod], mod

@@ -202,7 +202,7 @@ def test_bad_output_path_is_a_plain_error(tmp_path):
     for args in (["triage", sample, "-o", "/proc/x"], ["timeline", sample, "-o", "/proc/x.pftrace"]):
         res = CliRunner().invoke(main, args)
         assert res.exit_code == 1, res.output
-        assert "cannot write /proc/x" in res.output and "Traceback" not in res.output
+        assert "/proc/x" in res.output and "cannot write there" in res.output and "Traceback" not in res.output
 
 
 def test_mangled_kernels_are_shown_demangled_and_kept_in_json(tmp_path):

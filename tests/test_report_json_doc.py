@@ -10,7 +10,7 @@ from faultkit.triage import build, triage
 from .conftest import ROOT
 
 DOC = (ROOT / "docs" / "report-json.md").read_text()
-FREE_FORM = (".detail", ".fields", ".env_requested")        # keys that depend on the record's kind, documented as such
+FREE_FORM = (".detail", ".fields", ".behind_at", ".env_requested")   # keys that depend on the record (kind; a rank; a variable), documented as such
 
 WAVES_AND_EVENTS = (
     "[  501.100000] amdgpu 0000:03:00.0: amdgpu: ring comp_1.0.0 timeout, signaled seq=10, emitted seq=12\n"
@@ -36,11 +36,33 @@ def paths(obj, path="", out=None) -> set[str]:
     return out
 
 
+def hang_inputs() -> list[InputFile]:
+    """Stack samples (one rank stuck on its GPU, one in a collective) and two ranks' flight records."""
+    import json
+    import pickle
+
+    from faultkit.hang_model import ProcessStacks, StackFrame, ThreadStack
+    coll = ProcessStacks(10, "gdb", [ThreadStack(10, "main", [StackFrame("ncclAllReduce", native=True)])], rank=0)
+    gpu = ProcessStacks(11, "gdb", [ThreadStack(11, "main", [StackFrame("hipStreamSynchronize", native=True),
+                                                             StackFrame("step", "/srv/a.py", 3)])], rank=1)
+    samples = json.dumps({"interval_s": 3, "samples": [[coll.to_json(), gpu.to_json()]] * 2}).encode()
+
+    def fr(seqs):
+        return pickle.dumps({"version": "2.10", "pg_config": {}, "entries": [
+            {"process_group": ("0", "default"), "collective_seq_id": s, "profiling_name": "nccl:all_reduce",
+             "state": "started", "is_p2p": False} for s in seqs]}, protocol=2)
+    return [InputFile("b/stacks/samples-hang-1.json", samples), InputFile("b/collectives/nccl_trace_rank_0", fr([1, 2])),
+            InputFile("b/collectives/nccl_trace_rank_1", fr([1]))]
+
+
 def test_every_key_is_documented():
     docs = [to_json(triage([str(ROOT / p)])) for p in ("traces/sglang-tp2-mi300x",
                                                        "tests/data/live_h200_coredump/fault",
-                                                       "tests/data/live_h200_coredump/hang")]
+                                                       "tests/data/live_h200_coredump/hang",
+                                                       "tests/data/live_h200_agent/uaf")]
     docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
+    docs.append(to_json(build(Inputs(hang=hang_inputs()))))
+    assert docs[-1]["hang"]["stuck"] and docs[-1]["hang"]["collectives"]
     found = set().union(*(paths(d) for d in docs))
     assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform",
             "queue_analysis[].state"} <= found

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..hang_model import RankCollectives
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
+from .allocation_owner import BlackBox
 from .debug_stop import StopFinding
 from ..judge.incidents import FaultGroup
 from .fault_time import LogClock
+from .hang import HangFinding
 from .running import RunningKernel
 from .trace_findings import TraceFindings
 
@@ -35,3 +38,6 @@ class Incident:
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)
+    black_box: BlackBox | None = None   # the in-process agent's files: the fault address's owner, the stacks
+    hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
+    collectives: list[RankCollectives] = field(default_factory=list)

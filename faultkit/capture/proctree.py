@@ -28,6 +28,9 @@ class ProcessRecord:
     first_seen: float = 0.0
     env_readable: bool = True
     gpu_since: float | None = None   # time.time() when it was first seen holding a GPU device
+    # Gone (or a zombie) by the time its environment was read: a short-lived helper (`true`, a
+    # compiler, nvidia-smi) that exited between the /proc listing and the read. Not a mismatch.
+    exited_before_check: bool = False
     # Kept in memory only (never written): the real command line, to recognise the process again,
     # and a fingerprint of every variable, to check requested values without writing them.
     raw_cmdline: list[str] = field(default_factory=list, repr=False)
@@ -80,16 +83,36 @@ def read_process(pid: int, redact_secrets: bool = True) -> ProcessRecord | None:
                         cmdline=redaction.argv(cmdline) if redact_secrets else cmdline)
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            pairs = [kv.decode(errors="replace").split("=", 1) for kv in fh.read().split(b"\0") if b"=" in kv]
+            raw = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        raw = None
+        rec.exited_before_check = True
+    except OSError:
+        raw = None
+        rec.env_readable = False
+    if raw is not None:
+        # An exiting process has no memory left to show: its environ reads empty. Only a process
+        # still alive with an empty read really had an empty environment.
+        if not raw and not alive(pid):
+            rec.exited_before_check = True
+        pairs = [kv.decode(errors="replace").split("=", 1) for kv in raw.split(b"\0") if b"=" in kv]
         env = {k: v for k, v in pairs}
         rec.env_fingerprints = {k: redaction.fingerprint(v) for k, v in env.items()}
         rec.env = redaction.env(env) if redact_secrets else env
-    except OSError:
-        rec.env_readable = False
     rec.gpu_devices = gpu_devices(pid)
     rec.gpu = bool(rec.gpu_devices)
     rec.gpu_since = rec.first_seen if rec.gpu else None
     return rec
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping, not a zombie (exited, not yet reaped) and not gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode(errors="replace")
+        return data[data.rindex(")") + 2:].split()[0] not in ("Z", "X", "x")
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def gpu_devices(pid: int) -> list[str]:
@@ -128,7 +151,7 @@ class TreeSampler:
                     # Seen between fork and exec, a child showed its parent's command line and
                     # environment: read it again now that it has exec'd.
                     fresh = read_process(pid, self.redact)
-                    if fresh is not None and fresh.env_readable:
+                    if fresh is not None and fresh.env_readable and not fresh.exited_before_check:
                         fresh.first_seen = rec.first_seen
                         self.seen[pid] = rec = fresh
                 if rec.gpu:
@@ -145,7 +168,8 @@ def verify_env(records: list[ProcessRecord], wanted: dict[str, str]) -> dict:
     """Did every GPU process really get the variables? Where no process opened a GPU (a CPU-only
     machine, or a crash before the device was opened), every process of the tree is checked."""
     gpu = [r for r in records if r.gpu]
-    checked = gpu or records
+    checked = [r for r in (gpu or records) if not r.exited_before_check]
+    exited = [r.pid for r in (gpu or records) if r.exited_before_check]
     mismatches = []
     for r in checked:
         if not r.env_readable:
@@ -157,7 +181,32 @@ def verify_env(records: list[ProcessRecord], wanted: dict[str, str]) -> dict:
                 mismatches.append({"pid": r.pid, "cmdline": " ".join(r.cmdline)[:200], "variable": k,
                                    "expected": _shown(k, v), "found": r.env.get(k) if k in r.env else None})
     return {"checked": [r.pid for r in checked], "scope": "gpu-processes" if gpu else "all-processes",
-            "wanted": redaction.env(wanted), "ok": not mismatches and bool(checked), "mismatches": mismatches}
+            "wanted": redaction.env(wanted), "ok": not mismatches and bool(checked), "mismatches": mismatches,
+            "exited": exited}
+
+
+def describe_env_check(check: dict) -> str:
+    """The check in one sentence, for a terminal line or a warning (never a Python repr)."""
+    exited = check.get("exited") or []
+    gone = (f"; {len(exited)} short-lived process{'es' if len(exited) != 1 else ''} exited before "
+            f"{'they' if len(exited) != 1 else 'it'} could be checked") if exited else ""
+    if check.get("ok"):
+        return f"verified in {len(check.get('checked') or [])} process(es){gone}"
+    mism = check.get("mismatches") or []
+    if not mism:
+        return f"not verified: no process could be checked{gone}"
+    parts = []
+    for m in mism[:3]:
+        cmd = m.get("cmdline") or ""
+        who = f"pid {m.get('pid')}" + (f" ({cmd[:80]}{'...' if len(cmd) > 80 else ''})" if cmd else "")
+        if m.get("variable") is None:
+            parts.append(f"{who}: {m.get('problem') or 'environment not readable'}")
+        elif m.get("found") is None:
+            parts.append(f"{who} has no {m['variable']} (wanted {m['variable']}={m.get('expected')})")
+        else:
+            parts.append(f"{who} has {m['variable']}={m['found']} (wanted {m.get('expected')})")
+    more = f", and {len(mism) - 3} more" if len(mism) > 3 else ""
+    return "did not reach every process: " + "; ".join(parts) + more + gone
 
 
 def _shown(name: str, v: str) -> str:

@@ -23,14 +23,16 @@ from .._signals import exit_words
 from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from . import coredump, facts, kmsg, watchdog
+from . import agent, coredump, facts, kmsg, watchdog
+from ..analyze.hang import GoneWorker
+from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
 from .core_debugger import debugger_for, how_to_open, open_core
 from .follow import NOT_ARMED, FollowBackend
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from .launcher import DeferredSigint, clocks, ended_by_time_or_interrupt, port_from_command, port_listening
-from .proctree import TreeSampler, cmdline_of, verify_env
+from .proctree import TreeSampler, cmdline_of, describe_env_check, verify_env
 
 DEBUGGERS = ("rocgdb", "gdb", "cuda-gdb")          # the backend's name is also its default binary
 BACKENDS_READY = ("none", "coredump", "runtime-log", "sanitizer", "rocprofv3", *DEBUGGERS)
@@ -60,7 +62,10 @@ class CaptureOptions:
     attach_delay_s: float | None = None  # wait after a worker opens the GPU; default 15 s for cuda-gdb, else 0
     coredump: bool = True                # arm the runtimes' GPU core dumps (--no-coredump)
     full_core: bool = False              # keep GPU memory in the core (its size is the GPU memory in use)
+    agent: bool = True                   # the in-process agent in every Python process of the target (--no-agent)
+    alloc_history: bool = False          # the agent records every block, not only segments (--alloc-history)
     hang_after_s: float | None = None    # this much silence on the target's output is a hang
+    even_idle: bool = False              # --even-idle: a silent tree whose stacks say idle is a hang too
     redact_output: bool = False          # replace secrets in the target's own output too
     force: bool = False                  # write into a folder that is not empty
     rocprof_args: list[str] = field(default_factory=list)   # --rocprof-args: passed to rocprofv3 as given
@@ -145,6 +150,10 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         env = {**arming.env, **env}          # what the user set wins
         for w in arming.warnings:
             echo(f"WARNING: {w}")
+    agent_vars = agent.agent_env(out, opts.alloc_history, env) if opts.agent and opts.pid is None else {}
+    env = {**env, **agent_vars}
+    if opts.pid is None:
+        env = {**flight_recorder_env(out), **env}     # what the user set wins
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token           # every process of the tree carries it, daemons that setsid too
     env[layout.BUNDLE_ENV] = str(out.resolve())   # `faultkit watch` finds a faulting process's bundle by it
@@ -159,6 +168,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     sigint.__enter__()
     if arming:
         (out / layout.CORES_DIR).mkdir(exist_ok=True)
+    (out / layout.COLLECTIVES_DIR).mkdir(exist_ok=True)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
     manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": shown[0](opts.command), "backend": opts.backend,
                       "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
@@ -180,11 +190,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     ended_by = None
     sampler = None
     result: dict = {}
+    hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
         manifest["root_pid"] = backend.root_pid
+        _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact)
         start = time.monotonic()
+        idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
         status_at = 0.0                   # when the status line was last drawn
         while ended_by is None:
             sampler.sample()
@@ -192,11 +205,23 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
-            silent = time.monotonic() - backend.output.last_output
+            silent = time.monotonic() - max(backend.output.last_output, idle_at)
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
-                ended_by = "hang"
+                # Silence is a hang only where the stacks show one: an idle server is let run.
+                if hang.confirm(lambda: _live(sampler), gone=_gone(sampler)):
+                    ended_by = "hang"
+                else:
+                    idle_at = time.monotonic()
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
+        if agent_vars and ended_by in ("timeout", "hang", "interrupted"):
+            # Every Python thread's stack of each live process, before anything stops it.
+            manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
+                                                                  if os.path.exists(f"/proc/{r.pid}")])
+        if ended_by == "timeout":        # stacks before anything is stopped (a hang was sampled already)
+            hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
+        if hang.findings:
+            manifest["hang_check"] = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted"):
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
@@ -225,13 +250,16 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
             manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
-                  and k != watchdog.MARKER}
+                  and k != watchdog.MARKER and k not in agent_vars}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
                         fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
         manifest["exit"] = result.get("exit") or exit_words(exit_code)
         manifest["kernel_log"]["after"] = after or layout.KERNEL_AFTER
+        manifest["agent"] = ({"enabled": True, "mode": agent_vars[agent.files.ENV_MODE],
+                              "processes": agent.processes(out)} if agent_vars else
+                             {"enabled": False, "note": "--no-agent" if not opts.agent else "a running server (--pid)"})
         if arming:
             manifest["cores"] = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
@@ -257,23 +285,17 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         guard.done()
         lock.close()
     if check and not check["ok"]:
-        echo(f"WARNING: requested environment did not reach every process: {mismatch_words(check['mismatches'])}")
+        echo(f"WARNING: requested environment {describe_env_check(check)}")
     return manifest
 
 
-def mismatch_words(mismatches: list[dict], most: int = 3) -> str:
-    """The environment check's failures as a sentence (values as recorded: secrets redacted)."""
-    said = []
-    for m in mismatches[:most]:
-        who = f"pid {m.get('pid')}" + (f" ({m['cmdline'][:60]})" if m.get("cmdline") else "")
-        if m.get("variable") is None:
-            said.append(f"{who}: {m.get('problem') or 'not checked'}")
-        elif m.get("found") is None:
-            said.append(f"{who}: {m['variable']} not set (wanted {m.get('expected')})")
-        else:
-            said.append(f"{who}: {m['variable']}={m['found']} (wanted {m.get('expected')})")
-    more = len(mismatches) - most
-    return "; ".join(said) + (f"; and {more} more (manifest.json env_check)" if more > 0 else "")
+def _live(sampler: TreeSampler) -> list[int]:
+    return [r.pid for r in sampler.records() if os.path.exists(f"/proc/{r.pid}")]
+
+
+def _gone(sampler: TreeSampler) -> list[GoneWorker]:
+    return [GoneWorker(r.pid, r.ppid, " ".join(r.cmdline)) for r in sampler.records()
+            if r.gpu and not os.path.exists(f"/proc/{r.pid}")]
 
 
 def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..analyze.incident import Incident
 from ..analyze.trace_claims import label
 from ..durations import relative
+from . import black_box
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout
@@ -58,8 +59,10 @@ def _json_tree(inc: Incident) -> dict:
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "capture": capture_facts(inc.capture),
         "trace": inc.traces.to_json() if inc.traces else None,
+        "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
+        "hang": inc.hang.to_json() if inc.hang else None,
         "queue_analysis": queue_analysis(inc),
         "core_dump_lines": [{"event": n.fields.get("event"), "failed": n.fields.get("failed"),
                              "file": n.fields.get("file"), "text": n.text, "origin": str(n.origin)}
@@ -123,8 +126,11 @@ def _incidents_section(inc: Incident) -> Section:
 
 
 def decisive_finding(inc: Incident) -> str | None:
-    """The one fact that most narrows the search, said first: where the address lies, else the
-    claim the verdict ranks first (what was in flight at the fault, a debugger's or sanitizer's stop)."""
+    """The one fact that most narrows the search, said first: the agent's map of the faulting process,
+    else where the trace's allocations place the address, else the claim the verdict ranks first (what
+    was in flight at the fault, a debugger's or sanitizer's stop)."""
+    if inc.black_box is not None and inc.black_box.finding():
+        return inc.black_box.finding()              # the agent's map of the faulting process itself
     t = inc.traces
     if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
         return t.address.text
@@ -152,7 +158,8 @@ def sections(inc: Incident) -> list[Section]:
     """The report's sections in reading order; a builder returns None where it has nothing to say."""
     built = [_verdict_section(inc), _incidents_section(inc) if len(inc.groups) > 1 else None,
              _facts_section(inc), _meaning_section(inc), _decoded_section(inc), _events_section(inc),
-             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _cores_section(inc),
+             _wave_section(inc), _queue_section(inc), _capture_section(inc.capture), _hang_section(inc), _cores_section(inc),
+             Section(**parts) if (parts := black_box.section_parts(inc)) else None,
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
@@ -374,6 +381,24 @@ def _capture_section(m: dict | None) -> Section | None:
     return s
 
 
+def _hang_section(inc: Incident) -> Section | None:
+    """The stacks a capture sampled at its hang or timeout, and which rank is behind."""
+    h = inc.hang
+    if h is None:
+        return None
+    s = Section("Hang analysis")
+    s.paragraphs.append(f"**{h.state}**" + (f" ({h.level})" if h.level else "") + f": {h.summary}")
+    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
+    if h.processes:
+        s.table = (["process", "state", "threads waiting (what on, where)"],
+                   [[p.label, p.state, "; ".join(f"{t.label}: {t.wait.on}" + (f" at {t.wait.where.where}"
+                                                                              if t.wait.where else "")
+                                                 + (" STUCK" if t.stuck else "")
+                                                 for t in p.threads if not t.wait.background)]
+                    for p in h.processes])
+    return s
+
+
 def _cores_section(inc: Incident) -> Section | None:
     lines = [n for n in inc.runtime.notes if n.kind == "gpu-core-dump"]
     armed = (inc.capture or {}).get("coredump") or {}
@@ -398,7 +423,8 @@ def _cores_section(inc: Incident) -> Section | None:
     if armed.get("cuda"):
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
                             "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
-                            "never appear and in-process handlers do not run.")
+                            "never appear; atexit and Python-level signal handlers do not run, while faulthandler's "
+                            "C-level handler (the agent's) still writes every thread's Python stack.")
     for note in armed.get("notes") or []:
         if "NOT armed" in note:
             s.bullets.append(note)

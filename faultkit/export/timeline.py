@@ -21,6 +21,7 @@ from ..analyze.in_flight import LAUNCH
 from ..trace_model import MISSING
 from ..demangle import display_name
 from ..private_files import PrivateFile
+from .black_box import timeline_points
 from .pftrace import BOOTTIME, COUNTER, INSTANT, REALTIME, PftraceWriter
 
 CATEGORIES = ["suspect", "overlap"]
@@ -142,6 +143,7 @@ def build_timeline(inc: Incident, window_ns: int | None) -> Timeline:
     v = inc.verdict
     tl.metadata = {"faultkit.verdict": v.level if v else "unknown", "faultkit.kernel": (v.kernel or "") if v else ""}
     tl.add(Track("incident", "incident"))
+    _black_box_points(tl, inc)
     tf = inc.traces
     fault_at = tf.time.on(tf.trace.clock) if tf else None
     if tf is not None:
@@ -152,6 +154,16 @@ def build_timeline(inc: Incident, window_ns: int | None) -> Timeline:
         return tl
     _incident_points(tl, inc, fault_at)
     return tl
+
+
+def _black_box_points(tl: Timeline, inc: Incident) -> None:
+    """The agent's allocator events as instants on each process's memory track (CLOCK_BOOTTIME)."""
+    for pid, ts, name, args in timeline_points(inc):
+        key = f"p{pid}:memory"
+        if key not in tl.tracks:
+            tl.add(Track(f"p{pid}", f"process {pid}", pid=pid))
+            tl.add(Track(key, "device memory (agent)", parent=f"p{pid}", pid=pid))
+        tl.points.append(Point(key, ts, INSTANT, name, args, ("allocation",)))
 
 
 def _stamped_points(tl: Timeline, inc: Incident) -> bool:

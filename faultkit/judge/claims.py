@@ -41,9 +41,13 @@ BASES: dict[str, tuple[str, float, str, tuple[str, ...]]] = {
     "trace-copy":            (LIKELY,    0.5,  "inferred", ("node",)),
     "trace-other":           (LIKELY,    0.4,  "inferred", ("node",)),
     "running-at-dump":       (LIKELY,    0.6,  "snapshot", ()),
+    # a kernel on the GPU of a process whose host stacks show it stuck in a GPU wait across two
+    # samples (analyze/hang.py): it outranks the snapshots of other processes' GPUs
+    "hang-stuck-kernel":     (LIKELY,    0.7,  "reported", ()),
     # claims that name no kernel: what the verdict says where no kernel can be named
     "host-stop":             (CANDIDATE, 0.0,  "observed", ()),
     "unopened-core":         (CANDIDATE, 0.0,  "observed", ()),
+    "hang-stacks":           (CANDIDATE, 0.0,  "observed", ()),   # the hang verdict's words (no kernel)
 }
 TIERS = {"snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
 

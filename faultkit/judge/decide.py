@@ -198,7 +198,7 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
 
 
 def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
-    host = [c for c in claims if c.basis.kind == "host-stop"]
+    host = [c for c in claims if c.basis.kind in ("host-stop", "hang-stacks")]
     cores = [c for c in claims if c.basis.kind == "unopened-core"]
     if cores:                    # a core on disk means a runtime saw a GPU exception
         why = cores[0].why

@@ -8,6 +8,7 @@ import json
 import statistics
 from collections import Counter
 
+from .records import Plan, TrialResult
 from .stats import arm_rate, boschloo, fisher, metric_compare, trials_for_power
 
 SCHEMA = "faultkit.trials.report/1"
@@ -17,32 +18,41 @@ CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm
               "Intervals are 95%: Clopper-Pearson (exact) and Wilson score.")
 
 
-def summarise(plan: dict | None, results: list[dict]) -> dict:
-    arm_names = [a["name"] for a in plan["spec"]["arms"]] if plan else sorted({r["arm"] for r in results})
+def summarise(plan: Plan | None, results: list[TrialResult]) -> dict:
+    """Rates over the trials that started: a trial that failed to start is listed per arm, never
+    counted as a crash or a survival."""
+    arm_names = plan.arm_names if plan else sorted({r.arm for r in results})
     arms = []
     for name in arm_names:
-        rs = [r for r in results if r["arm"] == name]
-        crashes = sum(1 for r in rs if r["crashed"])
-        ttc = [r["time_to_crash_s"] for r in rs if r["crashed"] and r["time_to_crash_s"] is not None]
-        values = [float(r["metric"]) for r in rs if isinstance(r.get("metric"), (int, float))]
+        every = [r for r in results if r.arm == name]
+        rs = [r for r in every if r.counted]
+        crashes = sum(1 for r in rs if r.crashed)
+        ttc = [r.time_to_crash_s for r in rs if r.crashed and r.time_to_crash_s is not None]
+        values = [r.metric for r in rs if r.metric is not None]
         arms.append(_arm(name, crashes, len(rs)) | {
             "time_to_crash_s": {"median": statistics.median(ttc), "min": min(ttc), "max": max(ttc)} if ttc else None,
-            "signatures": dict(Counter(r["signature"] or "unknown" for r in rs if r["crashed"]).most_common()),
-            "env_mismatch_trials": [r["index"] for r in rs if not r["env"]["ok"]],
-            "ended_by": dict(Counter(r["ended_by"] for r in rs)),
+            "signatures": dict(Counter(r.signature or "unknown" for r in rs if r.crashed).most_common()),
+            "env_mismatch_trials": [r.index for r in rs if r.env.mismatches],
+            # no process lived long enough to be read: not a mismatch, not verified either
+            "env_unchecked_trials": [r.index for r in rs if not r.env.ok and not r.env.mismatches],
+            "env_exited_before_check": sum(len(r.env.exited) for r in rs),
+            "failed_to_start_trials": [{"index": r.index, "why": r.failed_to_start} for r in every if not r.counted],
+            "ended_by": dict(Counter(r.ended_by for r in rs)),
             "metric": {"values": values, "n": len(values), "median": statistics.median(values),
                        "min": min(values), "max": max(values)} if values else None,
         })
-    planned = len(plan["order"]) if plan else len(results)
-    regex = next((r.get("metric_regex") for r in results if r.get("metric_regex")), None)
-    return _finish(arms, planned, len(results), plan["spec"]["seed"] if plan else None,
-                   sorted(((r["index"], r["arm"], r["crashed"]) for r in results)), regex)
+    planned = len(plan.order) if plan else len(results)
+    regex = next((r.metric_regex for r in results if r.metric_regex), None)
+    counted = [r for r in results if r.counted]
+    return _finish(arms, planned, len(counted), plan.spec.seed if plan else None,
+                   sorted(((r.index, r.arm, r.crashed, r.outcome) for r in results)), regex)
 
 
 def summarise_counts(counts: dict[str, tuple[int, int]]) -> dict:
     """Counts a user collected by hand (`--counts base=2/5`): the same tests, no per-trial detail."""
     arms = [_arm(name, c, n) | {"time_to_crash_s": None, "signatures": {}, "env_mismatch_trials": [],
-                                "ended_by": {}, "metric": None} for name, (c, n) in counts.items()]
+                                "env_unchecked_trials": [], "env_exited_before_check": 0,
+                                "failed_to_start_trials": [], "ended_by": {}, "metric": None} for name, (c, n) in counts.items()]
     total = sum(n for _, n in counts.values())
     return _finish(arms, total, total, None, [], None, by_hand=True)
 
@@ -105,6 +115,11 @@ def render_markdown(s: dict) -> str:
               if s.get("by_hand") else
               f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']}).")
     out = ["# faultkit trials report", "", source, "", "## Conclusion", ""]
+    for a in s["arms"]:
+        failed = a.get("failed_to_start_trials") or []
+        if failed:
+            out.append(f"- **Warning:** {len(failed)} trial(s) of {a['arm']} failed to start and are not counted "
+                       f"in its rate (trial {', '.join(str(f['index']) for f in failed)}: {failed[0]['why']}).")
     for c in s["comparisons"]:
         out.append(f"- {c['conclusion']}")
         if c.get("too_few_trials"):
@@ -143,6 +158,15 @@ def render_markdown(s: dict) -> str:
     if any(a["env_mismatch_trials"] for a in s["arms"]):
         out += ["", "**Warning:** in some trials the arm's environment did not reach every process (see each "
                 "trial's result.json `env`): those trials did not test what the arm says."]
+    unchecked = sum(len(a.get("env_unchecked_trials") or []) for a in s["arms"])
+    if unchecked:
+        out += ["", f"In {unchecked} trial(s) every process had exited before its environment could be read: "
+                "their environment is not verified (not a mismatch)."]
+    exited = sum(a.get("env_exited_before_check", 0) for a in s["arms"])
+    if exited:
+        out += ["", f"{exited} short-lived process(es) exited before their environment could be checked (helpers "
+                "such as `true`, compilers, `nvidia-smi`); they are listed in each trial's result.json `env.exited`, "
+                "not counted as mismatches."]
     return "\n".join(out) + "\n"
 
 

@@ -9,7 +9,6 @@ so an interrupted run resumes where it stopped.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import secrets
@@ -17,24 +16,33 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
 from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or_interrupt, port_from_command,
                                 port_listening)
 from ..capture.kmsg import KmsgFollower
-from ..capture.proctree import TreeSampler, verify_env
+from ..capture.proctree import TreeSampler, describe_env_check, verify_env
 from ..capture import watchdog
-from ..capture.session import private_dir
+from ..private_files import private_dir, private_tree, write_private
 from .metric import metric_from
+from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan, PlanEntry, PlanSpec, RecordError,
+                      TrialResult)
 from .signature import crash_signature
+from .start import start_failure
 
-PLAN_SCHEMA = "faultkit.trials.plan/1"
+PLAN = "plan.json"
+RESULT = "result.json"
+
 ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
-RESULT_SCHEMA = "faultkit.trials.result/1"
 
 
 class TrialsError(Exception):
     """A condition that makes running (more) trials meaningless; said to the user, no traceback."""
+
+
+class StartFailure(TrialsError):
+    """An arm's server did not start in the first pair: every later trial of it would too."""
 
 
 @dataclass
@@ -44,56 +52,84 @@ class Arm:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def make_plan(arms: list[Arm], n: int, seed: int) -> list[dict]:
+def make_plan(arms: list[Arm], n: int, seed: int) -> list[PlanEntry]:
     rng = random.Random(seed)
-    order = []
+    order: list[PlanEntry] = []
     for pair in range(n):
         names = [a.name for a in arms]
         rng.shuffle(names)
         for pos, name in enumerate(names):
-            order.append({"index": len(order), "pair": pair, "position": pos, "arm": name})
+            order.append(PlanEntry(index=len(order), pair=pair, position=pos, arm=name))
     return order
 
 
+def plan_spec(arms: list[Arm], n: int, seed: int, client: str | None, port: int | None, timeout_s: float,
+              salt: str) -> PlanSpec:
+    # Secrets in an arm's command, its variables or the client are written redacted (as in a
+    # bundle); the fingerprints (HMACs under the plan's salt) still tell a resumed run from a
+    # different experiment.
+    return PlanSpec(arms=[ArmSpec(a.name, redaction.text(a.command), redaction.fingerprint(a.command, salt),
+                                  redaction.env(a.env), {k: redaction.fingerprint(v, salt) for k, v in a.env.items()})
+                          for a in arms],
+                    n=n, seed=seed, client=redaction.text(client) if client else None, port=port,
+                    trial_timeout_s=float(timeout_s), client_fingerprint=redaction.fingerprint(client, salt))
+
+
 def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: str | None, port: int | None,
-                        timeout_s: float) -> dict:
-    path = out / "plan.json"
-    plan = _json_object(path) if path.exists() else None
-    # Secrets in an arm's command or variables are written redacted; the fingerprints (salted per
-    # experiment: the salt is in the plan) still tell a resumed run from a different experiment.
-    salt = plan.get("salt") if isinstance(plan, dict) and isinstance(plan.get("salt"), str) else redaction.new_salt()
-    spec = {"arms": [{"name": a.name, "command": redaction.text(a.command),
-                      "command_fingerprint": redaction.fingerprint(a.command, salt), "env": redaction.env(a.env),
-                      "env_fingerprints": {k: redaction.fingerprint(v, salt) for k, v in a.env.items()}}
-                     for a in arms],
-            "n": n, "seed": seed,
-            "client": redaction.text(client) if client else client,
-            "client_fingerprint": redaction.fingerprint(client, salt), "port": port, "trial_timeout_s": timeout_s}
+                        timeout_s: float) -> Plan:
+    path = out / PLAN
+    old = None
     if path.exists():
-        if plan is None or not isinstance(plan.get("order"), list) or not all(
-                isinstance(e, dict) and {"index", "pair", "arm"} <= e.keys() for e in plan["order"]):
-            raise TrialsError(f"{path} is cut or not a faultkit trials plan; finished trials are kept in their "
-                              f"folders, but the order cannot be resumed from it: use another -o folder")
-        if plan.get("spec") != spec:
+        try:
+            old = read_plan(path)
+        except RecordError as exc:
+            raise TrialsError(f"{path} is cut or not a faultkit trials plan ({exc}); finished trials are kept in "
+                              f"their folders, but the order cannot be resumed from it: use another -o folder")
+    # The fingerprints are salted per experiment: a resumed run takes the salt its plan stored.
+    salt = old.salt if old is not None and old.salt else redaction.new_salt()
+    spec = plan_spec(arms, n, seed, client, port, timeout_s, salt)
+    if old is not None:
+        plan = old
+        if plan.spec != spec:
             raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port or timeout "
                               f"differ); use another -o folder or the same arguments to resume")
         return plan
     private_dir(out)
-    plan = {"schema": PLAN_SCHEMA, "spec": spec, "salt": salt, "order": make_plan(arms, n, seed),
-            "created": time.time()}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(plan, indent=2))
-    os.replace(tmp, path)
+    plan = Plan(spec=spec, order=make_plan(arms, n, seed), created=time.time(), salt=salt)
+    write_private(path, json.dumps(plan.to_json(), indent=2))
     return plan
 
 
-def trial_dir(out: Path, entry: dict) -> Path:
-    return out / f"trial-{entry['index']:03d}-{entry['arm']}"
+def read_plan(path: Path) -> Plan:
+    return Plan.from_json(_json(path), str(path))
+
+
+def read_result(path: Path) -> TrialResult:
+    return TrialResult.from_json(_json(path), str(path))
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except RecursionError:
+        raise RecordError(f"{path}: nested too deeply to be a faultkit trials file")
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable ({exc.strerror or exc})")
+    except ValueError as exc:
+        raise RecordError(f"{path}: cut or not JSON ({exc})")
+
+
+def trial_dir(out: Path, entry: PlanEntry | TrialResult) -> Path:
+    return out / f"trial-{entry.index:03d}-{entry.arm}"
 
 
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,
                port: int | None = None, timeout_s: float = 2400.0, ready_pattern: str | None = None,
-               port_wait_s: float = 30.0, echo=print, metric: str | None = None) -> list[dict]:
+               port_wait_s: float = 30.0, echo=print, metric: str | None = None, warn=None,
+               verbose: bool = False) -> list[TrialResult]:
+    """`echo` says each trial's progress (silenced by -q), `warn` what the user must know (never
+    silenced); `verbose` adds each trial's fault line and signature."""
+    warn = warn or echo
     if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
         raise TrialsError("give at least two arms with different names")
     for a in arms:
@@ -104,25 +140,47 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
     plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s)
     by_name = {a.name: a for a in arms}
     results = []
-    for entry in plan["order"]:
+    for entry in plan.order:
         tdir = trial_dir(out, entry)
-        done = tdir / "result.json"
+        done = tdir / RESULT
         if done.exists():
-            finished = _json_object(done)
-            if _valid_result(finished):
-                results.append(finished)
-                continue
-            echo(f"trial {entry['index'] + 1}: {done} is cut or malformed; the trial is run again")
-            done.rename(done.with_name("result.json.unreadable"))
+            try:
+                finished = read_result(done)
+            except RecordError as exc:
+                warn(f"warning: trial {entry.index + 1}: {done} is cut or malformed ({exc}); the trial is run again")
+                done.rename(done.with_name(RESULT + ".unreadable"))
+            else:
+                if finished.counted:
+                    results.append(finished)
+                    continue
+                warn(f"warning: trial {entry.index + 1}: failed to start last time ({finished.failed_to_start}); "
+                     f"run again")
         if port is not None:
             _wait_port_free(port, port_wait_s)
-        echo(f"trial {entry['index'] + 1}/{len(plan['order'])}: arm {entry['arm']} ...")
-        result = run_one(tdir, entry, by_name[entry["arm"]], client, port, timeout_s, ready_pattern, metric)
-        figure = f", metric {result['metric']:g}" if result.get("metric") is not None else ""
-        echo(f"  -> {'CRASH' if result['crashed'] else 'no crash'} ({result['ended_by']}, "
-             f"{result['duration_s']:.1f}s, env {'verified' if result['env']['ok'] else 'MISMATCH'}{figure})")
+        echo(f"trial {entry.index + 1}/{len(plan.order)}: arm {entry.arm} ...")
+        result = run_one(tdir, entry, by_name[entry.arm], client, port, timeout_s, ready_pattern, metric)
+        (echo if result.counted else warn)("  -> " + outcome_line(result) if result.counted else
+                                           f"warning: trial {entry.index + 1} ({entry.arm}): " + outcome_line(result))
+        if verbose and result.fault_line:
+            echo(f"     fault line: {result.fault_line[:200]}")
+        if verbose and result.signature:
+            echo(f"     signature: {result.signature}")
+        if not result.counted and entry.pair == 0:
+            raise StartFailure(f"arm {entry.arm} failed to start in its first trial: {result.failed_to_start}. The "
+                               f"experiment is stopped: every trial of this arm would fail the same way, and a "
+                               f"start-up failure says nothing about crash rates. Its output is in "
+                               f"{tdir / layout.log_of(layout.SERVER)}. Fix the arm's command and run again (a "
+                               f"changed command needs a new -o folder).")
         results.append(result)
     return results
+
+
+def outcome_line(r: TrialResult) -> str:
+    if r.outcome == FAILED_TO_START:
+        return f"FAILED TO START ({r.failed_to_start}; not counted)"
+    figure = f", metric {r.metric:g}" if r.metric is not None else ""
+    return (f"{'CRASH' if r.crashed else 'no crash'} ({r.ended_by}, {r.duration_s:.1f}s, "
+            f"env {describe_env_check(r.env.to_json())}{figure})")
 
 
 def _wait_port_free(port: int, wait_s: float) -> None:
@@ -135,23 +193,31 @@ def _wait_port_free(port: int, wait_s: float) -> None:
         time.sleep(0.5)
 
 
-def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | None, timeout_s: float,
-            ready_pattern: str | None, metric: str | None = None) -> dict:
-    tdir.mkdir(parents=True, exist_ok=True)
+def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: int | None, timeout_s: float,
+            ready_pattern: str | None, metric: str | None = None) -> TrialResult:
+    private_dir(tdir)
     for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
     env = dict(arm.env)
-    env["FAULTKIT_TRIAL_INDEX"] = str(entry["index"])
+    env["FAULTKIT_TRIAL_INDEX"] = str(entry.index)
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token            # what this trial started, daemons included, is killed after it
-    kernel = KmsgFollower(tdir / "kernel.log")  # the trial's own kernel log: GPU faults give the signature
+    kernel = KmsgFollower(tdir / layout.KERNEL_FOLLOW)  # the trial's own kernel log: GPU faults give the signature
     kernel.start()
-    server = Launch(arm.command, tdir, "server", env)
+    server = Launch(arm.command, tdir, layout.SERVER, env)
     ready = server.watch_for(ready_pattern) if ready_pattern else None
-    server.start()
+    waits_for_ready = bool(client) and (ready is not None or port is not None)
+    start = time.monotonic()
+    try:
+        server.start()
+    except OSError as exc:                  # a command started without a shell that cannot be spawned
+        kernel.stop()
+        return _finish(tdir, TrialResult(
+            index=entry.index, pair=entry.pair, arm=arm.name, outcome=FAILED_TO_START, ended_by="not-started",
+            duration_s=0.0, env=EnvCheck(ok=False, wanted=redaction.env(arm.env)), command=redaction.text(arm.command),
+            exit="not started", failed_to_start=f"could not be started ({exc.strerror or exc})"), [])
     sampler = TreeSampler(server.proc.pid)
     client_launch: Launch | None = None
-    start = time.monotonic()
     ended_by = None
     sigint = DeferredSigint()
     sigint.__enter__()
@@ -164,7 +230,7 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
                 time.sleep(0.5)  # let the runtime finish printing its fault report
                 ended_by = "fault-line"
             elif client and client_launch is None and _is_ready(ready, port, start):
-                client_launch = Launch(client, tdir, "client", {"FAULTKIT_TRIAL_INDEX": str(entry["index"])})
+                client_launch = Launch(client, tdir, "client", {"FAULTKIT_TRIAL_INDEX": str(entry.index)})
                 client_launch.start()
             elif client_launch is not None and client_launch.poll() is not None:
                 ended_by = "client-exit"
@@ -183,26 +249,49 @@ def run_one(tdir: Path, entry: dict, arm: Arm, client: str | None, port: int | N
             exit_code = server.poll()
     duration = time.monotonic() - start
     records = sampler.records()
-    env_check = verify_env(records, arm.env)    # the arm's own variables, not the bookkeeping ones
-    crashed = ended_by == "fault-line" or (ended_by == "server-exit" and exit_code not in (0, None))
-    result = {
-        "schema": RESULT_SCHEMA, "index": entry["index"], "pair": entry["pair"], "arm": arm.name,
-        "command": redaction.text(arm.command), "crashed": crashed, "ended_by": ended_by, "exit": exit_words(exit_code),
-        "exit_code": exit_code, "duration_s": duration, "time_to_crash_s": duration if crashed else None,
-        "fault_line": redaction.text(server.fault_line or "") or None, "stopped_with": stopped_with, "env": env_check,
-        "killed_leftovers": leftovers,
-        "signature": crash_signature(tdir, exit_code) if crashed else None,
-        "clocks": {"start": server.started, "end": end},
-        "metric": metric_from(tdir, metric) if metric else None, "metric_regex": metric,
-    }
-    (tdir / "environ.json").write_text(json.dumps([r.to_json() for r in records], indent=2))
+    env_check = EnvCheck.from_json(verify_env(records, arm.env))   # the arm's own variables, not the bookkeeping ones
     if ended_by == "interrupted":
         # not a valid trial: leave no result so that a resumed run repeats it
+        _write_environ(tdir, records)
         raise KeyboardInterrupt
-    tmp = tdir / "result.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, tdir / "result.json")
+    crashed = ended_by == "fault-line" or (ended_by == "server-exit" and exit_code not in (0, None))
+    failed = start_failure(exit_code, ended_by, _output(tdir), waits_for_ready, client_launch is not None,
+                           server.fault_line)
+    outcome = FAILED_TO_START if failed else CRASH if crashed else NO_CRASH
+    result = TrialResult(
+        index=entry.index, pair=entry.pair, arm=arm.name, outcome=outcome, ended_by=ended_by, duration_s=duration,
+        env=env_check, command=redaction.text(arm.command), exit=exit_words(exit_code), exit_code=exit_code,
+        time_to_crash_s=duration if outcome == CRASH else None,
+        fault_line=redaction.text(server.fault_line or "") or None, failed_to_start=failed,
+        stopped_with=stopped_with, killed_leftovers=leftovers,
+        signature=crash_signature(tdir, exit_code) if outcome == CRASH else None,
+        clocks={"start": server.started, "end": end},
+        metric=metric_from(tdir, metric) if metric and outcome != FAILED_TO_START else None, metric_regex=metric)
+    return _finish(tdir, result, records)
+
+
+def _finish(tdir: Path, result: TrialResult, records) -> TrialResult:
+    _write_environ(tdir, records)
+    write_private(tdir / RESULT, json.dumps(result.to_json(), indent=2))
+    private_tree(tdir)                      # what the server wrote into its trial folder too
     return result
+
+
+def _write_environ(tdir: Path, records) -> None:
+    write_private(tdir / layout.ENVIRON, json.dumps([r.to_json() for r in records], indent=2))
+
+
+def _output(tdir: Path, limit: int = 1 << 16) -> str:
+    """The head and the tail of the server's output: what a start-up failure says."""
+    try:
+        with open(tdir / layout.log_of(layout.SERVER), "rb") as fh:
+            head = fh.read(limit)
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(len(head), size - limit))
+            return (head + b"\n" + fh.read()).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _is_ready(ready, port, start) -> bool:
@@ -213,31 +302,26 @@ def _is_ready(ready, port, start) -> bool:
     return True
 
 
-def load_results(out: Path) -> tuple[dict | None, list[dict], list[str]]:
+def load_results(out: Path) -> tuple[Plan | None, list[TrialResult], list[str]]:
     """The plan, the finished trials, and what could not be read (said, never silently dropped)."""
-    plan_path = out / "plan.json"
+    plan_path = out / PLAN
     problems = []
-    plan = _json_object(plan_path) if plan_path.exists() else None
-    if plan_path.exists() and plan is None:
-        problems.append(f"{plan_path}: cut or not JSON; the trials are reported without their plan")
+    plan = None
+    if plan_path.exists():
+        try:
+            plan = read_plan(plan_path)
+        except RecordError as exc:
+            problems.append(f"{exc}; the trials are reported without their plan")
     results = []
-    for p in sorted(out.glob("trial-*/result.json")):
-        r = _json_object(p)
-        if _valid_result(r):
-            results.append(r)
-        else:
-            problems.append(f"{p}: cut or malformed; this trial is left out (run the same `trials run` to repeat it)")
+    for p in sorted(out.glob(f"trial-*/{RESULT}")):
+        try:
+            results.append(read_result(p))
+        except RecordError as exc:
+            problems.append(f"{p}: cut or malformed ({exc}); this trial is left out (run the same `trials run` "
+                            f"to repeat it)")
+    if plan is not None:
+        known = set(plan.arm_names)
+        for r in [r for r in results if r.arm not in known]:
+            problems.append(f"{trial_dir(out, r)}: arm {r.arm!r} is not in the plan; this trial is left out")
+            results.remove(r)
     return plan, results, problems
-
-
-def _json_object(path: Path) -> dict | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _valid_result(r: dict | None) -> bool:
-    return isinstance(r, dict) and isinstance(r.get("arm"), str) and isinstance(r.get("crashed"), bool) \
-        and isinstance(r.get("index"), int) and isinstance(r.get("duration_s"), (int, float))

@@ -1,0 +1,129 @@
+"""Building the allocator tracker (tracker.cpp) against the torch this process imported.
+
+The build runs once per torch install and source version (about half a minute), in a background
+thread of the first process that needs it, under a file lock (several workers starting together
+build it once); the result is cached (FAULTKIT_AGENT_CACHE, else ~/.cache/faultkit/agent). A
+process that finds it cached attaches at CUDA start with no delay. Standard library only: this is
+loaded by file path into the target's interpreter. Also runnable as a script, to build ahead:
+`python3 faultkit/agent/build.py` (with the target's python).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "tracker.cpp")
+CACHE_ENV = "FAULTKIT_AGENT_CACHE"
+COMPILER_TIMEOUT_S = 600
+
+
+def cache_dir() -> str:
+    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "faultkit", "agent")
+
+
+def cuda_includes() -> list[str]:
+    """CUDA's runtime headers, which c10's allocator header includes: CUDA_HOME, /usr/local/cuda,
+    or the nvidia-cuda-runtime wheel beside torch."""
+    out = []
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda", "/opt/cuda"):
+        if root and os.path.exists(os.path.join(root, "include", "cuda_runtime_api.h")):
+            out.append(os.path.join(root, "include"))
+    for p in sys.path:
+        for sub in ("nvidia/cuda_runtime/include", "nvidia/cu13/include", "nvidia/cu12/include"):
+            d = os.path.join(p, sub)
+            if os.path.exists(os.path.join(d, "cuda_runtime_api.h")):
+                out.append(d)
+    return out
+
+
+class Build:
+    def __init__(self, torch):
+        self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+        self.version = str(getattr(torch, "__version__", "?"))
+        self.abi = int(bool(getattr(getattr(torch, "_C", None), "_GLIBCXX_USE_CXX11_ABI", True)))
+        self.hip = bool(getattr(getattr(torch, "version", None), "hip", None))
+        self.library: str | None = None
+        self.problem: str | None = None
+        self.seconds: float | None = None
+        self.done = threading.Event()
+        with open(SOURCE, "rb") as fh:
+            src = fh.read()
+        key = hashlib.sha256(b"\0".join([src, self.version.encode(), self.torch_dir.encode(),
+                                         sys.version.encode(), str(self.abi).encode()])).hexdigest()[:16]
+        self.target = os.path.join(cache_dir(), f"tracker-{key}.so")
+
+    def start(self) -> None:
+        if os.path.exists(self.target):
+            self.library = self.target
+            self.seconds = 0.0
+            self.done.set()
+            return
+        threading.Thread(target=self._run, name="faultkit-agent-build", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._build()
+        except BaseException as exc:
+            self.problem = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+
+    def command(self, out: str) -> list[str] | None:
+        cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+        if cxx is None:
+            self.problem = "no C++ compiler (g++, c++, clang++) on PATH"
+            return None
+        if self.hip:
+            self.problem = "a ROCm (HIP) build of torch: the tracker is built for CUDA only"
+            return None
+        inc = cuda_includes()
+        if not inc:
+            self.problem = "CUDA's headers (cuda_runtime_api.h) not found: set CUDA_HOME"
+            return None
+        lib = os.path.join(self.torch_dir, "lib")
+        return [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={self.abi}",
+                "-I", os.path.join(self.torch_dir, "include"), *[a for d in inc for a in ("-I", d)],
+                SOURCE, "-o", out, "-L", lib, "-lc10_cuda", "-lc10", f"-Wl,-rpath,{lib}"]
+
+    def _build(self) -> None:
+        import fcntl
+        os.makedirs(cache_dir(), exist_ok=True)
+        with open(self.target + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)          # another process may be building it
+            if os.path.exists(self.target):
+                self.library = self.target
+                self.seconds = 0.0
+                return
+            tmp = f"{self.target}.{os.getpid()}.tmp"
+            cmd = self.command(tmp)
+            if cmd is None:
+                return
+            t0 = time.monotonic()
+            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=COMPILER_TIMEOUT_S)
+            self.seconds = round(time.monotonic() - t0, 1)
+            if p.returncode != 0:
+                self.problem = "the compiler failed: " + p.stdout.decode(errors="replace")[-1500:]
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                return
+            os.replace(tmp, self.target)
+            self.library = self.target
+
+
+if __name__ == "__main__":
+    import torch
+    b = Build(torch)
+    b.start()
+    b.done.wait()
+    print(b.library or f"not built: {b.problem}", f"({b.seconds} s)" if b.seconds is not None else "")
+    sys.exit(0 if b.library else 1)

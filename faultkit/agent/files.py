@@ -1,0 +1,30 @@
+"""The agent's file names inside a bundle and the variables that switch it on: the one place that
+knows them, for the agent (loaded by path into the target, so standard library only), capture and
+the reader."""
+
+from __future__ import annotations
+
+DIR = "agent"                         # the bundle's folder of per-process agent files
+ENV_DIR = "FAULTKIT_AGENT_DIR"        # where this process writes (absolute); unset: the agent does nothing
+ENV_MODE = "FAULTKIT_AGENT_MODE"      # "segments" (default) or "blocks" (--alloc-history)
+ENV_CACHE = "FAULTKIT_AGENT_CACHE"    # where the compiled allocator tracker is kept between runs
+ENV_LAUNCHES = "FAULTKIT_AGENT_LAUNCHES"   # "1": Triton launches into a ring too
+STACK_SIGNAL = "SIGUSR2"              # faultkit asks a live process for every thread's stack with it
+
+HEADER = ".json"          # <pid>.json: the process, what the agent armed, what failed
+STACKS = ".stacks.txt"    # <pid>.stacks.txt: faulthandler's dumps (fatal ones and those asked for)
+ALLOC_RING = ".alloc.ring"    # <pid>.alloc.ring: the allocator's events
+SITES = ".sites.tsv"      # <pid>.sites.tsv: id, Python site (file:line function), innermost frame
+LAUNCH_RING = ".launch.ring"  # <pid>.launch.ring: kernel launches seen by a host hook
+
+
+def name(pid: int, suffix: str) -> str:
+    return f"{pid}{suffix}"
+
+
+def split(filename: str) -> tuple[int, str] | None:
+    """`1234.alloc.ring` -> (1234, ".alloc.ring"); None for a name that is not an agent file."""
+    head, dot, rest = filename.partition(".")
+    if not head.isdigit() or not dot or "." + rest not in (HEADER, STACKS, ALLOC_RING, SITES, LAUNCH_RING):
+        return None
+    return int(head), "." + rest

@@ -1,0 +1,63 @@
+"""Records of the in-process agent's files (parsed by ingest/agent_files.py, joined by
+analyze/allocation_owner.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import Problem
+
+
+@dataclass
+class AllocEvent:
+    seq: int
+    kind: str                # alloc | free_requested | free_completed | segment_alloc | segment_free | segment_map | ...
+    t_ns: int                # CLOCK_BOOTTIME ns (from the ring's clock anchors; CLOCK_MONOTONIC where it has none)
+    address: int
+    size: int
+    stream: int
+    device: int
+    site: int                # 0: no Python frame
+    tid: int
+
+
+@dataclass
+class Site:
+    id: int
+    where: str               # the first frame outside torch: file:line function ("-" if none)
+    inner: str               # the innermost Python frame
+
+
+@dataclass
+class ThreadStack:
+    thread: str              # faulthandler's thread id (0x...)
+    current: bool            # the thread that received the signal
+    frames: list[str] = field(default_factory=list)    # innermost first: file:line function
+
+
+@dataclass
+class StackDump:
+    fatal: str | None        # "Fatal Python error: Aborted", None for a dump asked for (SIGUSR2)
+    threads: list[ThreadStack]
+    origin: str              # file:line of its first line
+
+
+@dataclass
+class AgentProcess:
+    pid: int
+    header: dict = field(default_factory=dict)
+    events: list[AllocEvent] = field(default_factory=list)
+    sites: dict[int, Site] = field(default_factory=dict)
+    dumps: list[StackDump] = field(default_factory=list)
+    ring: dict | None = None       # capacity, producer, first_seq, last_seq, torn, wrapped, file
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def blocks(self) -> bool:
+        return bool(self.ring and "blocks" in str(self.ring.get("producer")))
+
+
+@dataclass
+class AgentLog:
+    processes: dict[int, AgentProcess] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)

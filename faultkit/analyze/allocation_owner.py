@@ -1,0 +1,303 @@
+"""Whose memory the fault address was: the agent's allocation map of the faulting process, joined with
+the address the evidence gives (a GPU core's focused-lane operand, ROCm's `on address`, a kernel-log
+page), and every thread's Python stack at the abort.
+
+The map is PyTorch's caching allocator seen from inside: segments (device memory reserved from and
+released to the driver) always, blocks (tensors) with --alloc-history. An address is
+- inside a live block (which, how far in) or, at segment level, a live segment;
+- inside a freed block whose segment the allocator kept (cached: the memory is still mapped), or a
+  segment released to the driver (use after free, and how long before the fault);
+- just past the end of a live block or segment (by how many bytes);
+- in no allocation of this process (since the map began).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..agent_model import AgentLog, AgentProcess, StackDump
+from ..model import Fault
+
+PAST_END_BYTES = 64 << 20     # "past the end of" a live allocation: up to this far beyond it, nothing between
+PAGE = 4096
+OPEN = ("alloc", "segment_alloc", "segment_map")
+SEGMENT_CLOSE = ("segment_free", "segment_unmap")
+
+
+@dataclass
+class Interval:
+    level: str                    # block | segment
+    base: int
+    size: int
+    allocated_ns: int
+    stream: int
+    alloc_site: int
+    freed_ns: int | None = None   # block: free requested; segment: released to the driver
+    free_site: int = 0
+    free_completed_ns: int | None = None
+    released_ns: int | None = None  # a block: when the segment holding it went back to the driver
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def live(self, at: int | None) -> bool:
+        return (at is None or self.allocated_ns <= at) and (self.freed_ns is None or (at is not None and self.freed_ns > at))
+
+    def freed_by(self, at: int | None) -> bool:
+        return self.freed_ns is not None and (at is None or self.freed_ns <= at)
+
+
+def intervals(p: AgentProcess) -> list[Interval]:
+    out: list[Interval] = []
+    open_seg: dict[int, Interval] = {}
+    open_blk: dict[int, Interval] = {}
+    requested: dict[int, Interval] = {}
+    for e in sorted(p.events, key=lambda x: x.seq):
+        if e.kind in OPEN:
+            iv = Interval("block" if e.kind == "alloc" else "segment", e.address, e.size, e.t_ns, e.stream, e.site)
+            (open_blk if e.kind == "alloc" else open_seg)[e.address] = iv
+            out.append(iv)
+        elif e.kind == "free_requested":
+            iv = open_blk.pop(e.address, None)
+            if iv is not None:
+                iv.freed_ns, iv.free_site = e.t_ns, e.site
+                requested[e.address] = iv
+        elif e.kind == "free_completed":
+            iv = requested.pop(e.address, None)
+            if iv is not None:
+                iv.free_completed_ns = e.t_ns
+        elif e.kind in SEGMENT_CLOSE:
+            iv = open_seg.pop(e.address, None)
+            if iv is not None:
+                iv.freed_ns, iv.free_site = e.t_ns, e.site
+            for b in out:
+                if b.level == "block" and b.released_ns is None and b.freed_ns is not None and \
+                        e.address <= b.base < e.address + e.size:
+                    b.released_ns = e.t_ns
+    return out
+
+
+@dataclass
+class AllocationOwner:
+    pid: int
+    address: int
+    verdict: str                   # live | freed | past-end | none | no-map
+    text: str
+    address_basis: str
+    level: str | None = None       # block | segment
+    base: int | None = None
+    size: int | None = None
+    offset: int | None = None      # from the base (inside) or past the end (past-end)
+    stream: int | None = None
+    allocated_at: str | None = None
+    freed_at: str | None = None
+    freed_ms_before: float | None = None
+    released: bool | None = None   # the memory went back to the driver (else the allocator kept it)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "address": f"0x{self.address:x}", "verdict": self.verdict, "text": self.text,
+                "address_basis": self.address_basis, "level": self.level,
+                "base": f"0x{self.base:x}" if self.base is not None else None, "size": self.size,
+                "offset": self.offset, "stream": f"0x{self.stream:x}" if self.stream is not None else None,
+                "allocated_at": self.allocated_at, "freed_at": self.freed_at,
+                "freed_ms_before_fault": self.freed_ms_before, "released_to_driver": self.released, "notes": self.notes}
+
+
+@dataclass
+class ThreadView:
+    thread: str
+    frames: list[str]
+    mark: str | None               # why this thread is the one to look at, where one is
+
+    def to_json(self) -> dict:
+        return {"thread": self.thread, "mark": self.mark, "frames": self.frames}
+
+
+@dataclass
+class BlackBox:
+    owners: list[AllocationOwner] = field(default_factory=list)
+    threads: dict[int, list[ThreadView]] = field(default_factory=dict)     # per pid, at the abort
+    dumps: dict[int, str] = field(default_factory=dict)                    # per pid: which dump, from where
+    processes: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log: AgentLog | None = None          # the records joined (the timeline draws their events)
+
+    def finding(self) -> str | None:
+        o = next((o for o in self.owners if o.verdict in ("freed", "past-end", "live", "none")), None)
+        return o.text if o else None
+
+    def to_json(self) -> dict:
+        return {"owners": [o.to_json() for o in self.owners], "notes": self.notes, "processes": [
+            {**p, "threads_at_abort": [t.to_json() for t in self.threads.get(p["pid"], [])],
+             "stack_dump": self.dumps.get(p["pid"])} for p in self.processes]}
+
+
+def _site(p: AgentProcess, sid: int) -> str | None:
+    if not sid:
+        return None
+    s = p.sites.get(sid)
+    if s is None:
+        return "an unresolved site (the process died before the agent named it)"
+    return s.where if s.where != "-" else s.inner
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.1f} ms"
+
+
+def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool = False) -> AllocationOwner:
+    """`at`: the fault's time (CLOCK_BOOTTIME ns), None when not known (then the map's end is used)."""
+    ivs = intervals(p)
+    o = AllocationOwner(p.pid, address, "no-map", "", basis)
+    if not ivs:
+        o.text = (f"pid {p.pid}: the agent recorded no device memory (" +
+                  str((p.header.get("alloc") or {}).get("note") or "the tracker did not attach") + ")")
+        return o
+    lo, hi = (address, address + PAGE) if page else (address, address + 1)
+    where = f"0x{address:x}" + (f" (the page 0x{address:x}-0x{hi:x}: the evidence gives the page, not the byte)"
+                                if page else "")
+    blocks = p.blocks
+    covers = [iv for iv in ivs if iv.base < hi and lo < iv.end]
+
+    def fill(iv: Interval, verdict: str) -> AllocationOwner:
+        o.verdict, o.level, o.base, o.size, o.stream = verdict, iv.level, iv.base, iv.size, iv.stream
+        o.offset = address - iv.base if verdict != "past-end" else address - iv.end
+        o.allocated_at = _site(p, iv.alloc_site)
+        o.freed_at = _site(p, iv.free_site) if iv.freed_ns is not None else None
+        if iv.freed_ns is not None and at is not None:
+            o.freed_ms_before = round((at - iv.freed_ns) / 1e6, 3)
+        return o
+
+    def what(iv: Interval) -> str:
+        return (f"the {iv.size:,}-byte {iv.level} at 0x{iv.base:x}" +
+                (f" allocated at {_site(p, iv.alloc_site)}" if _site(p, iv.alloc_site) else
+                 " (no Python site: allocated outside Python or before the agent named it)"))
+
+    live_blocks = [iv for iv in covers if iv.level == "block" and iv.live(at)]
+    if live_blocks:
+        iv = max(live_blocks, key=lambda x: x.allocated_ns)
+        fill(iv, "live")
+        o.text = f"{where} is {address - iv.base:,} bytes inside {what(iv)}, live at the fault (pid {p.pid})"
+        return o
+    live_segs = [iv for iv in covers if iv.level == "segment" and iv.live(at)]
+    freed_blocks = [iv for iv in covers if iv.level == "block" and iv.freed_by(at)]
+    if live_segs:
+        seg = live_segs[0]
+        inside = [b for b in freed_blocks if seg.base <= b.base < seg.end]
+        if inside:
+            b = max(inside, key=lambda x: x.freed_ns)
+            fill(b, "freed")
+            o.released = False
+            ago = f" {_ms(at - b.freed_ns)} before the fault" if at is not None else " before the fault"
+            o.text = (f"{where} is in {what(b)}, freed{ago}" + (f" at {o.freed_at}" if o.freed_at else "") +
+                      f"; the allocator kept the memory cached (its segment 0x{seg.base:x} is still reserved), so the "
+                      f"read hit stale or reused memory rather than faulting by itself (pid {p.pid})")
+            return o
+        fill(seg, "live")
+        o.text = (f"{where} is {address - seg.base:,} bytes inside {what(seg)}, reserved at the fault"
+                  + ("" if blocks else "; which tensor is not known at segment level (--alloc-history names the block)")
+                  + f" (pid {p.pid})")
+        return o
+    freed_segs = [iv for iv in covers if iv.level == "segment" and iv.freed_by(at)]
+    if freed_segs:
+        seg = max(freed_segs, key=lambda x: x.freed_ns)
+        inside = [b for b in freed_blocks if seg.base <= b.base < seg.end]
+        b = max(inside, key=lambda x: x.freed_ns) if inside else None
+        iv = b or seg
+        fill(iv, "freed")
+        o.released = True
+        o.freed_ms_before = round((at - seg.freed_ns) / 1e6, 3) if at is not None else None
+        ago = f"{_ms(at - seg.freed_ns)} before the fault" if at is not None else "before the fault (its time unknown)"
+        freed_where = _site(p, seg.free_site)
+        o.text = (f"{where} is {address - iv.base:,} bytes into {what(iv)}: freed and released to the driver {ago}"
+                  + (f" (released at {freed_where})" if freed_where else "") + f": a use after free (pid {p.pid})")
+        return o
+    below = [iv for iv in ivs if iv.end <= lo and iv.live(at) and lo - iv.end < PAST_END_BYTES
+             and (iv.level == "block" or not blocks or not any(b.level == "block" for b in ivs))]
+    if below:
+        iv = max(below, key=lambda x: (x.end, x.level == "block"))
+        if not any(iv.end <= x.base < hi for x in ivs if x is not iv and x.live(at)):
+            fill(iv, "past-end")
+            o.text = f"{where} is {address - iv.end:,} bytes past the end of {what(iv)} (pid {p.pid})"
+            return o
+    o.verdict = "none"
+    since = (p.header.get("alloc") or {}).get("attached") or {}
+    o.text = f"{where} is in no allocation of this process (pid {p.pid})"
+    if p.ring and p.ring.get("wrapped"):
+        o.notes.append("the ring had wrapped: allocations older than its first record are not in it")
+    if since:
+        o.notes.append("the map begins when the agent attached, at CUDA start")
+    return o
+
+
+def threads_at_abort(dumps: list[StackDump]) -> tuple[list[ThreadView], str | None]:
+    """The last fatal dump (else the last one asked for), each thread with a mark where it was inside
+    the GPU runtime or raised the signal."""
+    fatal = [d for d in dumps if d.fatal]
+    d = fatal[-1] if fatal else (dumps[-1] if dumps else None)
+    if d is None:
+        return [], None
+    views = []
+    for t in d.threads:
+        top = t.frames[0] if t.frames else ""
+        mark = None
+        if any("/faultkit/agent/" in f for f in t.frames):
+            mark = "faultkit's agent (its site resolver): not the target's"
+        elif "/torch/cuda/" in top or top.endswith((" synchronize", " item", " _lazy_init")):
+            mark = f"inside the GPU runtime ({top.rsplit(' ', 1)[-1]}): waiting on the GPU, where a GPU error reaches the host"
+        elif t.current:
+            mark = "the thread that received the signal"
+        views.append(ThreadView(t.thread, t.frames, mark))
+    return views, f"{d.fatal or 'stacks asked for (SIGUSR2)'} ({d.origin})"
+
+
+@dataclass
+class FaultAddress:
+    address: int
+    pid: int | None
+    basis: str
+    page: bool = False
+
+
+def fault_addresses(faults: list[Fault], lanes: list[tuple[int, int | None, str]]) -> list[FaultAddress]:
+    """`lanes`: (address, pid, basis) from the debugger stops' focused-lane operands: the exact byte,
+    first; then the runtime's and the kernel log's fault addresses (pages)."""
+    out = [FaultAddress(a, pid, basis) for a, pid, basis in lanes]
+    for f in faults:
+        if f.address is None:
+            continue
+        page = f.source == "kernel-log" or f.address % PAGE == 0
+        src = {"runtime": "the runtime's fault line", "kernel-log": "the kernel log's fault"}.get(f.source, f.source)
+        out.append(FaultAddress(f.address, f.pid, f"{src} ({f.origin})", page))
+    return out
+
+
+def black_box(log: AgentLog, addresses: list[FaultAddress], fault_ns: int | None) -> BlackBox:
+    bb = BlackBox(log=log)
+    for pid, p in sorted(log.processes.items()):
+        alloc = p.header.get("alloc") or {}
+        bb.processes.append({"pid": pid, "ppid": p.header.get("ppid"), "armed": p.header.get("armed"),
+                             "allocations": alloc.get("mechanism"), "mode": alloc.get("mode"),
+                             "events": len(p.events), "sites": len(p.sites), "ring": p.ring,
+                             "note": alloc.get("note") or alloc.get("sites_note"),
+                             "failures": p.header.get("failures") or []})
+        views, which = threads_at_abort(p.dumps)
+        if views:
+            bb.threads[pid], bb.dumps[pid] = views, which
+    mapped = [p for p in log.processes.values() if p.events]
+    seen = set()
+    for fa in addresses:
+        procs = [log.processes[fa.pid]] if fa.pid in log.processes else mapped
+        if fa.pid is not None and fa.pid not in log.processes and mapped:
+            bb.notes.append(f"the fault names pid {fa.pid}, which did not run the agent: its address was looked "
+                            f"up in every process that did")
+        for p in procs:
+            if (p.pid, fa.address) in seen:
+                continue
+            seen.add((p.pid, fa.address))
+            bb.owners.append(locate(p, fa.address, fault_ns, fa.basis, fa.page))
+    if fault_ns is None and bb.owners:
+        bb.notes.append("the fault's time is not known: 'live' and 'freed' are judged at the map's end")
+    return bb

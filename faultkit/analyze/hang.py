@@ -1,0 +1,289 @@
+"""One hang verdict from two (or more) samples of every process's stacks: who is stuck, where, on
+what, and who waits on whom.
+
+The rule (the one place it is written; `capture --hang-after` and `faultkit dump` both apply it):
+  - a thread is STUCK when it waits on the GPU or in a collective (analyze/waits.py) and its stack
+    is the same in every sample: the GPU did not finish the work, or the collective did not
+    complete, in the time between them (`likely`);
+  - a process is IDLE when every thread waits for work (sockets, queues, sleeps, condition
+    variables, its children) or is a background thread (NCCL's proxy, the c10d watchdog): a server
+    with no request in flight. Idle is not hung;
+  - a process is BLOCKED when a thread waits on a lock or a read with the same stack in every
+    sample and nothing else moves (a host deadlock, `possible`);
+  - a process is BUSY when a thread is on a CPU outside any known wait, or its stack moved;
+  - one sample cannot tell stuck from slow: a GPU wait seen once is `waiting`, never stuck.
+A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in.
+A request in flight shows in the stacks: the thread working on it is busy (its stack moves: work
+in progress, judged again at the next silence) or waits on the GPU or a collective for it (stuck
+when that wait does not move). Silence with every process idle is idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..hang_model import ProcessStacks, ThreadStack
+from ..judge.claims import Basis, Claim, Identities
+from .collectives import CollectiveLag
+from .running import RunningKernel
+from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
+
+STUCK, BLOCKED, BUSY, IDLE, WAITING, EXITED, UNKNOWN = ("stuck", "blocked", "busy", "idle", "waiting", "exited",
+                                                       "unknown")
+BLOCKING_HOST = frozenset({"lock", "read"})
+
+
+@dataclass
+class ThreadFinding:
+    pid: int
+    tid: int | None
+    name: str | None
+    wait: Wait
+    samples: int                     # in how many samples this thread was seen
+    unchanged: bool | None           # the same stack in every sample (None: one sample)
+    cpu_ticks: int | None            # CPU time used between the first and the last sample
+    stuck: bool = False
+
+    @property
+    def label(self) -> str:
+        return f'thread {self.tid if self.tid is not None else "?"}' + (f' "{self.name}"' if self.name else "")
+
+    def describe(self, gap: str = "") -> str:
+        w = self.wait
+        at = f" at {w.where.where}" if w.where else ""
+        moved = ("" if self.unchanged is None else
+                 f", unchanged across {self.samples} samples{gap}" if self.unchanged else ", moved between samples")
+        spin = f" (spinning: {self.cpu_ticks} CPU ticks meanwhile)" if self.cpu_ticks else ""
+        return f"{self.label} waits in {w.on}{at}{moved}{spin}"
+
+    def to_json(self) -> dict:
+        w = self.wait
+        return {"pid": self.pid, "tid": self.tid, "name": self.name, "category": w.category, "kind": w.kind,
+                "on": w.frame.function if w.frame else None, "where": w.where.where if w.where else None,
+                "background": w.background, "idle": w.idle, "samples": self.samples, "unchanged": self.unchanged,
+                "cpu_ticks": self.cpu_ticks, "stuck": self.stuck}
+
+
+@dataclass
+class ProcessFinding:
+    pid: int
+    rank: int | None
+    ppid: int | None
+    command: str | None
+    source: str
+    state: str
+    threads: list[ThreadFinding] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
+
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "rank": self.rank, "ppid": self.ppid, "command": self.command, "source": self.source,
+                "state": self.state, "threads": [t.to_json() for t in self.threads], "problems": self.problems}
+
+
+@dataclass
+class HangFinding:
+    """The verdict's evidence, typed: what judge turns into a verdict."""
+    state: str                       # hung | idle | busy | unknown
+    level: str | None                # likely | possible (hung only)
+    summary: str
+    stuck: list[ThreadFinding] = field(default_factory=list)
+    waits_on: list[str] = field(default_factory=list)      # who waits on whom, one sentence each
+    processes: list[ProcessFinding] = field(default_factory=list)
+    lags: list[CollectiveLag] = field(default_factory=list)
+    kernels: list[RunningKernel] = field(default_factory=list)
+    samples: int = 0
+    interval_s: float | None = None
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "level": self.level, "summary": self.summary, "samples": self.samples,
+                "interval_s": self.interval_s, "stuck": [t.to_json() for t in self.stuck], "waits_on": self.waits_on,
+                "processes": [p.to_json() for p in self.processes], "collectives": [c.to_json() for c in self.lags],
+                "running_kernels": [k.to_json() for k in self.kernels]}
+
+
+def _key(t: ThreadStack, i: int) -> tuple:
+    return ("tid", t.tid) if t.tid is not None else ("name", t.name, i)
+
+
+def process_finding(samples: list[ProcessStacks | None]) -> ProcessFinding:
+    """One process across the samples (None where it was not seen)."""
+    seen = [s for s in samples if s is not None]
+    last = seen[-1]
+    pf = ProcessFinding(last.pid, last.rank, last.ppid, last.command, last.source, UNKNOWN,
+                        problems=list(dict.fromkeys(p for s in seen for p in s.problems)))
+    if samples[-1] is None:
+        pf.state = EXITED
+        return pf
+    history: dict[tuple, list[ThreadStack]] = {}
+    for s in seen:
+        for i, t in enumerate(s.threads):
+            history.setdefault(_key(t, i), []).append(t)
+    for i, t in enumerate(last.threads):
+        runs = history.get(_key(t, i), [t])
+        w = classify(t)
+        unchanged = None if len(runs) < 2 else len({signature(r) for r in runs}) == 1
+        ticks = (runs[-1].cpu_ticks - runs[0].cpu_ticks
+                 if len(runs) > 1 and runs[0].cpu_ticks is not None and runs[-1].cpu_ticks is not None else None)
+        stuck = w.category in (GPU, COLLECTIVE) and not w.background and unchanged is True
+        pf.threads.append(ThreadFinding(last.pid, t.tid, t.name, w, len(runs), unchanged, ticks, stuck))
+    pf.state = _state(pf.threads)
+    return pf
+
+
+def _state(threads: list[ThreadFinding]) -> str:
+    if not threads:
+        return UNKNOWN
+    if any(t.stuck for t in threads):
+        return STUCK
+    fg = [t for t in threads if not t.wait.idle]
+    if any(t.wait.category == RUNNING or (t.unchanged is False and t.wait.category != HOST) for t in fg):
+        return BUSY
+    if any(t.wait.category in (GPU, COLLECTIVE) for t in fg):
+        return WAITING                       # seen once, or it moved: not stuck, not idle
+    if any(t.wait.kind in BLOCKING_HOST and t.unchanged for t in fg):
+        return BLOCKED
+    if all(t.wait.idle for t in threads):
+        return IDLE
+    return UNKNOWN
+
+
+@dataclass(frozen=True)
+class GoneWorker:
+    """A process of the tree that used a GPU and exited before the samples (capture saw it)."""
+    pid: int
+    ppid: int | None
+    command: str
+
+
+def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
+            lags: list[CollectiveLag] = (), kernels: list[RunningKernel] = (),
+            gone: list[GoneWorker] = ()) -> HangFinding:
+    """`samples`: every process's stacks at each sampling moment, in order. `gone`: GPU workers
+    that died before them: with the rest idle, the requests they were given go unanswered."""
+    pids = list(dict.fromkeys(p.pid for s in samples for p in s))
+    procs = []
+    for pid in pids:
+        per = [next((p for p in s if p.pid == pid), None) for s in samples]
+        procs.append(process_finding(per))
+    stuck = [t for p in procs for t in p.threads if t.stuck]
+    hf = HangFinding(UNKNOWN, None, "", stuck, [], procs, list(lags), list(kernels), len(samples), interval_s)
+    states = {p.state for p in procs}
+    blocked = [p for p in procs if p.state == BLOCKED]
+    gap = f" {interval_s:g} s apart" if interval_s else ""
+    if stuck:
+        hf.state, hf.level = "hung", "likely"
+        first = stuck[0]
+        pf = next(p for p in procs if p.pid == first.pid)
+        hf.summary = f"{pf.label} is stuck: {first.describe(gap)}"
+    elif hf.lags:
+        hf.state, hf.level = "hung", "likely"
+        hf.summary = hf.lags[0].why
+    elif blocked:
+        hf.state, hf.level = "hung", "possible"
+        t = next(t for t in blocked[0].threads if t.wait.kind in BLOCKING_HOST)
+        hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
+    elif procs and states <= {IDLE, EXITED} and gone:
+        hf.state, hf.level = "hung", "possible"
+        g = gone[0]
+        hf.summary = (f"GPU worker pid {g.pid} ({g.command[:80]}) died and the rest waits for work: what was sent "
+                      f"to it is not answered")
+    elif procs and states <= {IDLE, EXITED}:
+        hf.state = "idle"
+        hf.summary = ("every thread waits for work (" +
+                      ", ".join(sorted({t.wait.kind for p in procs for t in p.threads})) + ")" +
+                      (f" in {len(samples)} samples{gap}" if len(samples) > 1 else ""))
+    elif BUSY in states or WAITING in states:
+        hf.state = "busy"
+        busy = [p for p in procs if p.state in (BUSY, WAITING)]
+        hf.summary = ("working, not stuck: " + "; ".join(
+            f"{p.label} " + ("has a thread on a CPU or moving" if p.state == BUSY else
+                             "waits on the GPU or a collective in one sample only (take two to tell stuck from slow)")
+            for p in busy))
+    else:
+        why = next((x for p in procs for x in p.problems), None)
+        known = sorted({t.wait.kind for p in procs for t in p.threads if t.wait.category != UNKNOWN})
+        hf.summary = (f"no stacks could be read{f' ({why})' if why else ''}" if not any(p.threads for p in procs) else
+                      f"no wait seen stuck (the threads wait in: {', '.join(known)})" if known else
+                      "the threads wait on nothing faultkit knows (see their stacks)")
+    hf.waits_on = who_waits_on_whom(procs, hf.lags, hf.kernels)
+    live = {p.pid: p for p in procs}
+    hf.waits_on += [f"GPU worker pid {g.pid} died before the samples; its parent pid {g.ppid} goes on "
+                    f"({live[g.ppid].state})" for g in gone if g.ppid in live]
+    return hf
+
+
+def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
+                      kernels: list[RunningKernel]) -> list[str]:
+    out = []
+    by_rank = {p.rank: p for p in procs if p.rank is not None}
+    gpu_stuck = [p for p in procs if any(t.stuck and t.wait.category == GPU for t in p.threads)]
+    coll = [p for p in procs if any(t.wait.category == COLLECTIVE and not t.wait.background for t in p.threads)]
+    for p in coll:
+        for q in gpu_stuck:
+            if q.pid != p.pid:
+                t = next(t for t in q.threads if t.stuck and t.wait.category == GPU)
+                w = next(t for t in p.threads if t.wait.category == COLLECTIVE and not t.wait.background)
+                out.append(f"{p.label} waits in {w.wait.on} while {q.label} is stuck on its GPU in {t.wait.on}"
+                           + (f" at {t.wait.where.where}" if t.wait.where else ""))
+    for lag in lags:
+        for r in lag.behind:
+            q = by_rank.get(r)
+            doing = ""
+            if q is not None:
+                # what the rank behind does: its stuck thread, else a busy one, else its main thread
+                t = next((t for t in q.threads if t.stuck), None) or next(
+                    (t for t in q.threads if not t.wait.idle), None) or next(
+                    (t for t in q.threads if t.name == "MainThread"), None) or (q.threads or [None])[0]
+                doing = f"; it is {q.state}" + (f": its {t.describe()}" if t else "")
+            out.append(f"ranks {', '.join(map(str, lag.ahead))} wait in {lag.ahead_at.op} #{lag.ahead_at.seq} "
+                       f"for rank {r}" + doing)
+    by_pid = {p.pid: p for p in procs}
+    for p in procs:
+        if p.state == EXITED and p.ppid in by_pid and by_pid[p.ppid].state != EXITED:
+            out.append(f"{p.label} exited between the samples; its parent pid {p.ppid} goes on "
+                       f"({by_pid[p.ppid].state})")
+        if any(t.wait.kind == "subprocess" for t in p.threads):
+            kids = [q for q in procs if q.ppid == p.pid and q.state in (STUCK, BLOCKED, EXITED)]
+            out += [f"{p.label} waits for its child {q.label}, which is {q.state}" for q in kids]
+    for k in kernels:
+        q = by_pid.get(k.pid)
+        if q is not None and q.state == STUCK:
+            out.append(f"{q.label}'s GPU was running {k.kernel}" + (f" at {k.where}" if k.where else "")
+                       + f" ({k.origin}, user-triggered core)")
+    return list(dict.fromkeys(out))
+
+
+def counted_running(hf: HangFinding | None, running: list[RunningKernel]) -> list[RunningKernel]:
+    """The kernels in user-triggered cores that still say something: none of an idle tree (a
+    kernel an idle server's GPU was running is no finding), every one otherwise; a stuck
+    process's kernel is claimed by `hang_claims` instead."""
+    if hf is None:
+        return running
+    if hf.state == "idle":
+        return []
+    stuck = {t.pid for t in hf.stuck}
+    return [k for k in running if k.pid not in stuck]
+
+
+def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
+    """What the stacks say to the judge. The kernel running on the GPU of a process whose stacks
+    show it stuck is a claim (where nothing faulted: then the fault is the story); the hang
+    itself, with no kernel, gives the verdict its words where no kernel can be named."""
+    if hf is None or hf.state == UNKNOWN:
+        return []
+    words = "; ".join([hf.summary, *hf.waits_on])
+    out = []
+    stuck = {t.pid: t for t in hf.stuck}
+    for k in hf.kernels if not faulted else []:
+        t = stuck.get(k.pid)
+        if t is not None:
+            out.append(Claim(k.kernel, Basis("hang-stuck-kernel", "GPU core dump and host stacks"),
+                             f"running on the GPU of pid {k.pid}" + (f" at {k.where}" if k.where else "")
+                             + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core))
+    lead = {"idle": "idle, not hung", "busy": "working, not stuck"}.get(hf.state, f"hang ({hf.level})")
+    out.append(Claim(None, Basis("hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
+    return out

@@ -1,0 +1,200 @@
+"""What each thread of a live process waits on, from its stack: the GPU, a collective, or the host.
+
+The rules are the one table of symbols and Python functions that mean a wait. A thread is judged
+by the most telling frame of its stack, not the innermost one: a `queue.get` ends in a lock and a
+futex, a `barrier()` in a device synchronize, a GPU wait in an ioctl or a poll.
+  1. a collective frame anywhere (an NCCL/RCCL/gloo call, a c10d Work wait, a store get) wins;
+  2. else a GPU wait frame anywhere (ROCr signal waits, *Synchronize, `.item()`, stream/event queries);
+  3. else the host wait of the highest rank among the frames below the thread's own code (the
+     innermost Python frame that is neither the standard library nor a known wait): a queue or a
+     socket beats the condition variable and the lock it is built on.
+A thread that matches nothing is `running` where the tool or /proc says it is on a CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..hang_model import StackFrame, ThreadStack
+
+GPU, COLLECTIVE, HOST, RUNNING, UNKNOWN = "gpu", "collective", "host", "running", "unknown"
+# Host waits of a process that waits for work: with nothing else going on, the process is idle.
+IDLE_KINDS = frozenset({"socket", "queue", "message-queue", "condition", "sleep", "subprocess", "event-loop"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    category: str
+    kind: str
+    function: re.Pattern
+    file: re.Pattern | None = None      # Python rules: the file the function is in
+    rank: int = 0                       # host rules: the higher wins (a queue over its lock)
+    background: bool = False            # a thread that always waits like this (NCCL's proxy, the watchdog)
+
+
+def _sym(names: str) -> re.Pattern:
+    """A native symbol, namespaced or not, with or without its argument list."""
+    return re.compile(rf"(?:^|::)(?:{names})(?:\(|$|<|@)")
+
+
+def _py(func: str, file: str) -> tuple[re.Pattern, re.Pattern]:
+    return re.compile(rf"^(?:\w+\.)*(?:{func})$"), re.compile(rf"(?:^|/)(?:{file})$")
+
+
+RULES: tuple[Rule, ...] = (
+    # --- collectives (rule 1): the background threads every NCCL process has
+    Rule(COLLECTIVE, "nccl-proxy", _sym(r"ncclProxy\w*|proxyService\w*|persistentSocketThread"), background=True),
+    Rule(COLLECTIVE, "watchdog", _sym(r"ncclCommWatchdog|watchdogHandler|Watchdog::run|heartbeatMonitor|"
+                                      r"HeartbeatMonitor::\w+"), background=True),
+    Rule(COLLECTIVE, "nccl-call", _sym(r"nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Bcast|Reduce|Send|Recv|"
+                                       r"AllToAll\w*|GroupEnd|CommInitRank\w*|CommSplit|CommFinalize|CommAbort|"
+                                       r"CommDestroy)")),
+    Rule(COLLECTIVE, "work-wait", _sym(r"Work\w*::(?:wait|synchronize\w*)|gloo::(?:\w+::)*(?:wait\w*)")),
+    Rule(COLLECTIVE, "store", _sym(r"\w*Store::(?:get|wait|check)|TCPClient::\w*[rR]ecv\w*")),
+    Rule(COLLECTIVE, "collective-call",
+         *_py(r"all_reduce|all_gather\w*|reduce_scatter\w*|broadcast|barrier|monitored_barrier|reduce|send|recv|"
+              r"all_to_all\w*|gather|scatter|wait", r"torch/distributed/distributed_c10d\.py|distributed_c10d\.py")),
+    # --- the GPU (rule 2)
+    Rule(GPU, "rocr-signal-wait", _sym(r"hsa_signal_wait_\w+|hsa_amd_signal_wait_any|"
+                                       r"(?:\w+::)*\w*Signal::Wait\w*|hsaKmtWaitOnEvent\w*|hsaKmtWaitOnMultipleEvents\w*")),
+    Rule(GPU, "synchronize", _sym(r"(?:cuda|hip)(?:Device|Stream|Event|Ctx)Synchronize\w*|"
+                                  r"cu(?:Stream|Event|Ctx)Synchronize\w*|device_synchronize|"
+                                  r"(?:\w+::)*(?:CUDA|HIP)(?:Stream|Event)::synchronize")),
+    Rule(GPU, "blocking-copy", _sym(r"(?:cuda|hip)Memcpy(?:DtoH|2D|FromSymbol)?|cuMemcpy(?:DtoH|HtoD)?(?:_v2)?")),
+    Rule(GPU, "item", _sym(r"(?:\w+::)*_local_scalar_dense\w*")),
+    Rule(GPU, "query", _sym(r"(?:cuda|hip)(?:Stream|Event)Query|cu(?:Stream|Event)Query\w*")),
+    Rule(GPU, "torch.cuda.synchronize", *_py(r"synchronize", r"torch/cuda/__init__\.py|torch/cuda/streams\.py")),
+    # --- the host (rule 3), by rank
+    Rule(HOST, "queue", *_py(r"get|get_nowait|_recv_bytes|recv|_poll", r"queue\.py|multiprocessing/queues\.py|"
+                                                                         r"multiprocessing/connection\.py"), rank=5),
+    Rule(HOST, "message-queue", _sym(r"zmq_poll|zmq_msg_recv|zmq_recv\w*|zmq::\w+::(?:\w*poll\w*|recv\w*)"), rank=5),
+    Rule(HOST, "message-queue", *_py(r"\w*recv\w*|poll", r"zmq/.*\.py"), rank=5),
+    Rule(HOST, "subprocess", *_py(r"wait|_wait|_try_wait|communicate|poll",
+                                  r"subprocess\.py|multiprocessing/popen_\w+\.py"), rank=5),
+    Rule(HOST, "event-loop", *_py(r"run_forever|_run_once|run_until_complete|select",
+                                  r"asyncio/base_events\.py|uvloop/.*|selectors\.py"), rank=4),
+    Rule(HOST, "socket", *_py(r"accept|recv\w*|serve_forever|select|poll|handle_request",
+                              r"socket\.py|socketserver\.py|ssl\.py"), rank=4),
+    Rule(HOST, "socket", _sym(r"accept4?|recv(?:from|msg|mmsg)?|__libc_recv\w*|poll|ppoll|__poll|__GI___poll|"
+                              r"select|pselect6?|__select|epoll_wait|epoll_pwait2?|__GI_epoll_wait|uv__io_poll|"
+                              r"sock_accept\w*|sock_recv\w*|select_\w+|poll_poll"), rank=3),
+    Rule(HOST, "subprocess", _sym(r"wait4|__GI___wait4|__wait4|waitpid|__waitpid|waitid|os_waitpid\w*|os_wait\w*"),
+         rank=3),
+    Rule(HOST, "sleep", _sym(r"clock_nanosleep|__GI___clock_nanosleep|__clock_nanosleep\w*|nanosleep|__nanosleep|"
+                             r"usleep|time_sleep|pysleep|sleep_for|sleep"), rank=3),
+    Rule(HOST, "condition", *_py(r"wait|Condition\.wait|Event\.wait|Barrier\.wait", r"threading\.py"), rank=2),
+    Rule(HOST, "condition", _sym(r"pthread_cond_(?:timed)?wait\w*|___pthread_cond_(?:timed)?wait\w*|"
+                                 r"__pthread_cond_wait\w*|(?:std::)?condition_variable::wait\w*"), rank=2),
+    Rule(HOST, "lock", *_py(r"acquire|Lock\.acquire|RLock\.acquire|_acquire_restore|join|_wait_for_tstate_lock",
+                            r"threading\.py"), rank=1),
+    Rule(HOST, "lock", _sym(r"pthread_mutex_(?:timed)?lock|__pthread_mutex_lock\w*|__lll_lock_wait\w*|"
+                            r"PyThread_acquire_lock\w*|lock_PyThread_acquire_lock|acquire_timed|pthread_rwlock_\w*lock|"
+                            r"sem_wait|sem_timedwait|__new_sem_wait\w*|do_futex_wait\w*|(?:std::)?mutex::lock|"
+                            r"futex_wait\w*|__futex_abstimed_wait\w*|futex_abstimed_wait\w*|syscall"), rank=0),
+    Rule(HOST, "read", _sym(r"read|__libc_read|__GI___libc_read|__read_nocancel|_io_\w*read\w*"), rank=0),
+)
+
+
+@dataclass(frozen=True)
+class Wait:
+    category: str                   # gpu | collective | host | running | unknown
+    kind: str                       # the rule's kind: synchronize, nccl-call, socket, lock ...
+    frame: StackFrame | None        # the frame that says it
+    where: StackFrame | None        # the thread's own innermost code frame: file:line function
+    background: bool = False
+
+    @property
+    def idle(self) -> bool:
+        """A host wait for work (a socket, a queue, a sleep), or a background thread's wait."""
+        return self.background or (self.category == HOST and self.kind in IDLE_KINDS)
+
+    @property
+    def on(self) -> str:
+        """What it waits on, in words: `hipStreamSynchronize (GPU)`."""
+        if self.category in (RUNNING, UNKNOWN):
+            return self.category
+        name = self.frame.function if self.frame and self.frame.function else self.kind
+        return f"{name.split('(')[0]} ({self.category}: {self.kind})"
+
+
+def matches(rule: Rule, frame: StackFrame) -> bool:
+    if not frame.function:
+        return False
+    if rule.file is not None:
+        return not frame.native and bool(frame.file) and bool(rule.file.search(frame.file)) \
+            and bool(rule.function.search(frame.function))
+    return frame.native and bool(rule.function.search(frame.function))
+
+
+def _rule_of(frame: StackFrame, categories: tuple[str, ...]) -> Rule | None:
+    return next((r for r in RULES if r.category in categories and matches(r, frame)), None)
+
+
+def own_frame(frames: list[StackFrame]) -> int | None:
+    """Index of the thread's own innermost code: a Python frame that is no known wait and not the
+    standard library (site-packages is the user's: vLLM's scheduler is where a user looks)."""
+    for i, f in enumerate(frames):
+        if f.native or not f.function:
+            continue
+        if _rule_of(f, (GPU, COLLECTIVE, HOST)) is None and not _stdlib(f.file):
+            return i
+    return None
+
+
+# Libraries whose frames are never where a user looks (torch's c10d logging wrapper around a
+# collective, asyncio's loop); a server's own package in site-packages (vLLM, SGLang) is.
+LIBRARY_PATHS = re.compile(r"/(?:site|dist)-packages/(?:torch|triton|zmq|uvloop|concurrent|multiprocess)/")
+
+
+def _stdlib(path: str | None) -> bool:
+    if not path:
+        return False
+    if re.search(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)", path) or LIBRARY_PATHS.search(path):
+        return True
+    return "/" not in path and path in STDLIB_BASENAMES    # py-spy's text prints short names
+
+
+STDLIB_BASENAMES = frozenset({"threading.py", "queue.py", "selectors.py", "socket.py", "socketserver.py",
+                              "subprocess.py", "base_events.py", "events.py", "runners.py", "ssl.py",
+                              "connection.py", "queues.py", "popen_fork.py", "process.py", "<frozen runpy>"})
+
+
+def classify(thread: ThreadStack) -> Wait:
+    frames = thread.frames
+    own = own_frame(frames)
+    where = frames[own] if own is not None else next((f for f in frames if not f.native), None)
+    for cats in ((COLLECTIVE,), (GPU,)):
+        for i, f in enumerate(frames):
+            r = _rule_of(f, cats)
+            if r is not None:
+                return Wait(r.category, r.kind, f, where or caller(frames, i), r.background)
+    below = frames[:own] if own is not None else frames
+    best: tuple[Rule, StackFrame] | None = None
+    for f in below:
+        r = _rule_of(f, (HOST,))
+        if r is not None and (best is None or r.rank > best[0].rank):
+            best = (r, f)
+    if best is not None:
+        return Wait(HOST, best[0].kind, best[1], where or caller(frames, frames.index(best[1])))
+    on_cpu = thread.active is True or thread.state == "R"
+    return Wait(RUNNING if on_cpu else UNKNOWN, "on-cpu" if on_cpu else "unknown", frames[0] if frames else None, where)
+
+
+RUNTIME_PREFIXES = ("hip", "cuda", "cu", "hsa", "rocr::", "amd::", "roc::", "ihip", "nccl", "rccl", "c10::",
+                    "c10d::", "at::", "torch::", "std::", "__", "gloo::", "Py", "_Py", "pthread_", "start_thread")
+
+
+def caller(frames: list[StackFrame], i: int) -> StackFrame | None:
+    """A native stack's place for a user: the first caller of the wait with a source line that is
+    not the runtime's own (the program's `main () at server.cpp:88`), else the wait frame itself."""
+    for f in frames[i + 1:]:
+        if f.file and f.line and f.function and not f.function.startswith(RUNTIME_PREFIXES):
+            return f
+    return frames[i] if frames[i].file else None
+
+
+def signature(thread: ThreadStack, depth: int = 12) -> tuple:
+    """What has to change for a thread to have moved: its innermost frames (a loop that calls
+    the same wait again and again keeps its stack, so it has not moved either)."""
+    return tuple((f.function, f.file, f.line) for f in thread.frames[:depth])

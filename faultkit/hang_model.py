@@ -1,0 +1,97 @@
+"""The records of a hang: host stacks of live processes (py-spy, gdb, faulthandler) and each
+rank's collectives (PyTorch's flight recorder, its watchdog lines).
+
+A model-layer module: the parsers (ingest/stacks.py, ingest/flight_recorder.py) build these
+records, the collector (capture/stacks.py) adds what /proc says about each thread, and the
+analyses (analyze/waits.py, analyze/hang.py, analyze/collectives.py) read them. Frames are
+innermost first, as every tool prints them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    function: str | None
+    file: str | None = None
+    line: int | None = None
+    library: str | None = None       # the shared object a native frame is in (libc.so.6, libamdhip64.so)
+    native: bool = False             # a C/C++ frame; False: a Python frame
+
+    @property
+    def where(self) -> str:
+        """`file:line function`, the way a user looks it up."""
+        place = f"{self.file}:{self.line}" if self.file and self.line else (self.file or self.library or "?")
+        return f"{place} {self.function or '??'}"
+
+
+@dataclass
+class ThreadStack:
+    tid: int | None                  # the OS thread id (LWP)
+    name: str | None = None
+    frames: list[StackFrame] = field(default_factory=list)     # innermost first
+    active: bool | None = None       # py-spy: on a CPU, not idle; None where the tool does not say
+    state: str | None = None         # the kernel's scheduler state from /proc (R running, S sleeping, D disk)
+    cpu_ticks: int | None = None     # utime+stime from /proc, in clock ticks: a spinning wait burns them
+
+
+@dataclass
+class ProcessStacks:
+    pid: int
+    source: str                      # py-spy | py-spy --native | gdb | faulthandler
+    threads: list[ThreadStack] = field(default_factory=list)
+    taken_at: float | None = None    # wall-clock time of the sample
+    command: str | None = None
+    rank: int | None = None          # the distributed rank its launcher gave it (RANK), where set
+    ppid: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ProcessStacks":
+        """Back from `to_json`; a value of the wrong type (a damaged or foreign file) is dropped."""
+        def frame(f: dict) -> StackFrame:
+            return StackFrame(_t(f.get("function"), str), _t(f.get("file"), str), _t(f.get("line"), int),
+                              _t(f.get("library"), str), f.get("native") is True)
+
+        threads = [ThreadStack(_t(t.get("tid"), int), _t(t.get("name"), str), [frame(f) for f in _list(t.get("frames"))
+                                                                             if isinstance(f, dict)],
+                               _t(t.get("active"), bool), _t(t.get("state"), str), _t(t.get("cpu_ticks"), int))
+                   for t in _list(d.get("threads")) if isinstance(t, dict)]
+        return cls(_t(d.get("pid"), int) or 0, _t(d.get("source"), str) or "?", threads, _t(d.get("taken_at"), float),
+                   _t(d.get("command"), str), _t(d.get("rank"), int), _t(d.get("ppid"), int),
+                   [str(p) for p in _list(d.get("problems"))])
+
+
+def _t(v, kind):
+    if kind is float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return v if isinstance(v, kind) and (kind is bool or not isinstance(v, bool)) else None
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
+@dataclass(frozen=True)
+class CollectiveEntry:
+    """One collective a rank issued, as its flight recorder (or watchdog) saw it."""
+    pg: str                          # the process group (its id, or name)
+    seq: int                         # collective_seq_id (p2p_seq_id for a p2p op): the same op on every rank
+    op: str                          # profiling_name: nccl:all_reduce, gloo:all_reduce ...
+    state: str                       # scheduled (enqueued, not begun on the device) | started | completed
+    p2p: bool = False
+
+
+@dataclass
+class RankCollectives:
+    rank: int | None
+    source: str                      # the dump file, or the log the watchdog line came from
+    entries: list[CollectiveEntry] = field(default_factory=list)
+    version: str | None = None
+    timed_out: bool = False          # a watchdog line: the rank's watchdog gave up on its last entry
+    problems: list[str] = field(default_factory=list)

@@ -1,0 +1,128 @@
+"""PyTorch's flight recorder dumps and watchdog lines -> each rank's collectives.
+
+The flight recorder (`TORCH_NCCL_TRACE_BUFFER_SIZE` > 0) keeps the last collectives of every rank
+and writes them on a timeout to `TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>` (default
+/tmp/nccl_trace_rank_<rank>): a pickle of plain dicts and lists made by torch's C++ pickler
+(torch/csrc/distributed/c10d/FlightRecorder.hpp: `version`, `pg_config`, `entries`, each entry
+with `collective_seq_id`, `p2p_seq_id`, `is_p2p`, `profiling_name`, `state`, `process_group`).
+The rank is the number the file name ends with, as torch's own analyzer reads it
+(torch/distributed/flight_recorder/components/loader.py).
+
+A pickle can run code: this reader never imports a class it is asked for. It accepts the few
+list builders torch's pickler names for typed lists (read as plain lists) and refuses anything
+else, with a message.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+
+from ..hang_model import CollectiveEntry, RankCollectives
+from .runtime_log import COLLECTIVE_TIMEOUT
+
+# torch::jit::Pickler writes typed lists through these (pushSpecializedList); each is a list.
+TORCH_LIST_BUILDERS = frozenset({"build_intlist", "build_doublelist", "build_boollist", "build_tensorlist",
+                                 "build_complexlist"})
+RANK_SUFFIX = re.compile(r"(\d+)$")
+MAX_DUMP_BYTES = 512 << 20
+
+
+class _Refused(Exception):
+    pass
+
+
+def _as_list(*args):
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+
+
+def _restore_type_tag(value, _type_str=None):
+    return value
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """Plain data only: the torch list builders become `list`, anything else is refused."""
+
+    def find_class(self, module: str, name: str):
+        if module == "torch.jit._pickle" and name in TORCH_LIST_BUILDERS:
+            return _as_list
+        if module == "torch.jit._pickle" and name == "restore_type_tag":
+            return _restore_type_tag
+        if module in ("collections", "builtins") and name == "OrderedDict":
+            return dict
+        raise _Refused(f"{module}.{name}")
+
+    def persistent_load(self, pid):          # tensors by reference: not in a flight record
+        raise _Refused(f"persistent id {pid!r}")
+
+
+def looks_like_flight_record(head: bytes) -> bool:
+    """A pickle (protocol 2+) or torch's JSON dump (`_dump_fr_trace_json`) that names the flight
+    recorder's keys in its first bytes (`version` and `pg_config` come first in the pickle,
+    `comm_lib_version` and `entries` in the JSON)."""
+    if head[:1] == b"\x80":
+        return b"pg_config" in head or b"entries" in head
+    return head.lstrip()[:1] == b"{" and (b'"entries"' in head or b'"comm_lib_version"' in head
+                                          or b'"pg_config"' in head)
+
+
+def parse_flight_record(data: bytes, name: str) -> RankCollectives:
+    m = RANK_SUFFIX.search(name.rsplit("/", 1)[-1])
+    out = RankCollectives(rank=int(m.group(1)) if m else None, source=name)
+    if out.rank is None:
+        out.problems.append(f"{name}: the file name does not end with the rank (torch writes <prefix><rank>)")
+    if len(data) > MAX_DUMP_BYTES:
+        out.problems.append(f"{name}: {len(data):,} bytes, more than a flight record holds; not read")
+        return out
+    try:
+        dump = json.loads(data) if data.lstrip()[:1] == b"{" else SafeUnpickler(io.BytesIO(data)).load()
+    except _Refused as exc:
+        out.problems.append(f"{name}: not read: the pickle asks for {exc} (only plain data is read from a flight "
+                            f"record, never code)")
+        return out
+    except Exception as exc:                 # noqa: BLE001 - any damaged pickle is a message, not a crash
+        out.problems.append(f"{name}: not a readable flight record ({type(exc).__name__}: {exc})")
+        return out
+    if not isinstance(dump, dict):
+        out.problems.append(f"{name}: a pickle, but not a flight record (no dict at its top)")
+        return out
+    out.version = str(dump.get("version")) if dump.get("version") is not None else None
+    entries = dump.get("entries")
+    if not isinstance(entries, list):
+        out.problems.append(f"{name}: no `entries` list (version {out.version})")
+        return out
+    for e in entries:
+        entry = _entry(e)
+        if entry is not None:
+            out.entries.append(entry)
+        else:
+            out.problems.append(f"{name}: an entry without its sequence number or state was skipped")
+    return out
+
+
+def _entry(e) -> CollectiveEntry | None:
+    if not isinstance(e, dict):
+        return None
+    p2p = bool(e.get("is_p2p"))
+    seq = e.get("p2p_seq_id" if p2p else "collective_seq_id")
+    state = e.get("state")
+    if not isinstance(seq, int) or not isinstance(state, str):
+        return None
+    pg = e.get("process_group")
+    # (name, description) in the versions that have it; the numeric pg_id in older ones
+    pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(e.get("pg_id", "?"))
+    return CollectiveEntry(pg=pg_name, seq=seq, op=str(e.get("profiling_name") or "?"), state=state, p2p=p2p)
+
+
+def watchdog_collectives(text: str, name: str) -> list[RankCollectives]:
+    """PyTorch's watchdog lines: `[Rank 3] Watchdog caught collective operation timeout:
+    WorkNCCL(SeqNum=721, OpType=ALLREDUCE, ...) ran for 600000 milliseconds`: the rank, and the
+    collective it was still in when its watchdog gave up."""
+    out: dict[int, RankCollectives] = {}
+    for m in COLLECTIVE_TIMEOUT.finditer(text):
+        rank, seq = int(m.group("rank")), int(m.group("seq"))
+        rc = out.setdefault(rank, RankCollectives(rank=rank, source=name, timed_out=True))
+        rc.entries.append(CollectiveEntry(pg="?", seq=seq, op=m.group("op").lower(), state="started"))
+    return list(out.values())

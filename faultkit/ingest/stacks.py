@@ -1,0 +1,168 @@
+"""Host stacks as the tools print them -> typed records: py-spy `dump` (JSON and text, with or
+without `--native`), GNU gdb `thread apply all bt`, and Python's faulthandler dump (what the
+in-process agent writes on its signal). Pure functions of the text: the collector that runs the
+tools is capture/stacks.py.
+
+Every parser keeps what it can read and says what it could not, never raises.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..hang_model import ProcessStacks, StackFrame, ThreadStack
+from .debugger import parse_frame
+
+# py-spy text: `Thread 11025 (idle): "MainThread"` (a hex id where the OS id is unknown)
+PYSPY_THREAD = re.compile(r'^Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?P<status>[^)]*)\)(?:: "(?P<name>.*)")?\s*$')
+PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<loc>[^()]*)\)\s*$")
+PYSPY_PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
+# gdb: `Thread 4 (Thread 0x7fc2daf146c0 (LWP 11562) "python3"):`, `Thread 1 (process 4242):`
+GDB_THREAD = re.compile(r'^Thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\):\s*$')
+GDB_LWP = re.compile(r"\b(?:LWP|process) (?P<lwp>\d+)\)?")
+GDB_NAME = re.compile(r'"(?P<name>[^"]*)"\)?$')
+# faulthandler
+FH_THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
+                       r"\(most recent call first\):\s*$")
+FH_FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<func>.*?)\s*$')
+PY_SUFFIXES = (".py", ".pyw", ">")              # `<frozen importlib._bootstrap>` is Python too
+
+
+def parse_pyspy_json(text: str, pid: int | None = None, source: str = "py-spy") -> ProcessStacks:
+    """`py-spy dump --json`: a list of threads, each with its frames innermost first."""
+    out = ProcessStacks(pid=pid or 0, source=source)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        out.problems.append(f"py-spy output is not JSON ({exc})")
+        return out
+    if not isinstance(data, list):
+        out.problems.append("py-spy JSON is not a list of threads")
+        return out
+    for t in data:
+        if not isinstance(t, dict):
+            continue
+        if not out.pid and isinstance(t.get("pid"), int):
+            out.pid = t["pid"]
+        frames = []
+        for f in t.get("frames") or []:
+            if not isinstance(f, dict):
+                continue
+            module = f.get("module") if isinstance(f.get("module"), str) else None
+            line = f.get("line") if isinstance(f.get("line"), int) and f.get("line") > 0 else None
+            name, file = f.get("name"), f.get("filename")
+            frames.append(StackFrame(function=str(name) if name is not None else None,
+                                     file=str(file) if line and file is not None else None, line=line,
+                                     library=_base(module) if module else None, native=bool(module)))
+        tid = t.get("os_thread_id") if isinstance(t.get("os_thread_id"), int) else None
+        name = t.get("thread_name")
+        out.threads.append(ThreadStack(tid=tid, name=str(name) if name is not None else None, frames=frames,
+                                       active=t.get("active") if isinstance(t.get("active"), bool) else None))
+    return out
+
+
+def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") -> ProcessStacks:
+    """`py-spy dump` as it prints for a person."""
+    out = ProcessStacks(pid=pid or 0, source=source)
+    cur: ThreadStack | None = None
+    for line in text.splitlines():
+        if (m := PYSPY_PROCESS.match(line)):
+            out.pid, out.command = out.pid or int(m["pid"]), m["cmd"]
+        elif (m := PYSPY_THREAD.match(line)):
+            tid = int(m["id"]) if m["id"].isdigit() else None
+            cur = ThreadStack(tid=tid, name=m["name"], active="active" in m["status"])
+            out.threads.append(cur)
+        elif cur is not None and (m := PYSPY_FRAME.match(line)) and not line.startswith(" " * 8):
+            loc = m["loc"]
+            file, sep, num = loc.rpartition(":")
+            if sep and num.isdigit():
+                python = file.endswith(PY_SUFFIXES)
+                cur.frames.append(StackFrame(m["func"], file, int(num), None, native=not python))
+            else:
+                cur.frames.append(StackFrame(m["func"], None, None, loc, native=True))
+    if not out.threads:
+        out.problems.append("no thread found in the py-spy output")
+    return out
+
+
+def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb") -> ProcessStacks:
+    """`thread apply all bt` (gdb -batch): one block per thread, `#N` frames innermost first."""
+    out = ProcessStacks(pid=pid or 0, source=source)
+    cur: ThreadStack | None = None
+    for line in text.splitlines():
+        if (m := GDB_THREAD.match(line)):
+            systag = m["systag"]
+            lwp, name = GDB_LWP.search(systag), GDB_NAME.search(systag)
+            cur = ThreadStack(tid=int(lwp["lwp"]) if lwp else None, name=name["name"] if name else None)
+            out.threads.append(cur)
+        elif cur is not None and line.startswith("#"):
+            f = parse_frame(line)
+            if f is None:
+                continue
+            func = f.function if f.function and f.function != "??" else (f"{f.pc:#x}" if f.pc else None)
+            cur.frames.append(StackFrame(func, f.file, f.line, _base(f.objfile) if f.objfile else None, native=True))
+    if not out.threads:
+        problem = next((ln.strip() for ln in text.splitlines()
+                        if re.search(r"ptrace: |Could not attach|No such process|not permitted", ln)), None)
+        out.problems.append(problem or "no thread found in the gdb output")
+    return out
+
+
+def parse_faulthandler(text: str, pid: int | None = None, source: str = "faulthandler") -> ProcessStacks:
+    """faulthandler's dump (`dump_traceback(all_threads=True)`, or on its registered signal):
+    Python frames only, innermost first; threads are named by their pthread id."""
+    out = ProcessStacks(pid=pid or 0, source=source)
+    cur: ThreadStack | None = None
+    for line in text.splitlines():
+        if (m := FH_THREAD.match(line)):
+            cur = ThreadStack(tid=None, name=m["name"] or m["id"])     # "Current": the one that dumped, not busy
+            out.threads.append(cur)
+        elif cur is not None and (m := FH_FRAME.match(line)):
+            cur.frames.append(StackFrame(m["func"], m["file"], int(m["line"]) if m["line"].isdigit() else None))
+    if not out.threads:
+        out.problems.append("no thread found in the faulthandler dump")
+    return out
+
+
+def parse_samples(text: str, name: str) -> tuple[list[list[ProcessStacks]], float | None, list[str]]:
+    """A bundle's stacks/samples-<tag>.json (capture wrote it): the records of each round."""
+    try:
+        d = json.loads(text)
+        samples = [[ProcessStacks.from_json(p) for p in s] for s in d.get("samples") or []]
+        interval = d.get("interval_s")
+        return samples, interval if isinstance(interval, (int, float)) else None, []
+    except (ValueError, TypeError, AttributeError) as exc:
+        return [], None, [f"{name}: not a stack-samples record ({type(exc).__name__}: {exc})"]
+
+
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def parse_any(text: str, name: str) -> ProcessStacks:
+    """A saved stack dump of any of the four kinds, told apart by its content."""
+    if re.match(r"\s*\[\s*(?:\{|\])", text):          # a JSON list of threads (gdb's start with "[New LWP")
+        return parse_pyspy_json(text)
+    if "(most recent call first):" in text:
+        return parse_faulthandler(text)
+    if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(", text, re.M):
+        return parse_gdb_backtraces(text)
+    out = parse_pyspy_text(text)
+    if not out.threads:
+        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump"]
+    return out
+
+
+def as_samples(dumps: list[ProcessStacks]) -> list[list[ProcessStacks]]:
+    """Saved dumps in the order given: the k-th dump of each process is its k-th sample (a dump
+    without a pid, faulthandler's, is one process)."""
+    per: dict[int, list[ProcessStacks]] = {}
+    for d in dumps:
+        per.setdefault(d.pid, []).append(d)
+    rounds = max((len(v) for v in per.values()), default=0)
+    return [[v[k] for v in per.values() if k < len(v)] for k in range(rounds)]
+
+
+PARSERS = {"py-spy": parse_pyspy_json, "py-spy-text": parse_pyspy_text, "gdb": parse_gdb_backtraces,
+           "faulthandler": parse_faulthandler}
