@@ -250,13 +250,13 @@ def test_trials_plan_fingerprints_use_the_plan_salt(tmp_path):
     arms = [Arm("a", "srv --api-key sk-plantedOpenAIKey1234567890abcdef", {"HF_TOKEN": "hf_x1234567890123456789"}),
             Arm("b", "srv")]
     plan = load_or_create_plan(tmp_path, arms, 1, 0, None, None, 10.0)
-    salt = plan["salt"]
+    salt = plan.salt
     assert len(salt) >= 32
-    fp = plan["spec"]["arms"][0]["command_fingerprint"]
+    fp = plan.spec.arms[0].command_fingerprint
     assert fp == redact.fingerprint(arms[0].command, salt)
-    assert load_or_create_plan(tmp_path, arms, 1, 0, None, None, 10.0)["salt"] == salt     # resumed: same salt
+    assert load_or_create_plan(tmp_path, arms, 1, 0, None, None, 10.0).salt == salt     # resumed: same salt
     other = tmp_path / "other"
-    assert load_or_create_plan(other, arms, 1, 0, None, None, 10.0)["spec"]["arms"][0]["command_fingerprint"] != fp
+    assert load_or_create_plan(other, arms, 1, 0, None, None, 10.0).spec.arms[0].command_fingerprint != fp
 
 
 def test_trials_plan_holds_no_client_secret(tmp_path):
@@ -266,9 +266,9 @@ def test_trials_plan_holds_no_client_secret(tmp_path):
     plan = load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0)
     text = (tmp_path / "plan.json").read_text()
     assert "client-bearer-0099" not in text and "client-key-0098" not in text
-    assert plan["spec"]["client"] == "bench --host x -H 'Authorization: Bearer <redacted>' --api-key <redacted>"
+    assert plan.spec.client == "bench --host x -H 'Authorization: Bearer <redacted>' --api-key <redacted>"
     other = client.replace("client-key-0098", "client-key-0097")          # another secret: another experiment
     from faultkit.trials.runner import TrialsError
     with pytest.raises(TrialsError, match="different experiment"):
         load_or_create_plan(tmp_path, arms, 1, 0, other, None, 10.0)
-    assert load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0)["salt"] == plan["salt"]
+    assert load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0).salt == plan.salt
