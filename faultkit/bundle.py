@@ -1,49 +1,80 @@
-"""Gathering the inputs of a triage: files, folders, faultkit bundles and .tar.gz archives.
+"""Gathering the inputs of a triage: files, folders, faultkit bundles, archives, compressed files,
+pipes and standard input.
 
 A bundle is a directory (or an archive of one) with a `manifest.json` written by `faultkit
 capture`, or any folder of log files a user assembled by hand; either way every file is read and
 its kind is detected from its content. Folders and archives go through the same classifier
 (`layout.classify`), so a bundle and its tarball give the same evidence.
+
+Every byte goes through one budget (`limits.Budget`): files and members are read as streams, in
+chunks, never whole into a buffer sized by the input; archive members are read once, in archive
+order, and only what a reader needs as a path (a core, a trace) is copied out, capped by free disk,
+into a private folder that is deleted on any exit (SIGTERM included). Files that block or never
+end (procfs, sysfs, devices) are refused by what they are; a pipe or FIFO is read as a stream;
+links in a folder are followed only to files inside it.
 """
 
 from __future__ import annotations
 
 import atexit
+import bz2
 import json
+import lzma
 import os
 import shutil
+import signal
 import stat
+import sys
 import tarfile
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
-from . import layout
+from . import layout, limits
 from .ingest.core_file import is_core_header
 from .ingest.flight_recorder import looks_like_flight_record
+from .ingest.logtext import LogRead, read_log
+from .ingest.schema import check_manifest, load_json, records
 from .model import Problem
 
-MAX_FILE_BYTES = 4 << 30          # traces and cores (read by their own readers, as streams)
-MAX_TEXT_BYTES = 256 << 20        # a log is read whole up to this; past it, its last part (where a crash is)
-MAX_TOTAL_BYTES = 4 << 30         # evidence text in all
-OWN_REPORT = b'"schema": "faultkit.triage/'
+OWN_REPORT = '"schema": "faultkit.triage/'
+MAX_DEPTH = 64                    # folders nested deeper are not walked (a loop of bind mounts, a prank)
+HEAD = 64 << 10                   # bytes peeked to tell what a member is
+# Filesystems whose files are kernel interfaces: /proc/kmsg blocks, /sys files never end or change
+# under the reader. Refused whatever their mode says.
+KERNEL_FS = frozenset({"proc", "sysfs", "debugfs", "tracefs", "securityfs", "configfs", "cgroup", "cgroup2",
+                       "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc", "autofs", "mqueue", "hugetlbfs"})
+STDIN = "-"
+STDIN_NAME = "<stdin>"
 
 
 class InputFile:
-    """One evidence file: its bytes, or how to read them when they are parsed (files in folders
-    are read one at a time, so a triage never holds every log in memory at once)."""
+    """One evidence file: what the parsers read (a log's text or a code object's bytes), or how to
+    read it when it is parsed (files on disk are read one at a time, so a triage never holds every
+    log in memory at once)."""
 
-    def __init__(self, name: str, data: bytes | None = None, load: Callable[[], bytes] | None = None):
+    def __init__(self, name: str, data: bytes | None = None, load: Callable[[], LogRead] | None = None,
+                 read: LogRead | None = None):
         self.name = name          # path as shown in reports
-        self._data, self._load = data, load
+        self._data, self._load, self._read = data, load, read
+
+    def log(self) -> LogRead:
+        if self._read is not None:
+            return self._read
+        if self._data is not None:
+            return read_log(_Bytes(self._data), self.name)
+        return self._load() if self._load is not None else LogRead()
 
     @property
     def data(self) -> bytes:
+        """The bytes (a log's text encoded again where it was read as text)."""
         if self._data is not None:
             return self._data
-        return self._load() if self._load is not None else b""
+        got = self.log()
+        return got.binary if got.binary is not None else got.text.encode()
 
 
 @dataclass
@@ -60,275 +91,618 @@ class Inputs:
     missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
     agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
     hang: list[InputFile] = field(default_factory=list)      # stack samples and flight records (layout.HANG)
+    shown: dict[str, str] = field(default_factory=dict)      # a copy out of an archive -> its name in the archive
+    budget: limits.Budget = field(default_factory=limits.Budget)
 
     @property
     def captured(self) -> bool:
         return isinstance(self.manifest, dict) and str(self.manifest.get("schema", "")).startswith("faultkit.bundle")
+
+    def __enter__(self) -> Inputs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete what was copied out of archives."""
+        for p in list(self.shown):
+            _forget(p)
+
+    def named(self, obj):
+        """`obj` (an incident) with every path of a copy out of an archive replaced by its name in the
+        archive: reports never show a temporary folder that is gone by the time they are read."""
+        return _rename(obj, self.shown) if self.shown else obj
+
+
+class _Bytes:
+    def __init__(self, data: bytes):
+        self.data, self.pos = data, 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self.data) if n is None or n < 0 else self.pos + n
+        out = self.data[self.pos:end]
+        self.pos += len(out)
+        return out
 
 
 @dataclass
 class _Entry:
     rel: str                              # path inside the bundle
     name: str                             # as shown in reports
-    size: int
-    read: Callable[[], bytes]
-    path: Callable[[], str | None]        # a path on disk (archives: extracted on demand)
-    head: Callable[..., bytes]            # the first bytes (64, or n), without reading the rest
-    tail: Callable[[int], bytes]          # the last n bytes
-    lazy: bool = False                    # readable again later (a file on disk, not an archive member)
+    size: int | None
+    open: Callable[[], BinaryIO] | None = None   # a fresh stream of its bytes (files on disk)
+    read: LogRead | None = None           # read already (archive members, streams)
+    path: str | None = None               # on disk (a file, or a copy out of an archive)
+    head: bytes = b""
+
+    @property
+    def lazy(self) -> bool:
+        return self.open is not None
 
 
-def collect(paths: list[str]) -> Inputs:
-    out = Inputs()
+# ---------------- what a path is ----------------
+
+def collect(paths: list[str], budget: limits.Budget | None = None) -> Inputs:
+    out = Inputs(budget=budget or limits.Budget())
     for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            out.problems.append(Problem(raw, "no such file or directory"))
+        got = len(out.files) + len(out.traces) + len(out.cores) + len(out.environ)
+        problems = len(out.problems)
+        try:
+            _collect_one(raw, out)
+        except RecursionError:
+            out.problems.append(Problem(raw, "nested too deeply to read"))
             out.missing.append(raw)
-        elif path.is_dir():
-            _load(_dir_entries(path, out), out)
-        elif raw.endswith((".tar.gz", ".tgz", ".tar")):
-            try:
-                with tarfile.open(path) as tar:
-                    _load(_tar_entries(path, tar, out), out)
-            except (tarfile.TarError, OSError, EOFError) as exc:
-                out.problems.append(Problem(str(path), f"archive cut or unreadable ({exc}); members before the "
-                                                       f"damage kept"))
-        else:
-            entry = _file_entry(path, str(path), path.name, out)
-            if entry is not None:
-                _load([entry], out, loose=True)
-            else:
-                out.missing.append(raw)
+        if raw not in out.missing and len(out.files) + len(out.traces) + len(out.cores) + len(out.environ) == got \
+                and out.manifest is None and len(out.problems) > problems and _is_container(raw):
+            out.missing.append(raw)       # an archive or folder of which nothing could be read
     return out
 
 
-def _regular(path: Path, name: str, out: Inputs) -> os.stat_result | None:
-    """Only regular files are read: a FIFO blocks forever and /dev/zero never ends."""
+def _is_container(raw: str) -> bool:
+    return raw != STDIN and (os.path.isdir(raw) or _archive_name(raw))
+
+
+def _archive_name(raw: str) -> bool:
+    return raw.endswith((".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tar.zst", ".tzst"))
+
+
+def _collect_one(raw: str, out: Inputs) -> None:
+    if raw == STDIN:
+        _load_stream(sys.stdin.buffer, STDIN_NAME, out)
+        return
+    path = Path(raw)
     try:
         st = path.stat()
+    except FileNotFoundError:
+        out.problems.append(Problem(raw, "no such file or directory"))
+        out.missing.append(raw)
+        return
     except OSError as exc:
-        out.problems.append(Problem(name, f"unreadable ({exc.strerror or exc})"))
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        out.problems.append(Problem(name, "not a regular file (a pipe, device or socket): not read"))
-        return None
-    return st
-
-
-def _file_entry(path: Path, name: str, rel: str, out: Inputs) -> _Entry | None:
-    st = _regular(path, name, out)
-    if st is None:
-        return None
-    return _Entry(rel, name, st.st_size, path.read_bytes, lambda: str(path), lambda n=64: _head(path, n),
-                  lambda n: _tail(path, n), lazy=True)
-
-
-def _tail(path: Path, n: int) -> bytes:
-    with open(path, "rb") as fh:
-        fh.seek(max(0, path.stat().st_size - n))
-        return fh.read(n)
-
-
-def _head(path: Path, n: int = 64) -> bytes:
+        out.problems.append(Problem(raw, f"unreadable ({exc.strerror or exc})"))
+        out.missing.append(raw)
+        return
+    refused = _refused(path, st)
+    if refused:
+        out.problems.append(Problem(raw, refused))
+        out.missing.append(raw)
+        return
+    if stat.S_ISDIR(st.st_mode):
+        entries = list(_dir_entries(path, out))
+        if not entries and not any(p.file.startswith(raw) for p in out.problems):
+            out.problems.append(Problem(raw, "an empty folder: nothing to read"))
+        _load(entries, out)
+        return
+    if stat.S_ISFIFO(st.st_mode):
+        try:
+            with open(path, "rb") as fh:
+                _load_stream(fh, raw, out)
+        except OSError as exc:
+            out.problems.append(Problem(raw, f"unreadable ({exc.strerror or exc})"))
+            out.missing.append(raw)
+        return
     try:
         with open(path, "rb") as fh:
-            return fh.read(n)
+            kind = _compression(fh.read(6))
+    except OSError as exc:
+        out.problems.append(Problem(raw, f"unreadable ({exc.strerror or exc})"))
+        out.missing.append(raw)
+        return
+    if kind is not None or _archive_name(raw):
+        with open(path, "rb") as fh:
+            _load_stream(fh, raw, out, sized=st.st_size)
+        return
+    entry = _file_entry(path, raw, path.name, st)
+    _load([entry], out, loose=True)
+
+
+def _refused(path: Path, st: os.stat_result) -> str | None:
+    """Why a path is not read, by what it is (not by S_ISREG alone: /proc/kmsg is 'regular')."""
+    mode = st.st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device (it never ends or blocks): not read; for the kernel log use `dmesg | faultkit triage -`"
+    if stat.S_ISSOCK(mode):
+        return "a socket: not read"
+    fs = _filesystem(path)
+    if fs in KERNEL_FS:
+        return (f"a kernel interface file ({fs}): it blocks or never ends, not read; for the kernel log use "
+                f"`dmesg | faultkit triage -`")
+    return None
+
+
+def _filesystem(path: Path) -> str | None:
+    """The type of the filesystem holding `path`, from the mount table."""
+    try:
+        real = os.path.realpath(path)
+        best, kind = "", None
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                parts = left.split()
+                if len(parts) < 5 or not right:
+                    continue
+                mnt = parts[4].replace("\\040", " ")
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, kind = mnt, right.split()[0]
+        return kind
     except OSError:
-        return b""
+        real = os.path.realpath(path)
+        return "proc" if real.startswith("/proc/") else "sysfs" if real.startswith("/sys/") else None
+
+
+def _file_entry(path: Path, name: str, rel: str, st: os.stat_result) -> _Entry:
+    return _Entry(rel, name, st.st_size, open=lambda: open(path, "rb"), path=str(path))
 
 
 def _dir_entries(root: Path, out: Inputs) -> Iterator[_Entry]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for fn in sorted(filenames):
-            p = Path(dirpath) / fn
-            entry = _file_entry(p, str(p), p.relative_to(root).as_posix(), out)
+    """Every file under `root`, walked without recursion, sorted; links only to files inside it."""
+    real_root = os.path.realpath(root)
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.problems.append(Problem(str(folder), f"folder unreadable ({exc.strerror or exc})"))
+            continue
+        subdirs = []
+        for item in items:
+            p = Path(item.path)
+            try:
+                if item.is_dir(follow_symlinks=False):
+                    if depth + 1 >= MAX_DEPTH:
+                        out.problems.append(Problem(str(p), f"folders nested more than {MAX_DEPTH} deep: not walked"))
+                    else:
+                        subdirs.append((p, depth + 1))
+                    continue
+                if item.is_symlink():
+                    target = os.path.realpath(p)
+                    if not (target == real_root or target.startswith(real_root.rstrip("/") + "/")):
+                        out.problems.append(Problem(str(p), "a link out of the folder: not followed"))
+                        continue
+                st = p.stat()
+            except OSError as exc:
+                out.problems.append(Problem(str(p), f"unreadable ({exc.strerror or exc})"))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                continue                  # a link to a folder inside: its files are walked there
+            if not stat.S_ISREG(st.st_mode) or _refused(p, st):
+                out.problems.append(Problem(str(p), "not a regular file (a pipe, device or socket): not read"))
+                continue
+            yield _file_entry(p, str(p), p.relative_to(root).as_posix(), st)
+        stack.extend(reversed(subdirs))
+
+
+# ---------------- streams: compressed files, archives, pipes ----------------
+
+def _compression(head: bytes) -> str | None:
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if head[:3] == b"BZh":
+        return "bzip2"
+    return None
+
+
+class _Peeked:
+    """A stream whose first bytes were looked at."""
+
+    def __init__(self, raw, n: int):
+        self.raw, self.head = raw, b""
+        while len(self.head) < n:
+            chunk = raw.read(n - len(self.head))
+            if not chunk:
+                break
+            self.head += chunk
+        self._left = self.head
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left:
+            if n is None or n < 0 or n >= len(self._left):
+                out, self._left = self._left, b""
+            else:
+                out, self._left = self._left[:n], self._left[n:]
+            return out
+        return self.raw.read(n if n is not None and n >= 0 else limits.CHUNK)
+
+
+def _decompressed(raw: BinaryIO, kind: str | None) -> BinaryIO:
+    if kind == "gzip":
+        import gzip
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "xz":
+        return lzma.LZMAFile(raw)
+    if kind == "bzip2":
+        return bz2.BZ2File(raw)
+    if kind == "zstd":
+        import zstandard
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return raw
+
+
+def _is_tar(head: bytes) -> bool:
+    if len(head) >= 265 and head[257:262] == b"ustar":
+        return True
+    if len(head) >= 512:                  # a v7 tar has no magic: its header checksum tells
+        try:
+            return tarfile.calc_chksums(head[:512])[0] == int(head[148:156].split(b"\0")[0].strip() or b"-1", 8)
+        except ValueError:
+            return False
+    return False
+
+
+def _load_stream(raw: BinaryIO, name: str, out: Inputs, sized: int | None = None) -> None:
+    """A compressed file, an archive (compressed or not), a pipe or standard input."""
+    try:
+        outer = _Peeked(raw, 6)
+        kind = _compression(outer.head)
+        inner = _Peeked(_decompressed(outer, kind), 512)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
+        out.problems.append(Problem(name, f"unreadable ({exc})"))
+        out.missing.append(name)
+        return
+    except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError and the like
+        out.problems.append(Problem(name, f"unreadable ({type(exc).__name__}: {exc})"))
+        out.missing.append(name)
+        return
+    if _is_tar(inner.head):
+        _load_tar(inner, name, out)
+        return
+    if _archive_name(name):
+        out.problems.append(Problem(name, "archive cut or unreadable (not a tar archive); nothing read"))
+        out.missing.append(name)
+        return
+    what = f"{kind}-compressed " if kind else ""
+    try:
+        got = read_log(inner, name, out.budget)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        out.problems.append(Problem(name, f"{what}stream unreadable ({exc}); nothing read"))
+        out.missing.append(name)
+        return
+    except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
+        out.problems.append(Problem(name, f"{what}stream unreadable ({type(exc).__name__}: {exc}); nothing read"))
+        out.missing.append(name)
+        return
+    _load([_Entry(Path(name).name, name, got.size, read=got)], out, loose=True)
+
+
+def _load_tar(stream, name: str, out: Inputs) -> None:
+    """Members in archive order, each read once as a stream: a log is read now (the prefilter keeps
+    a big one small), a core or trace copied out with a cap. One bad member never costs the others."""
+    entries: list[_Entry] = []
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|")
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        out.problems.append(Problem(name, f"archive cut or unreadable ({exc}); nothing read"))
+        out.missing.append(name)
+        return
+    try:
+        while True:
+            try:
+                m = tar.next()
+            except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
+                out.problems.append(Problem(name, f"archive cut or unreadable ({exc}); members before the damage "
+                                                  f"kept"))
+                break
+            except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
+                out.problems.append(Problem(name, f"archive cut or unreadable ({type(exc).__name__}: {exc}); "
+                                                  f"members before the damage kept"))
+                break
+            if m is None:
+                break
+            if not m.isfile():
+                continue
+            shown = f"{name}:{m.name}"
+            try:
+                entry = _member(tar, m, shown, out)
+            except (OSError, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as exc:
+                out.problems.append(Problem(shown, f"member unreadable ({getattr(exc, 'strerror', None) or exc}); "
+                                                   f"the other members are read"))
+                continue
             if entry is not None:
-                yield entry
-
-
-_extracted: list[str] = []
-
-
-def _tar_entries(path: Path, tar: tarfile.TarFile, out: Inputs) -> Iterator[_Entry]:
-    members = [m for m in tar if m.isfile()]
-    names = [m.name for m in members]
+                entries.append(entry)
+    finally:
+        tar.close()
     # A tarball of a bundle folder holds `folder/manifest.json`: paths are relative to that folder.
-    manifests = [n for n in names if PurePosixPath(n).name == layout.MANIFEST]
-    prefix = str(PurePosixPath(min(manifests, key=len)).parent) if manifests else "."
-    for m in members:
-        pp = PurePosixPath(m.name)
-        rel = str(pp.relative_to(prefix)) if prefix != "." and pp.is_relative_to(prefix) else m.name
-        yield _Entry(rel, f"{path}:{m.name}", m.size, _member_reader(tar, m), _member_extractor(tar, m),
-                     lambda n=64, m=m: _member_reader(tar, m, n)(), lambda n, m=m: _member_tail(tar, m, n))
+    manifests = [e.rel for e in entries if PurePosixPath(e.rel).name == layout.MANIFEST]
+    prefix = PurePosixPath(min(manifests, key=len)).parent if manifests else PurePosixPath(".")
+    if str(prefix) != ".":
+        for e in entries:
+            pp = PurePosixPath(e.rel)
+            if pp.is_relative_to(prefix):
+                e.rel = str(pp.relative_to(prefix))
+    _load(entries, out)
 
 
-def _member_reader(tar: tarfile.TarFile, m: tarfile.TarInfo, limit: int = MAX_FILE_BYTES) -> Callable[[], bytes]:
-    def read() -> bytes:
-        fh = tar.extractfile(m)
-        return fh.read(limit) if fh is not None else b""
-    return read
-
-
-def _member_tail(tar: tarfile.TarFile, m: tarfile.TarInfo, n: int) -> bytes:
-    """The last n bytes of a member, read as a stream (a compressed archive cannot seek back cheaply)
-    and kept bounded: a gzip bomb costs time, not memory."""
+def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -> _Entry | None:
+    rel = m.name
+    # the bundle's root may be the archive's first folder: its roles are not known yet, so both
+    # readings of the path count (a core under `incident/cores/` is copied out like one under `cores/`)
+    parts = PurePosixPath(rel).parts
+    names = {rel} | ({"/".join(parts[1:])} if len(parts) > 1 else set())
+    roles = {layout.classify(n, c) for n in names for c in (False, True)}
+    if roles == {layout.OUTPUT}:
+        return None
     fh = tar.extractfile(m)
     if fh is None:
-        return b""
-    keep = b""
-    while True:
-        chunk = fh.read(16 << 20)
-        if not chunk:
-            return keep
-        keep = (keep + chunk)[-n:]
+        return None
+    src = _Peeked(fh, HEAD)
+    head = src.head
+    spill = (bool(roles & {layout.TRACE, layout.CORE}) or is_core_header(head)
+             or (rel.endswith(".json") and b'"traceEvents"' in head))
+    if spill:
+        path = _spill(src, shown, m.size, out)
+        # a copy is a file like any other: read as a log too where the bundle's layout says so
+        return _Entry(rel, shown, m.size, open=lambda: open(path, "rb"), path=path, head=head) if path else None
+    # held until parsed: once the members held reach the bound, the next are kept as excerpts
+    whole = limits.WHOLE if out.budget.held < out.budget.hold else 0
+    got = read_log(src, shown, out.budget, out.budget.for_member(), whole)
+    out.budget.held += len(got.text) + len(got.binary or b"")
+    return _Entry(rel, shown, m.size, read=got, head=head)
 
 
-def _member_extractor(tar: tarfile.TarFile, m: tarfile.TarInfo) -> Callable[[], str | None]:
-    """Trace readers and debuggers take paths: copy the member out, under a private folder,
-    with only the safe parts of its name (never `..` or an absolute path)."""
-    def extract() -> str | None:
-        if not _extracted:
-            _extracted.append(tempfile.mkdtemp(prefix="faultkit-archive-"))
-            atexit.register(shutil.rmtree, _extracted[0], True)
-        parts = [p for p in PurePosixPath(m.name).parts if p not in ("", ".", "..", "/")]
-        dest = Path(_extracted[0], str(len(os.listdir(_extracted[0]))), *parts)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fh = tar.extractfile(m)
-        if fh is None:
-            return None
-        with open(dest, "wb") as w:
-            shutil.copyfileobj(fh, w)
-        return str(dest)
-    return extract
+# ---------------- copies out of archives ----------------
+
+_spill_root: list[str] = []
+_spill_lock = threading.Lock()
 
 
-def _load(entries, out: Inputs, loose: bool = False) -> None:
-    entries = list(entries)
+def _spill_folder() -> str:
+    with _spill_lock:
+        if not _spill_root:
+            _spill_root.append(tempfile.mkdtemp(prefix="faultkit-archive-"))
+            atexit.register(_remove_spills)
+            _on_sigterm()
+        return _spill_root[0]
+
+
+def _remove_spills() -> None:
+    for root in _spill_root:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _on_sigterm() -> None:
+    """SIGTERM ends a process without atexit: the copies are removed first, then the signal's own
+    ending is kept (exit status 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum, frame):
+        _remove_spills()
+        if callable(previous):
+            previous(signum, frame)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        pass
+
+
+def _forget(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _spill(src, shown: str, size: int, out: Inputs) -> str | None:
+    """Copy a member that a reader takes by path into the private folder, capped by the budget and
+    free disk; its name there is a number (the member's own name may be too long or hostile)."""
+    folder = _spill_folder()
+    cap = out.budget.spill_cap(folder)
+    if cap <= 0:
+        out.problems.append(Problem(shown, "not copied out of the archive: no room left (free disk or the "
+                                           "triage's byte budget); not read"))
+        return None
+    sub = tempfile.mkdtemp(dir=folder)
+    # the member's last name is kept (readers tell a trace's table by it), shortened where long
+    base = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in PurePosixPath(shown).name)[-120:] or "member"
+    dest = os.path.join(sub, base)
+    written, more = limits.copy_capped(limits.Capped(src, cap, out.budget), dest, cap)
+    out.shown[dest] = shown
+    if more or written < size:
+        out.problems.append(Problem(shown, f"{size:,} bytes in the archive: only the first {written:,} were copied "
+                                           f"out (free disk or the triage's byte budget); read cut there"))
+    return dest
+
+
+# ---------------- one bundle's files ----------------
+
+def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
     manifest = next((e for e in entries if layout.classify(e.rel, False) == layout.MANIFEST_ROLE), None)
     if manifest is not None:
-        try:
-            value = json.loads(manifest.read())
-            if not isinstance(value, dict):
-                raise ValueError(f"a JSON {type(value).__name__}, not an object")
-            out.manifest = value
-        except (OSError, ValueError) as exc:
-            out.problems.append(Problem(manifest.name, f"unreadable manifest ({exc}); files are read without it"))
+        text = _text(manifest, out)
+        value, problems = load_json(text, manifest.name)
+        out.problems += problems
+        if value is not None:
+            value, problems = check_manifest(value, manifest.name)
+            out.problems += problems
+            if value is not None:
+                out.manifest = value
     captured = out.captured and manifest is not None
     by_rel: dict[str, _Entry] = {}
-    total = 0
     for e in entries:
         role = layout.classify(e.rel, captured)
         if loose and role == layout.OUTPUT:
             role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
         if role in (layout.OUTPUT, layout.MANIFEST_ROLE, layout.FACTS):
             continue
-        head = _peek(e) if role == layout.EVIDENCE else b""      # read once: for folders, each peek is I/O
-        if role == layout.EVIDENCE and OWN_REPORT in head:
-            continue                           # a report faultkit wrote: reading it back would count its faults twice
+        if e.size == 0 and role != layout.CORE and not loose:
+            continue                     # an empty log says nothing: not listed as an input
+        head = _head(e) if role in (layout.EVIDENCE, layout.TRACE) else b""
+        if role == layout.EVIDENCE and OWN_REPORT.encode() in head:
+            continue                     # a report faultkit wrote: reading it back would count its faults twice
         if role == layout.EVIDENCE and is_core_header(head):
-            role = layout.CORE                 # a core dump, whatever its name: read by its debugger
+            role = layout.CORE           # a core dump, whatever its name: read by its debugger
         if role == layout.EVIDENCE and looks_like_flight_record(head):
-            role = layout.HANG                 # a flight-recorder dump given loose (nccl_trace_rank_3)
-        if role != layout.CORE and (e.size > MAX_FILE_BYTES or total + min(e.size, MAX_TEXT_BYTES) > MAX_TOTAL_BYTES):
-            out.problems.append(Problem(e.name, f"{e.size} bytes: over the {MAX_FILE_BYTES}-byte cap per file or "
-                                                f"{MAX_TOTAL_BYTES} in all; skipped"))
-            continue
-        if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and _is_torch_trace(e)):
-            p = e.path()
-            if p:
-                out.traces.append(p)
+            role = layout.HANG           # a flight-recorder dump given loose (nccl_trace_rank_3)
+        if role == layout.TRACE or (role == layout.EVIDENCE and e.rel.endswith(".json") and b'"traceEvents"' in head):
+            if e.path:
+                out.traces.append(e.path)
             continue
         if role == layout.CORE:
-            p = e.path()
-            if p:
-                out.cores.append(p)
+            if e.path:
+                out.cores.append(e.path)
             continue
-        total += min(e.size, MAX_TEXT_BYTES)
         by_rel[e.rel] = e
-        if role == layout.AGENT:
-            out.agent.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
-        elif role == layout.EVIDENCE:
-            out.files.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
+        if role == layout.EVIDENCE:
+            out.files.append(InputFile(e.name, read=e.read) if e.read is not None else
+                             InputFile(e.name, load=_reader(e, out)))
+        elif role in (layout.AGENT, layout.HANG):      # binary records (rings, pickles): bytes, never decoded
+            (out.agent if role == layout.AGENT else out.hang).append(
+                InputFile(e.name, read=e.read) if e.read is not None else InputFile(e.name, load=_bytes_reader(e, out)))
         elif role == layout.ENVIRONMENT:
-            out.environ.extend(_environ(e, out))
-        elif role == layout.HANG:
-            out.hang.append(InputFile(e.name, load=_reader(e, out)) if e.lazy else InputFile(e.name, _read(e, out)))
+            value, problems = load_json(_text(e, out), e.name)
+            out.problems += problems
+            out.environ.extend(records(value, e.name, out.problems))
     if captured:
         for rel, e in by_rel.items():
             if layout.classify(rel, True) == layout.STAMPS:
                 log = by_rel.get(layout.log_for_times(rel))
                 if log is not None:
-                    out.stamps[log.name] = _stamps(e)
+                    out.stamps[log.name] = _stamps(e, out)
         snapshot = by_rel.get(layout.KERNEL_AFTER)
         if snapshot is not None:
             _new_kernel_lines(snapshot, by_rel.get(layout.KERNEL_FOLLOW), by_rel.get(layout.KERNEL_BEFORE), out)
 
 
-def _read(e: _Entry, out: Inputs) -> bytes:
+def _head(e: _Entry) -> bytes:
+    if e.head or not e.lazy:
+        return e.head or (e.read.binary[:HEAD] if e.read and e.read.binary else
+                          e.read.text[:HEAD].encode() if e.read else b"")
     try:
-        if e.size > MAX_TEXT_BYTES:
-            out.problems.append(Problem(e.name, f"{e.size:,} bytes: only its last {MAX_TEXT_BYTES:,} were read (a "
-                                                f"crash is at the end of a log)"))
-            return e.tail(MAX_TEXT_BYTES)
-        return e.read()
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
-        out.problems.append(Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})"))
-        return b""
+        with e.open() as fh:
+            e.head = fh.read(HEAD)
+    except OSError:
+        e.head = b""
+    return e.head
 
 
-def _reader(e: _Entry, out: Inputs) -> Callable[[], bytes]:
+def _read(e: _Entry, out: Inputs) -> LogRead:
+    if e.read is not None:
+        return e.read
+    try:
+        with e.open() as fh:
+            return read_log(fh, e.name, out.budget)
+    except (OSError, EOFError) as exc:
+        return LogRead(problems=[Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})")])
+
+
+def _text(e: _Entry, out: Inputs) -> str:
+    """A record file's text (manifest, process records, stamps, kernel snapshots)."""
+    got = _read(e, out)
+    out.problems.extend(got.problems)
+    if hasattr(got.text, "stretches"):
+        out.problems.append(Problem(e.name, f"over {limits.WHOLE:,} bytes: read as a log excerpt, not as a record"))
+        return ""
+    return got.text
+
+
+def _reader(e: _Entry, out: Inputs) -> Callable[[], LogRead]:
     return lambda: _read(e, out)
 
 
-def _peek(e: _Entry) -> bytes:
-    try:
-        return e.head()
-    except (OSError, tarfile.TarError, EOFError):
-        return b""
+def _bytes_reader(e: _Entry, out: Inputs) -> Callable[[], LogRead]:
+    """A binary record file as it is, within the per-member budget."""
+    def load() -> LogRead:
+        try:
+            with e.open() as fh:
+                src = limits.Capped(fh, out.budget.for_member(), out.budget)
+                data = src.readall()
+        except (OSError, EOFError) as exc:
+            return LogRead(problems=[Problem(e.name, f"unreadable ({getattr(exc, 'strerror', None) or exc})")])
+        problems = [Problem(e.name, f"over {len(data):,} bytes: only its start was read")] if src.over else []
+        return LogRead(size=len(data), binary=data, problems=problems)
+    return load
 
 
-def _is_torch_trace(e: _Entry) -> bool:
-    try:
-        return b'"traceEvents"' in e.head(4096)
-    except (OSError, tarfile.TarError, EOFError):
-        return False
-
-
-def _environ(e: _Entry, out: Inputs) -> list[dict]:
-    try:
-        procs = json.loads(e.read())
-    except (OSError, ValueError, tarfile.TarError) as exc:
-        out.problems.append(Problem(e.name, f"unreadable process record ({exc})"))
-        return []
-    if not isinstance(procs, list):
-        out.problems.append(Problem(e.name, "process record is not a list: ignored"))
-        return []
-    return [p for p in procs if isinstance(p, dict)]
-
-
-def _stamps(e: _Entry) -> list[tuple[int, int, int]]:
-    """Rows are `first line<TAB>wall s<TAB>monotonic ns<TAB>boottime ns` (older bundles: a row per line)."""
-    out = []
-    try:
-        data = e.read().decode("utf-8", "replace")
-    except (OSError, tarfile.TarError, EOFError):
-        return out
-    for row in data.splitlines():
+def _stamps(e: _Entry, out: Inputs) -> list[tuple[int, int, int]]:
+    """Rows are `first line<TAB>wall s<TAB>monotonic ns<TAB>boottime ns` (older bundles: a row per line).
+    A row whose fields are not numbers in range (a cut row, a 400-digit clock) is passed over, counted."""
+    rows, bad = [], 0
+    for row in _text(e, out).splitlines():
         parts = row.split("\t")
         try:
-            out.append((int(parts[0]), int(parts[3]), int(float(parts[1]) * 1e9)))
-        except (ValueError, IndexError):
-            continue              # a row cut by a crash
-    out.sort()
-    return out
+            if len(parts) < 4 or max(len(p) for p in parts[:4]) > 40:
+                raise ValueError("not a row")
+            first, boot, wall = int(parts[0]), int(parts[3]), float(parts[1])
+            if not (0 < first < 1 << 40 and 0 <= boot < 1 << 63 and 0 <= wall < 1e11):
+                raise ValueError("out of range")
+            rows.append((first, boot, int(wall * 1e9)))
+        except (ValueError, OverflowError):
+            bad += 1              # a row cut by a crash
+    if bad > 1 or (bad and rows):
+        out.problems.append(Problem(e.name, f"{bad} row(s) not read (cut, or fields that are not times)"))
+    rows.sort()
+    return rows
 
 
 def _new_kernel_lines(after: _Entry, follow: _Entry | None, before: _Entry | None, out: Inputs) -> None:
     """Use the after-snapshot only where the follower caught nothing, and only its new lines."""
-    if follow is not None and follow.size > 0:
+    if follow is not None and (follow.size or 0) > 0:
         return
-    old = set(_read(before, out).splitlines()) if before is not None else set()
-    new = b"\n".join(line for line in _read(after, out).splitlines() if line not in old)
-    out.files.append(InputFile(after.name + " (lines new since the capture began)", new))
+    old = set(_text(before, out).splitlines()) if before is not None else set()
+    new = "\n".join(line for line in _text(after, out).splitlines() if line not in old)
+    out.files.append(InputFile(after.name + " (lines new since the capture began)", new.encode()))
+
+
+# ---------------- names in reports ----------------
+
+def _rename(obj, shown: dict[str, str], seen: set | None = None):
+    """Replace paths of copies by their names in the archive, in place, through an incident's
+    records (dataclasses, lists, dicts); returns `obj`."""
+    seen = set() if seen is None else seen
+
+    def fix(v):
+        if isinstance(v, str):
+            for path, name in shown.items():
+                if path in v:
+                    v = v.replace(path, name)
+            return v
+        if id(v) in seen or isinstance(v, (int, float, bytes, type(None))):
+            return v
+        seen.add(id(v))
+        if isinstance(v, list):
+            v[:] = [fix(x) for x in v]
+        elif isinstance(v, dict):
+            items = [(fix(k), fix(x)) for k, x in v.items()]
+            v.clear()
+            v.update(items)
+        elif isinstance(v, tuple):
+            return type(v)(fix(x) for x in v) if not hasattr(v, "_fields") else type(v)(*(fix(x) for x in v))
+        elif hasattr(v, "__dataclass_fields__"):
+            for name in v.__dataclass_fields__:
+                try:
+                    object.__setattr__(v, name, fix(getattr(v, name)))
+                except (AttributeError, TypeError):
+                    pass
+        return v
+
+    return fix(obj)

@@ -62,7 +62,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
            debugger: str | None, no_open_cores: bool, fail_on: str | None, verbose: bool, job: str | None,
            quiet: bool = False) -> None:
     """Postmortem report from logs, debugger transcripts, traces, code objects: files, folders,
-    capture bundles, .tar.gz.
+    capture bundles, archives (.tar, .tar.gz/.xz/.bz2/.zst), compressed files (.gz, .xz, .bz2,
+    .zst), pipes, and `-` for standard input (`dmesg | faultkit triage -`).
 
     Each file's kind is detected from its content. Exit status: 0 report written; 1 an input was
     missing or unreadable (the report covers the rest), or -o could not be written; 2 usage; 4
@@ -99,7 +100,8 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     else:
         sys.stdout.write(text)
     for m in incident.missing:
-        click.echo(f"error: {clean(m)}: no such file, or not readable", err=True)
+        why = next((p.message for p in incident.problems if p.file == m), "no such file, or not readable")
+        click.echo(clean(f"error: {m}: {why}"), err=True)
     if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
@@ -131,9 +133,11 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .progress import Progress
 
     if check_file:
-        from .export.pftrace_check import check_json_trace, check_trace
-        with open(check_file, "rb") as fh:
-            data = fh.read()
+        from .export.pftrace_check import Unreadable, check_json_trace, check_trace, read_trace_file
+        try:
+            data = read_trace_file(check_file)
+        except Unreadable as exc:
+            raise click.ClickException(str(exc)) from None
         with Progress(after_s=1e9 if quiet else 2.0) as progress:
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
@@ -151,7 +155,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     from .triage import TriageOptions, triage as run_triage
 
     win = None if window.strip().lower() == "all" else int(parse_duration(window) * 1e9)
-    missing = [i for i in inputs if not os.path.exists(i)]
+    missing = [i for i in inputs if i != "-" and not os.path.exists(i)]
     if missing:
         raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
     fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")

@@ -59,6 +59,13 @@ class Trace:
         for table in ("dispatches", "copies", "allocations", "api"):
             df = getattr(self, table)
             if len(df):
+                # a record that ends before it starts, or at a negative time, is damage: the
+                # analyses and the timeline would draw it across the whole trace
+                bad = (df["start"].to_numpy() < 0) | (df["end"].to_numpy() < df["start"].to_numpy())
+                if bad.any():
+                    self.problems.append(Problem("<trace>", f"{int(bad.sum())} {table} record(s) whose times are out "
+                                                            f"of range (negative, or ending before they start) left out"))
+                    df = df[~bad]
                 setattr(self, table, df.sort_values("start", kind="stable").reset_index(drop=True))
         resolve_agents(self)
         return self
@@ -77,17 +84,62 @@ def conform(df: pd.DataFrame, table: str) -> pd.DataFrame:
             out[col] = np.full(n, MISSING, dtype=np.int64) if dtype == I64 else np.full(n, None, dtype=object)
             continue
         s = df[col]
-        if dtype == I64 and s.dtype == np.int64:
-            out[col] = s.to_numpy()
-        elif dtype == I64:
-            if s.dtype == object:
-                s = pd.to_numeric(s.astype(str).str.replace('"', "", regex=False).str.strip(), errors="coerce")
-            out[col] = s.fillna(MISSING).astype(np.int64).to_numpy()
+        if dtype == I64:
+            out[col] = int64_cells(s)
         elif isinstance(s.dtype, pd.CategoricalDtype):
             out[col] = s.reset_index(drop=True)
         else:
-            out[col] = s.to_numpy(dtype=object)
+            out[col] = text_cells(s)
     return pd.DataFrame(out, copy=False)       # columns as they are: no copy into 2-D blocks
+
+
+INT64_MIN, INT64_END = -(1 << 63), 1 << 63
+
+
+def int64_cells(s: pd.Series) -> np.ndarray:
+    """A column as int64: a cell that is not an integer in int64's range (text, a float, inf, a
+    number >= 2**63, a list) reads as MISSING rather than stopping the read."""
+    if s.dtype == np.int64:
+        return s.to_numpy()
+    if s.dtype == object or not (pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s)):
+        s = pd.to_numeric(_as_text(s).str.replace('"', "", regex=False).str.strip(), errors="coerce")
+    a = s.to_numpy()
+    if a.dtype.kind == "b":
+        return a.astype(np.int64)
+    if a.dtype.kind == "i":
+        return a.astype(np.int64)
+    out = np.full(len(a), MISSING, dtype=np.int64)
+    if a.dtype.kind == "u":
+        ok = a < np.uint64(INT64_END)
+        out[ok] = a[ok].astype(np.int64)
+        return out
+    a = a.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(a) & (a >= INT64_MIN) & (a < INT64_END) & (a == np.floor(a))
+    out[ok] = a[ok].astype(np.int64)
+    return out
+
+
+def _as_text(s: pd.Series) -> pd.Series:
+    """str of each cell; bytes (a BLOB from SQLite) decoded, never raising on bad UTF-8."""
+    if pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty", "integer", "floating", "mixed-integer-float"):
+        return s.astype(str)
+    return s.map(lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
+
+
+def labels(s: pd.Series) -> pd.Series:
+    """An agent column as the text labels the tables use."""
+    return _as_text(s)
+
+
+def text_cells(s: pd.Series) -> np.ndarray:
+    """A column of names as str or None (a BLOB name from SQLite, a number where a name belongs)."""
+    a = s.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(a, skipna=True) not in ("string", "empty"):
+        a = np.array([v if v is None or isinstance(v, str) else v.decode("utf-8", "replace")
+                      if isinstance(v, bytes) else None if isinstance(v, float) and v != v else str(v)
+                      for v in a], dtype=object)
+    return a
 
 
 def resolve_agents(trace: Trace) -> None:
@@ -107,6 +159,8 @@ def resolve_agents(trace: Trace) -> None:
         m = AGENT_LABEL.match(str(label))
         if not m:
             per_label.append(MISSING)
+        elif len(m.group(2)) > 18:
+            per_label.append(MISSING)            # not an id int64 can hold (a damaged cell)
         elif m.group(1):          # 7.x 'Agent N': a logical index
             logical_seen = True
             per_label.append(int(logical_to_node.get(int(m.group(2)), MISSING)))

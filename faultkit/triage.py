@@ -24,7 +24,7 @@ from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
 from .capture.core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
-from .ingest.code_object import BUNDLE_MAGIC, code_objects_in
+from .ingest.code_object import code_objects_in
 from .ingest.debugger import parse_debugger
 from .ingest.agent_files import parse_agent
 from .ingest.detect import detect_kinds
@@ -32,7 +32,6 @@ from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
 from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
 from .ingest.runtime_log import parse_runtime_log
-from .ingest.text import decode
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .model import CoreRecord, Problem
@@ -52,7 +51,8 @@ class TriageOptions:
 
 
 def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
-    return build(collect(paths), opts)
+    with collect(paths) as inputs:     # copies out of archives are deleted when the triage is done
+        return inputs.named(build(inputs, opts))
 
 
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
@@ -194,17 +194,16 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
     objects = []
     logs = {}         # per transcript: a core's transcript is judged on its own
     for f in files:
-        data = f.data             # read now, one file at a time
-        if data[:4] == b"\x7fELF" or BUNDLE_MAGIC in data[:1 << 20]:
-            found, problems = code_objects_in(data, f.name)
+        got = f.log()             # read now, one file at a time (a big log: the prefilter's excerpt)
+        inc.problems.extend(got.problems)
+        if got.binary is not None:
+            found, problems = code_objects_in(got.binary, f.name)
             objects += found
             inc.problems.extend(problems)
-            inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": len(data)})
+            inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": got.size})
             continue
-        text, problems = decode(data, f.name)
-        size = len(data)
-        del data
-        inc.problems.extend(problems)
+        text, size = got.text, got.size
+        del got
         kinds = detect_kinds(text)
         kinds_seen |= kinds
         kinds_seen |= {f"mentions:{w.lower()}" for w in FRAMEWORKS if w in text}

@@ -9,7 +9,9 @@ from pathlib import Path
 import faultkit
 
 PKG = Path(faultkit.__file__).parent
+# limits: the byte bounds every reader and the trace checker share (a leaf: it imports no faultkit module)
 MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
+               "faultkit.limits",
                "faultkit.demangle"}       # demangle: a pure function of a name, used by readers and exporters alike
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
@@ -50,6 +52,10 @@ def test_ingest_imports_only_the_model_layer():
         if mod.startswith("faultkit.ingest"):
             bad = {d for d in deps if not d.startswith("faultkit.ingest") and d not in MODEL_LAYER | AGENT_FORMAT}
             assert not bad, f"{mod} imports {bad}"
+
+
+def test_the_bounds_are_a_leaf():
+    assert not {d for d in GRAPH.get("faultkit.limits", set()) if d.startswith("faultkit")}
 
 
 def test_analyses_and_exporters_import_no_parser():

@@ -103,7 +103,9 @@ def test_three_node_gloo_job_one_faulting_rank(tmp_path):
     # the others lost their peer in the all-reduce after rank 1 died: consequences, not verdicts
     lost = {c["node"] for c in job["consequences"] if c["kind"] == "peer-loss"}
     assert lost == {"node-a", "node-c"}
-    assert all(c["after_s"] > -0.1 for c in job["consequences"] if c["kind"] == "peer-loss")
+    if nodes["node-b"]["first_cause"]["kind"] == "host-segfault":
+        # the kernel's stamp of the segfault is exact; the capture's end (the fallback) comes later
+        assert all(c["after_s"] > -0.1 for c in job["consequences"] if c["kind"] == "peer-loss")
     # the timeline: a process per node, the first mover's cause flowing to each consequence
     out = tmp_path / "job.pftrace"
     res = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", *sorted(map(str, run.iterdir())), "-o",

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from faultkit.triage import TriageOptions, build
+from faultkit.triage import TriageOptions, build, triage
 from faultkit.bundle import collect
 from faultkit.export.report import render_markdown, to_json
 from faultkit.ingest.traces import read_trace_paths
@@ -389,8 +389,10 @@ def test_bundle_and_its_tarball_give_the_same_report(tmp_path):
     tar = tmp_path / "b.tar.gz"
     with tarfile.open(tar, "w:gz") as t:
         t.add(b, arcname="b")
-    folder, packed = to_json(build(collect([str(b)]))), to_json(build(collect([str(tar)])))
+    # through triage(), which names copies out of the archive by their member path
+    folder, packed = to_json(triage([str(b)])), to_json(triage([str(tar)]))
     assert _without_paths(folder) == _without_paths(packed)
+    assert "faultkit-archive-" not in json.dumps(packed)
     assert [f["address"] for f in folder["faults"]] == ["0x7f0000001000"]     # not 0xdead0000
     assert folder["trace"]["fault_time"]["boottime_ns"] == FAULT_NS           # the arrival stamp, from both
     assert folder["trace"]["overlaps"]["serialization"]["variables"] == {"AMD_SERIALIZE_KERNEL": "3"}

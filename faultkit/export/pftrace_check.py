@@ -6,11 +6,41 @@ anything it does not read, packet by packet (`pftrace_check_exact`), which names
 
 from __future__ import annotations
 
+import os
+import stat
+
+from .. import limits
 from .pftrace_check_bulk import check_bulk
 from .pftrace_check_exact import CheckResult, check_exact
 from .wire import whole_prefix
 
-__all__ = ["CheckResult", "check_trace", "check_json_trace"]
+__all__ = ["CheckResult", "check_trace", "check_json_trace", "read_trace_file", "Unreadable"]
+
+
+class Unreadable(Exception):
+    """A path `timeline --check` does not read, and why (one line for the user)."""
+
+
+def read_trace_file(path: str) -> bytes:
+    """The trace's bytes, under the same rules as triage's inputs: a regular file (not a device,
+    a pipe or a kernel interface), at most limits.CHECK_FILE bytes, read in chunks."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise Unreadable(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a pipe" if stat.S_ISFIFO(st.st_mode) else "a device or socket"
+        raise Unreadable(f"{path}: {what}, not a trace file: save the trace to a file and check that")
+    if path.startswith(("/proc/", "/sys/")):
+        raise Unreadable(f"{path}: a kernel interface file, not a trace")
+    if st.st_size > limits.CHECK_FILE:
+        raise Unreadable(f"{path}: {st.st_size:,} bytes, over the {limits.CHECK_FILE:,} a check reads")
+    try:
+        with open(path, "rb") as fh:
+            data = limits.Capped(fh, limits.CHECK_FILE).readall()
+    except OSError as exc:
+        raise Unreadable(f"{path}: unreadable ({exc.strerror or exc})") from None
+    return data
 
 
 def check_trace(data: bytes, keep_names: bool = True, progress=None) -> CheckResult:
@@ -42,6 +72,9 @@ def check_json_trace(data: bytes) -> CheckResult:
     res = CheckResult()
     try:
         doc = json.loads(data)
+    except RecursionError:
+        res.errors.append("not a trace: JSON nested too deeply to read")
+        return res
     except ValueError as exc:
         res.errors.append(f"not JSON ({exc})")
         return res
@@ -49,7 +82,8 @@ def check_json_trace(data: bytes) -> CheckResult:
     if not isinstance(events, list):
         res.errors.append("no traceEvents list")
         return res
-    res.metadata = {str(k): str(v) for k, v in (doc.get("metadata") or {}).items()} if isinstance(doc, dict) else {}
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    res.metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
     starts, ends, threads = set(), set(), set()
     for i, e in enumerate(events):
         if not isinstance(e, dict) or "ph" not in e:
@@ -57,6 +91,9 @@ def check_json_trace(data: bytes) -> CheckResult:
             continue
         ph = e["ph"]
         res.packets += 1
+        if not isinstance(ph, str):
+            res.errors.append(f"event {i}: 'ph' is {type(ph).__name__}, not a string")
+            continue
         if ph == "M":
             threads.add((e.get("pid"), e.get("tid")))
             continue
@@ -71,10 +108,12 @@ def check_json_trace(data: bytes) -> CheckResult:
             res.instants += 1
         elif ph == "C":
             res.counters += 1
-        elif ph == "s":
-            starts.add(e.get("id"))
-        elif ph == "f":
-            ends.add(e.get("id"))
+        elif ph in ("s", "f"):
+            fid = e.get("id")
+            if isinstance(fid, bool) or not isinstance(fid, (int, str)):
+                res.errors.append(f"event {i} ({ph}): flow id is {type(fid).__name__}, not a number or string")
+                continue
+            (starts if ph == "s" else ends).add(fid)
     res.flows = len(starts & ends)
     res.tracks = len(threads)
     for fid in sorted(ends - starts, key=str)[:10]:

@@ -18,7 +18,7 @@ import zlib
 import numpy as np
 
 from . import wire
-from .pftrace_check_exact import BEGIN, COUNTER, END, INSTANT, Checker, CheckResult, pb
+from .pftrace_check_exact import BEGIN, COUNTER, END, INSTANT, Checker, CheckResult, inflate_batch, pb
 from .wire import I64, LEN, VARINT, Field, Malformed
 
 # TracePacket fields a plain track event may carry: those the rules read, and scalars the Perfetto
@@ -110,9 +110,11 @@ class _Bulk:
             raise Unsure from None
         if outer and p.HasField("compressed_packets"):
             try:
-                inner = zlib.decompress(p.compressed_packets)
+                inner = inflate_batch(p.compressed_packets, self.c.res)
             except zlib.error:
                 raise Unsure from None
+            if inner is None:
+                raise Unsure             # past the bounds: the exact path says so
             self.c.res.compressed += 1
             starts, ends = wire.frames(inner)
             self.packets(np.frombuffer(inner, np.uint8), starts, ends, outer=False)

@@ -7,10 +7,11 @@ a sequence, and every interned id must resolve on its sequence since the last st
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from .. import limits
 
 MAX_ERRORS = 50
 BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END,
@@ -21,6 +22,7 @@ BEGIN, END, INSTANT, COUNTER = (pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TY
 class CheckResult:
     packets: int = 0
     compressed: int = 0              # packets holding compressed_packets
+    inflated: int = 0                # their bytes, inflated (bounded by limits.INFLATED)
     tracks: int = 0
     slices: int = 0
     instants: int = 0
@@ -55,13 +57,29 @@ class _Seq:
     cleared: bool = False
 
 
+def inflate_batch(blob: bytes, res: CheckResult) -> bytes | None:
+    """A `compressed_packets` batch inflated within the bounds (limits.INFLATE per batch,
+    limits.INFLATED in all); None, with the error said, past them. Raises zlib.error."""
+    room = min(limits.INFLATE, limits.INFLATED - res.inflated)
+    got = limits.inflate(blob, max(room, 0) + 1)
+    res.inflated += len(got.data)
+    if got.over or len(got.data) > room:
+        res.error(f"compressed packets inflate past {room:,} bytes (a batch may hold {limits.INFLATE:,}, a trace "
+                  f"{limits.INFLATED:,}): not checked")
+        return None
+    return got.data
+
+
 def _packets(trace, res: CheckResult):
     """Every packet in order, the ones inside `compressed_packets` inflated in place (as
     trace_processor does)."""
     for p in trace.packet:
         if p.HasField("compressed_packets"):
             try:
-                inner = pb.Trace.FromString(zlib.decompress(p.compressed_packets))
+                got = inflate_batch(p.compressed_packets, res)
+                if got is None:
+                    continue
+                inner = pb.Trace.FromString(got)
             except Exception as exc:  # noqa: BLE001 - zlib.error, protobuf DecodeError
                 res.error(f"compressed packets that do not inflate to packets: {exc}")
                 continue

@@ -155,7 +155,9 @@ class BundleEntry:
 
 
 def bundle_entries(data: bytes, at: int = 0) -> list[BundleEntry]:
-    """Entries of an uncompressed clang offload bundle starting at `at`."""
+    """Entries of an uncompressed clang offload bundle starting at `at`. Each entry is checked
+    where it is read (its id and its bytes must lie in the file): a damaged count or entry ends
+    the list there, the entries before it are kept; struct.error where not even one fits."""
     if data[at:at + len(BUNDLE_MAGIC)] != BUNDLE_MAGIC:
         return []
     pos = at + len(BUNDLE_MAGIC)
@@ -163,11 +165,17 @@ def bundle_entries(data: bytes, at: int = 0) -> list[BundleEntry]:
     pos += 8
     out = []
     for _ in range(min(count, 4096)):
+        if pos + 24 > len(data):
+            break
         off, size, idlen = struct.unpack_from("<QQQ", data, pos)
+        if idlen > 4096 or pos + 24 + idlen > len(data) or at + off + size > len(data):
+            break
         pos += 24
         triple = data[pos:pos + idlen].decode("ascii", "replace")
         pos += idlen
         out.append(BundleEntry(triple, at + off, size))
+    if len(out) < count and not out:
+        raise struct.error("no entry fits in the file")
     return out
 
 
@@ -187,6 +195,10 @@ def code_objects_in(data: bytes, name: str = "<file>") -> tuple[list[tuple[str, 
         except struct.error:
             problems.append(Problem(name, f"offload bundle at 0x{at:x} is cut"))
             continue
+        declared = struct.unpack_from("<Q", data, at + len(BUNDLE_MAGIC))[0]
+        if declared != len(entries):
+            problems.append(Problem(name, f"offload bundle at 0x{at:x} declares {declared:,} entries, "
+                                          f"{len(entries)} lie in the file: those were read"))
         for e in entries:
             uri = f"{name}#offset={e.offset}&size={e.size}"
             co = read_code_object(data[e.offset:e.offset + e.size], uri)

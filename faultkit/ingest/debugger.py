@@ -16,7 +16,12 @@ from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, Debugge
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
                      ThreadRow)
 from .symbols import demangle
+from .prefilter import DEBUGGER, anchored, continuation, words
 from .text import cut_problem, decode, numbered_lines
+
+# A transcript's tables, frames, disassembly and registers follow a prompt, a stop or a sanitizer
+# line: in a big file they are read as the context after those (`after=`), never by themselves.
+words(DEBUGGER, "========= ", after=64)
 
 TID = r"\d+(?:\.\d+)?"
 QNAME = r'(?: "(?P<tname>[^"\n]*)")?'
@@ -24,111 +29,172 @@ NUMQ = r"(?:\d+|\?)"
 
 SIGNAL_STOP = re.compile(rf"Thread (?P<tid>{TID}){QNAME} received signal (?P<sig>[A-Z][A-Z0-9_]+), "
                          r"(?P<meaning>[^.\n]+)\.")
+anchored(DEBUGGER, SIGNAL_STOP, ' received signal ', after=64)
 PROGRAM_STOP = re.compile(r"Program received signal (?P<sig>SIG[A-Z0-9]+), (?P<meaning>[^.\n]+)\.")
+anchored(DEBUGGER, PROGRAM_STOP, 'Program received signal ', after=64)
 CATCH_HIT = re.compile(rf"(?:Thread (?P<tid>{TID}){QNAME} hit )?Catchpoint (?P<bp>\d+) \(signal "
                        r"(?P<sig>SIG[A-Z0-9]+)\), (?P<rest>.*)$")
+anchored(DEBUGGER, CATCH_HIT, 'Catchpoint ', after=64)
 BP_HIT = re.compile(rf"Thread (?P<tid>{TID}){QNAME} hit (?:Breakpoint|Temporary breakpoint) (?P<bp>\d+), "
                     r"(?:with (?:lanes \[[^\]]*\]|lane \d+), )?(?P<rest>.*)$")
+anchored(DEBUGGER, BP_HIT, ' hit Breakpoint ', ' hit Temporary breakpoint ', after=64)
 SWITCH_LANE = re.compile(rf"\[Switching to thread (?P<tid>{TID}), lane (?P<lane>\d+) \((?P<systag>AMDGPU Lane .*?\])\)\]")
+anchored(DEBUGGER, SWITCH_LANE, '[Switching to thread ', after=32)
 SWITCH_CPU = re.compile(rf"\[Switching to thread (?P<tid>{TID}) \((?P<systag>Thread 0x[0-9a-f]+ \(LWP \d+\))\)\]")
+anchored(DEBUGGER, SWITCH_CPU, '[Switching to thread ', after=32)
 SWITCH_GNU = re.compile(r"\[Switching to (?P<systag>Thread 0x[0-9a-f]+ \(LWP \d+\)|LWP \d+)\]")
+anchored(DEBUGGER, SWITCH_GNU, '[Switching to ', after=32)
 CORE_CURRENT = re.compile(rf"\[Current thread is (?P<tid>{TID})(?:, lane (?P<lane>\d+))? \((?P<systag>.*)\)\]")
+anchored(DEBUGGER, CORE_CURRENT, '[Current thread is ', after=64)
 CORE_REASON = re.compile(rf"Thread (?P<tid>{TID}) \((?P<systag>AMDGPU Wave .*?)\) stopped because of "
                          r"(?P<sig>SIG[A-Z0-9]+)\.")
+anchored(DEBUGGER, CORE_REASON, ') stopped because of ', after=64)
 ATTACH_STOP = re.compile(rf"^Thread (?P<tid>{TID}){QNAME} stopped\.$")
+anchored(DEBUGGER, ATTACH_STOP, ' stopped.', after=32)
 TERMINATED = re.compile(r"Program terminated with signal (?P<sig>SIG[A-Z0-9]+), (?P<meaning>[^.\n]+)\.")
+anchored(DEBUGGER, TERMINATED, 'Program terminated with signal ', after=64)
 WARN_PRECISE = re.compile(r"Warning: precise memory (?:violation )?signal reporting is not enabled")
+anchored(DEBUGGER, WARN_PRECISE, 'Warning: precise memory ', after=32)
 WARN_ALU = re.compile(r"Warning: precise ALU exception reporting is not enabled")
+anchored(DEBUGGER, WARN_ALU, 'Warning: precise ALU exception', after=32)
 LANE_INACTIVE = re.compile(r"warning: Current lane is inactive\.")
+anchored(DEBUGGER, LANE_INACTIVE, 'warning: Current lane is inactive')
 MI_STOP = re.compile(r'\*stopped,reason="(?P<reason>[^"]+)"(?P<rest>.*)$')
+anchored(DEBUGGER, MI_STOP, '*stopped,reason="', after=32)
 
 WAVE_SYSTAG = re.compile(rf"AMDGPU Wave (?P<agent>{NUMQ}):(?P<queue>{NUMQ}):(?P<dispatch>{NUMQ}):(?P<wave>\d+) "
                          rf"\((?P<wg>{NUMQ},{NUMQ},{NUMQ})\)/(?P<wig>{NUMQ})")
+continuation(DEBUGGER, WAVE_SYSTAG)
 LANE_SYSTAG = re.compile(rf"AMDGPU Lane\s+(?P<agent>{NUMQ}):(?P<queue>{NUMQ}):(?P<dispatch>{NUMQ}):(?P<wave>\d+)/"
                          rf"(?P<lane>\d+) \((?P<wg>{NUMQ},{NUMQ},{NUMQ})\)\[(?P<wi>{NUMQ},{NUMQ},{NUMQ})\]")
+continuation(DEBUGGER, LANE_SYSTAG)
 
 CUDA_EXC = re.compile(r"CUDA Exception: (?P<exc>[A-Za-z][A-Za-z -]+?)\s*$")
+anchored(DEBUGGER, CUDA_EXC, 'CUDA Exception: ', after=64)
 CUDA_EXC_PC = re.compile(r"The exception was triggered at PC (?P<pc>0x[0-9a-f]+)(?:\s+(?!\()(?P<func>.+?))?"
                          r"(?:\s+\((?P<file>[^():\s]+):(?P<line>\d+)\))?\s*$")
+anchored(DEBUGGER, CUDA_EXC_PC, 'The exception was triggered at PC ', after=32)
 CUDA_FOCUS = re.compile(r"\[(?:Switching focus to|Current focus set to) CUDA kernel (?P<kernel>\d+), grid (?P<grid>\d+), "
                         r"block \((?P<block>[\d,]+)\), thread \((?P<thread>[\d,]+)\)(?:, device (?P<dev>\d+), "
                         r"sm (?P<sm>\d+), warp (?P<warp>\d+), lane (?P<lane>\d+))?\]")
+anchored(DEBUGGER, CUDA_FOCUS, 'focus to CUDA kernel ', 'focus set to CUDA kernel ', after=32)
 
 FRAME = re.compile(r"^(?:#(?P<level>\d+)\s+)?(?:(?P<pc>0x[0-9a-f]+) in )?(?P<body>.+?)"
                    r"(?:\s+at (?P<file>\S+?):(?P<line>\d+)|\s+from (?P<obj>\S+))?\s*$")
+continuation(DEBUGGER, FRAME)
 SRCLINE = re.compile(r"^(?P<line>\d+)(?:\t| +)(?P<text>.*)$")
+continuation(DEBUGGER, SRCLINE)
 LAUNCH = re.compile(r"<<<\((?P<grid>[\d,]+)\),\((?P<block>[\d,]+)\)>>>")
+continuation(DEBUGGER, LAUNCH)
 
 PROMPT = re.compile(r"^\((?:gdb|cuda-gdb|rocgdb|@value\{GDBP\})\)\s?")
+anchored(DEBUGGER, PROMPT, '(gdb)', '(cuda-gdb)', '(rocgdb)', '(@value{GDBP})', after=400)
 THREADS_HDR = re.compile(r"^Id\s+(?:Lanes\s+)?Target Id\s+Frame\s*$")
+anchored(DEBUGGER, THREADS_HDR, 'Target Id', after=400)
 LANES_HDR = re.compile(r"^Id\s+State\s+Target Id\s+Frame\s*$")
+anchored(DEBUGGER, LANES_HDR, 'Target Id', after=400)
 THREAD_ROW = re.compile(rf"^(?P<cur>\*\s+)?(?P<id>{TID})\s+(?:(?P<lanes>\d+/\d+)\s+)?"
                         r"(?P<systag>AMDGPU Wave \S+ \([^)]*\)/\S+|Thread 0x[0-9a-f]+ \(LWP \d+\)|LWP \d+|process \d+)"
                         r'(?: "(?P<name>[^"]*)")?\s*(?P<frame>.*)$')
+anchored(DEBUGGER, THREAD_ROW, 'AMDGPU Wave ', 'Thread 0x', 'LWP ', 'process ')
 LANE_ROW = re.compile(r"^(?P<cur>\*\s+)?(?P<id>\d+)\s+(?P<state>[AIUR])\s+"
                       r"(?P<systag>AMDGPU Lane \S+ \([^)]*\)\[[^\]]*\])\s+(?P<frame>.*)$")
+anchored(DEBUGGER, LANE_ROW, 'AMDGPU Lane ')
 AGENT_ROW = re.compile(rf"^(?P<cur>\*\s+)?(?P<id>{TID})\s+(?P<state>[AU])\s+AMDGPU Agent \(GPUID (?P<gpuid>\d+)\)\s+"
                        r"(?P<arch>\S+)\s+(?P<name>.+?)\s+(?P<cores>\d+)\s+(?P<threads>\d+)\s+"
                        r"(?P<location>(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s*$")
+anchored(DEBUGGER, AGENT_ROW, 'AMDGPU Agent (GPUID ')
 QUEUE_ROW = re.compile(rf"^(?P<cur>\*\s+)?(?P<id>{TID})\s+AMDGPU Queue (?P<agent>\d+):(?P<queue>\d+) \(QID (?P<qid>\d+)\)\s+"
                        r"(?P<type>HSA(?: \((?:Single|Multi|Coop)\))?|PM4|DMA|XGMI|Unknown)\s+"
                        r"(?:(?P<read>\d+)\s+(?P<write>\d+)\s+)?(?P<size>\d+)\s+(?P<addr>0x[0-9a-f]+)\s*$")
+anchored(DEBUGGER, QUEUE_ROW, 'AMDGPU Queue ')
 DISPATCH_ROW = re.compile(
     rf"^(?P<cur>\*\s+)?(?P<id>{TID})\s+AMDGPU Dispatch (?P<agent>\d+):(?P<queue>\d+):(?P<dispatch>\d+) \(PKID (?P<pkid>\d+)\)\s+"
     r"\[(?P<grid>[\d,]+)\]\s+\[(?P<wg>[\d,]+)\]\s+(?P<fence>(?:B|Aa|As|Ra|Rs)(?:\|(?:Aa|As|Ra|Rs))*)?\s*"
     r"(?:Shared\((?P<shared>\d+)\), Private\((?P<private>\d+)\)\s+(?P<kdesc>0x[0-9a-f]+)\s+(?P<kargs>0x[0-9a-f]+)\s+"
     r"(?:0x[0-9a-f]+|\(nil\))\s+)?(?P<kernel>\S.*?)\s*$")
+anchored(DEBUGGER, DISPATCH_ROW, 'AMDGPU Dispatch ')
 CUDA_KERNEL_ROW = re.compile(r"^(?P<cur>\*\s+)?(?P<kid>\d+)\s+(?:\d+|-)\s+(?P<dev>\d+)\s+(?P<grid>\d+)\s+(?P<status>[A-Z][a-z]+)\s+"
                              r"0x[0-9a-f]+\s+(?P<gdim>\([\d,]+\))\s+(?P<bdim>\([\d,]+\))\s+(?P<name>.+?)\s*$")
+continuation(DEBUGGER, CUDA_KERNEL_ROW)
 SHLIB_ROW = re.compile(r"^(?P<low>0x[0-9a-f]+)\s+(?P<high>0x[0-9a-f]+)\s+(?:Yes|No)(?: \(\*\))?\s+(?P<lib>\S.*?)\s*$")
+continuation(DEBUGGER, SHLIB_ROW)
 CODE_OBJECT_URI = re.compile(r"(?P<scheme>file|memory)://(?P<path>[^#?\s]*)(?:[#?]offset=(?P<offset>0[xX][0-9a-fA-F]+|\d+)"
                              r"&size=(?P<size>0[xX][0-9a-fA-F]+|\d+))?")
+continuation(DEBUGGER, CODE_OBJECT_URI)
 DISASM = re.compile(r"^(?P<mark>\*=>|=>|\*>)?\s*(?:(?P<pc>0x[0-9a-f]+)\s*)?<(?P<sym>[^<>]*?)\+(?P<off>\d+)>:\s*(?P<rest>.*)$")
+continuation(DEBUGGER, DISASM)
 DISASM_ELIDED = re.compile(r"^(?P<mark>\*=>|=>|\*>)?\s*\.\.\.\+(?P<off>\d+):\s*(?P<rest>.*)$")
+continuation(DEBUGGER, DISASM_ELIDED)
 RAW_BYTES = re.compile(r"^(?:[0-9a-f]{2} )+\s*")
+continuation(DEBUGGER, RAW_BYTES)
 
 SAN_ACCESS = re.compile(r"^(?:Invalid|Misaligned) __(?P<space>\w+)__ (?P<rw>read|write|atomic) of size (?P<size>\d+) bytes?$")
+continuation(DEBUGGER, SAN_ACCESS)
 SAN_AT = re.compile(r"^at (?P<func>.+?)\+0x(?P<off>[0-9a-f]+)(?: in (?P<file>\S+):(?P<line>\d+))?$")
+continuation(DEBUGGER, SAN_AT)
 SAN_BY = re.compile(r"^by thread \((?P<thread>[\d,]+)\) in block \((?P<block>[\d,]+)\)$")
+continuation(DEBUGGER, SAN_BY)
 SAN_ADDR = re.compile(r"^(?:Access (?:to|at)|Address) (?P<addr>0x[0-9a-f]+) is (?P<why>out of bounds|misaligned)")
+continuation(DEBUGGER, SAN_ADDR)
 SAN_NEAR = re.compile(r"(?:^|\s)and is (?:(?P<dist>[\d,]+) bytes (?P<dir>after|before)|(?P<inside>inside)) the nearest "
                       r"allocation at (?P<base>0x[0-9a-f]+) of size (?P<asize>[\d,]+) bytes$")
 # Older compute-sanitizer / cuda-memcheck: `at 0x440 in triton__0d1d2d`, `at 0x148 in /src/t.cu:10:kern(int*)`
+continuation(DEBUGGER, SAN_NEAR)
 SAN_AT_OLD = re.compile(r"^at 0x(?P<off>[0-9a-f]+) in (?:(?P<file>\S+?):(?P<line>\d+):)?(?P<func>\S.*?)$")
 # compute-sanitizer 2026 without an offset (NVIDIA/cccl#8288): `at cp_async_bulk_cp_mask in cp_async_bulk.h:236`;
 # the empty `off` group keeps the three `at` patterns' fields alike
 SAN_AT_BARE = re.compile(r"^at (?!0x)(?P<func>\S.*?)(?P<off>(?!))? in (?P<file>\S+):(?P<line>\d+)$")
+continuation(DEBUGGER, SAN_AT_BARE)
+continuation(DEBUGGER, SAN_AT_OLD)
 SAN_API = re.compile(r'^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to "(?P<text>[^"]+)" on CUDA API call to (?P<api>\w+)\.$')
+anchored(DEBUGGER, SAN_API, 'Program hit ')
 SAN_FRAME = re.compile(r"^Host Frame:\s*(?P<frame>.*)$")
 # The device call stack under an access (`--show-backtrace device|yes`): `Device Frame:helper(float *)+0x30 in
 # oob.cu:3`, older `Device Frame:/src/oob.cu:3:helper(float*) (helper(float*) : 0x30)`
 SAN_DEVICE_FRAME = re.compile(r"^Device Frame:\s*(?:(?P<func>[^/\s].*?)\+0x[0-9a-f]+(?: in \S+:\d+)?|"
                               r"(?:\S+?:\d+:)?(?P<old>[^\s(]+\([^)]*\))(?: \(.*\))?)\s*$")
+continuation(DEBUGGER, SAN_DEVICE_FRAME)
 SAN_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<errors>\d+) errors?")
+continuation(DEBUGGER, SAN_SUMMARY)
 SAN_TARGET_ERROR = re.compile(r"^Target application returned an error")
 # compute-sanitizer 2021.x (nsight-training 04_memcheck2.ipynb:93): the error text, no enum, no "due to"
+continuation(DEBUGGER, SAN_TARGET_ERROR)
 SAN_API_OLD = re.compile(r"^Program hit (?P<text>[^()]+?) \(error (?P<code>\d+)\) on CUDA API call to (?P<api>\w+)\.$")
+continuation(DEBUGGER, SAN_API_OLD)
 SAN_LEAK = re.compile(r"^Leaked (?P<size>[\d,]+) bytes at (?P<addr>0x[0-9a-f]+)")
 # The other tools' report heads (and memcheck's hardware exceptions); what follows (`at`, `by
 # thread`, `Address`) is read as for a memcheck report. nsight-training 2d680f7,
 # cuda/2021_gtc/x-ac-04-v1/task1/task/sanitizer/: 06_initcheck.ipynb:44, 05_racecheck.ipynb:31-36.
+continuation(DEBUGGER, SAN_LEAK)
 SAN_INIT = re.compile(r"^Uninitialized __(?P<space>\w+)__ memory (?P<rw>read|write) of size (?P<size>\d+) bytes?$")
+continuation(DEBUGGER, SAN_INIT)
 SAN_RACE = re.compile(r"^(?:ERROR|Error|WARNING|Warning): Race reported between (?P<acc>\w+) access at (?P<where>.+?)"
                       r"(?: \[(?P<n>[\d,]+) hazards?\])?$")
+continuation(DEBUGGER, SAN_RACE)
 SAN_RACE_AND = re.compile(r"^and (?P<acc>\w+) access at (?P<where>.+?)(?: \[(?P<n>[\d,]+) hazards?\])?$")
 # hazard mode: `ERROR: Potential WAW hazard ...`, cuda-memcheck's `WARN:(Warp Level Programming) Potential RAW ...`
+continuation(DEBUGGER, SAN_RACE_AND)
 SAN_HAZARD = re.compile(r"^(?:ERROR|Error|WARNING|Warning|WARN|INFO|Info):\s*(?:\([^)]*\)\s*)?Potential "
                         r"(?P<kind>WAW|WAR|RAW) hazard detected at "
                         r"__(?P<space>\w+)__ (?P<addr>0x[0-9a-f]+) in block \((?P<block>[\d, ]+)\)\s*:?$")
+continuation(DEBUGGER, SAN_HAZARD)
 SAN_HAZARD_THREAD = re.compile(r"^(?P<acc>Read|Write|Atomic) Thread \((?P<thread>[\d, ]+)\) at (?P<where>.+?)$")
+continuation(DEBUGGER, SAN_HAZARD_THREAD)
 SAN_BARRIER = re.compile(r"^Barrier error detected\.\s*(?P<what>.*)$")
+continuation(DEBUGGER, SAN_BARRIER)
 SAN_HW = re.compile(r"^(?:Warp )?(?P<what>Invalid PC|Illegal [Ii]nstruction|Misaligned PC|Hardware Stack Overflow|"
                     r"Out-of-range Shared or Local Address|Misaligned Shared or Local Address|Invalid Address Space|"
                     r"Illegal Address|Misaligned Address|Device Hardware Exception)$")
+continuation(DEBUGGER, SAN_HW)
 SAN_ADDR_ONLY = re.compile(r"^Address (?P<addr>0x[0-9a-f]+)$")
+continuation(DEBUGGER, SAN_ADDR_ONLY)
+continuation(DEBUGGER, SAN_FRAME)
 
 PRECISE_SHOW = re.compile(r"AMDGPU precise memory access reporting is (?P<state>on|off)(?: \(currently (?P<now>enabled|disabled)\))?")
+anchored(DEBUGGER, PRECISE_SHOW, 'AMDGPU precise memory access reporting is ')
 PRECISE_FAIL = re.compile(r"AMDGPU precise memory access reporting could not be enabled")
+anchored(DEBUGGER, PRECISE_FAIL, 'AMDGPU precise memory access reporting could not be enabled')
 EVENTS = [
     ("inferior-exit", re.compile(r"\[Inferior (?P<inf>\d+) \(process (?P<pid>\d+)\) exited (?:normally|with code (?P<code>\d+))\]")),
     ("terminated", TERMINATED),
@@ -145,11 +211,25 @@ EVENTS = [
     ("no-line-info", re.compile(r"No line number information available for address (?P<pc>0x[0-9a-f]+)(?: <(?P<where>[^>]+)>)?")),
     ("no-active", re.compile(r"No (?P<what>agents|queues|dispatches) are currently active|No active (?P<what2>\w+) match")),
 ]
+_EVENT_ANCHORS = {
+    "inferior-exit": ("[Inferior ",), "terminated": ("Program terminated with signal ",), "fork": ("fork ",),
+    "new-inferior": ("[New inferior ",), "exec": (" is executing new program: ",),
+    "debugger-internal-error": ("internal-error: ", "A problem internal to GDB has been detected"),
+    "unavailable": ("Undefined ",), "unsupported-agent": (" not supported",), "agent-busy": ("At least one agent is busy",),
+    "attach-failed": ("Could not attach to process", "ptrace: Operation not permitted"),
+    "killed-by-detach": ("The program being debugged exited while",), "device-waits": ("CUDA_DEVICE_WAITS_ON_EXCEPTION",),
+    "no-line-info": ("No line number information available",), "no-active": (" are currently active", "No active "),
+}
+for _event, _rx in EVENTS:
+    anchored(DEBUGGER, _rx, *_EVENT_ANCHORS[_event])
 IMPLIED_WAVE = "AMDGPU wave (implied by rocgdb's imprecise-memory warning; no switch line in the input)"
 REGISTER = re.compile(r"^(?P<name>U?R\d+|P\d+|UP\d+)\s+(?P<value>0x[0-9a-f]+)\b", re.M)
+continuation(DEBUGGER, REGISTER)
 _STOP_WORDS = ("received signal", "hit Catchpoint", "CUDA Exception", "stopped because of")
 MI_LANE = re.compile(r'id="(?P<id>\d+)",state="(?P<state>[AIUR])",target-id="(?P<systag>AMDGPU Lane [^"]+)"')
+anchored(DEBUGGER, MI_LANE, 'target-id="AMDGPU Lane ')
 FRAME_URI = re.compile(r" from ((?:memory|file)://\S+)")
+continuation(DEBUGGER, FRAME_URI)
 
 
 def _ints(text: str) -> tuple[int, ...]:

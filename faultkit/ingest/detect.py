@@ -6,9 +6,12 @@ import re
 
 from .text import ANSI
 
+# Under re.M, `\s` after `^` would run across the newlines that follow and back off at every
+# line start: quadratic on blank lines (100 KB of newlines took > 30 s). Inside a line, only
+# blanks and tabs.
 KERNEL_MARKERS = re.compile(
-    r"^(?:\d\d:\d\d:\d\d(?:\.\d+)? |\[\s*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[\s*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
-    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?\s*(?:\[\s*\d+\.\d+\]\s*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
+    r"^(?:\d\d:\d\d:\d\d(?:\.\d+)? |\[[ \t]*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[[ \t]*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d \S* ?kernel:|"
+    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?[ \t]*(?:\[[ \t]*\d+\.\d+\][ \t]*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
     r"Evicting PASID|qcm fence|\S+\[\d+\]: segfault at )", re.M)
 RUNTIME_MARKERS = re.compile(
     r"Memory access fault by GPU|HW Exception by GPU|[Aa]borting with|Memory Fault Error \[|Traceback \(most recent|"
@@ -18,9 +21,9 @@ RUNTIME_MARKERS = re.compile(
     r"\] Assertion `|Device-side assertion `|Watchdog caught collective|detected by watchdog|Process group watchdog|"
     r"Memory critical error by agent|Memory exception on virtual address|HSA_STATUS_ERROR_|Triton Error \[|Warp CUDA error ")
 DEBUGGER_MARKERS = re.compile(r"^\(c?u?d?a?-?gdb\) |received signal (?:SIG|CUDA_EXC)|\[Switching to |CUDA Exception:|"
-                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^\s*========= |"
+                              r"hit Catchpoint \d+ \(signal|^GNU gdb|^Program terminated with signal|^[ \t]*========= |"
                               r"AMDGPU (?:Wave|Lane|Dispatch|Queue|Agent) |stopped because of SIG|\*stopped,reason=|"
-                              r"precise memory (?:violation )?signal reporting|^\s*Kernel Parent Dev Grid|^\[Inferior \d+ \(process \d+\)|"
+                              r"precise memory (?:violation )?signal reporting|^[ \t]*Kernel Parent Dev Grid|^\[Inferior \d+ \(process \d+\)|"
                               r"^\[New inferior \d+|A problem internal to GDB has been detected", re.M)
 
 

@@ -15,60 +15,93 @@ from dataclasses import dataclass
 from ..codes import (GPU_RESET_SOURCES, MES_OPCODES, SOC15_IH_CLIENTS, SOC21_IH_CLIENTS, decode_status,
                      utcl2_client_name)
 from ..model import KernelEvent, KernelLog, Origin, Problem, Stamp, VMFault, Xid
+from .prefilter import KERNEL, anchored, continuation, words
 from .text import cut_problem, decode, numbered_lines
+
+# The task line of a fault follows its header (or, on 6.17+, a ring timeout): read as context of
+# those lines; excerpt marks close every open block.
+words(KERNEL, "---", "[...]", "[\u2026]", "snip", "truncated", "cut]", "cut>", ignore_case=True)
 
 # ---- timestamp layer ----
 TS_MONO = re.compile(r"^\[\s*(?P<mono>\d+\.\d+)\]\s?")
+continuation(KERNEL, TS_MONO)
 TS_T = re.compile(r"^\[(?P<wall>\S+ +\S+ +\d{1,2} \d\d:\d\d:\d\d \d{4})\]\s?")
+continuation(KERNEL, TS_T)
 TS_H_ABS = re.compile(r"^\[(?P<abs>[^\W\d_]{2,5}\.?\s?\d{1,2} \d\d:\d\d)\]\s?")
+continuation(KERNEL, TS_H_ABS)
 TS_H_REL = re.compile(r"^\[\s*\+(?P<rel>\d+[.,]\d+)\]\s?")
+continuation(KERNEL, TS_H_REL)
 TS_JOURNAL = re.compile(r"^(?P<mon>[^\W\d_]{2,5}\.?) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) (?P<host>\S*) ?(?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+continuation(KERNEL, TS_JOURNAL)
 TS_ISO = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?) (?P<host>\S+) (?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+continuation(KERNEL, TS_ISO)
 TS_HMS = re.compile(r"^(?P<hms>\d\d:\d\d:\d\d) ")
+continuation(KERNEL, TS_HMS)
 
 # ---- device prefix layer ----
 DEV_PREFIX = re.compile(
     r"^(?:amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): (?:amdgpu: )?|drmn(?P<drmn>\d+): |"
     r"kfd kfd: amdgpu: |amdgpu: |kfd: |amdkfd: |\[drm:(?P<fn>[\w.]+) \[amdgpu\]\] \*ERROR\* |"
     r"\[drm ERROR :(?P<fn2>[\w.]+)\] )")
+continuation(KERNEL, DEV_PREFIX)
 RAS_ID = re.compile(r"^\{\d+\}")
+continuation(KERNEL, RAS_ID)
 
 # ---- VM fault blocks (regexes from kernel_log.md §3.6, loosened for whitespace) ----
 HDR = re.compile(r"^\[(?P<hub>gfxhub0?|mmhub[01]?)\] (?:(?P<retry>retry|no-retry) )?(?P<vmc>VMC )?page fault "
                  r"\(src_id:(?P<src_id>\d+) ring:(?P<ring>\d+) (?:vmid|vm_id):(?P<vmid>\d+) (?:pasid|pas_id):(?P<pasid>\d+)"
                  r"(?:, for process (?P<proc>.*?) pid (?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+))?\)\s*$")
+anchored(KERNEL, HDR, 'page fault (src_id:', after=12)
 TASK = re.compile(r"^\s*(?P<form>for process|in process|Process(?! information:)) (?P<proc>.*?) pid (?P<tgid>\d+) "
                   r"thread (?P<thread>.*?) pid (?P<tid>\d+)\)?\s*$")
+continuation(KERNEL, TASK)
 ADDR = re.compile(r"^\s*(?:at page|in page starting at address) 0x(?P<addr>[0-9a-fA-F]+) from (?P<ih>IH )?(?:client )?"
                   r"(?:0x(?P<client_hex>[0-9a-fA-F]+)|(?P<client_dec>\d+))(?: \((?P<client_name>[^)]*)\))?\s*$")
+anchored(KERNEL, ADDR, 'at page 0x', 'page starting at address 0x')
 COOKIE = re.compile(r"^\s*cookie node_id (?P<node>\d+) fault from die (?P<die>\S+)\s*$")
+continuation(KERNEL, COOKIE)
 STATUS = re.compile(r"^\s*(?P<reg>VM|GCVM|MMVM)_L2_PROTECTION_FAULT_STATUS(?P<lo32>_LO32)?:0x(?P<status>[0-9A-Fa-f]{8})\s*$")
+anchored(KERNEL, STATUS, '_L2_PROTECTION_FAULT_STATUS')
 CID = re.compile(r"^\s*Faulty UTCL2 client ID: (?:(?P<name>.*?) \((?P<cid>0x[0-9a-fA-F]+)\)|(?P<cid_only>0x[0-9a-fA-F]+))\s*$")
+anchored(KERNEL, CID, 'Faulty UTCL2 client ID: ')
 FIELD = re.compile(r"^\s*(?P<field>MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW): 0x(?P<val>[0-9a-fA-F]+)\s*$")
+anchored(KERNEL, FIELD, 'MORE_FAULTS: ', 'WALKER_ERROR: ', 'PERMISSION_FAULTS: ', 'MAPPING_ERROR: ', 'RW: ')
 V8_HDR = re.compile(r"^GPU fault detected: (?P<src_id>\d+) 0x(?P<data>[0-9a-f]{8})(?: for process (?P<proc>.*?) pid "
                     r"(?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+))?\s*$")
+anchored(KERNEL, V8_HDR, 'GPU fault detected: ', after=12)
 V8_REG = re.compile(r"^\s*VM_CONTEXT1_PROTECTION_FAULT_(?P<reg>ADDR|STATUS)\s+0x(?P<val>[0-9A-Fa-f]{8})\s*$")
+anchored(KERNEL, V8_REG, 'VM_CONTEXT1_PROTECTION_FAULT_')
 V8_DEC = re.compile(r"^VM fault \(0x(?P<prot>[0-9a-f]{2}), vmid (?P<vmid>\d+), pasid (?P<pasid>\d+)\) at page (?P<page>\d+), "
                     r"(?P<rw>read|write) from '(?P<mc>[^']*)' \(0x(?P<mcraw>[0-9a-f]{8})\) \((?P<mcid>\d+)\)\s*$")
+anchored(KERNEL, V8_DEC, 'VM fault (0x')
 SUPPRESSED = re.compile(r"(?<![\w.])(?P<fn>[\w.]+): (?P<n>\d+) callbacks suppressed")
+anchored(KERNEL, SUPPRESSED, 'callbacks suppressed')
 
 # ---- other messages ----
 RING_TIMEOUT = re.compile(r"ring (?P<ring>\S+) timeout, (?:(?P<soft>but soft recovered)|signaled seq=(?P<sig>\d+), emitted seq=(?P<emit>\d+))")
+anchored(KERNEL, RING_TIMEOUT, ' timeout, ')
 PROC_INFO = re.compile(r"Process information: process (?P<proc>.*?) pid (?P<tgid>\d+) thread (?P<thread>.*?) pid (?P<tid>\d+)\s*$")
+anchored(KERNEL, PROC_INFO, 'Process information: process ')
 RESET_BEGIN = re.compile(r"GPU reset begin!(?:\.? ?Source:\s+(?P<src>\d+))?")
+anchored(KERNEL, RESET_BEGIN, 'GPU reset begin!')
 RESET_METHOD = re.compile(r"^(?P<m>MODE1 reset|MODE2 reset|BACO reset|GPU mode1 reset|GPU smu mode1 reset|GPU psp mode1 reset|"
                           r"GPU pci config reset|soft reset failed, will fallback to full reset!)")
+anchored(KERNEL, RESET_METHOD, 'MODE1 reset', 'MODE2 reset', 'BACO reset', 'mode1 reset', 'GPU pci config reset', 'soft reset failed')
 RESET_RESULT = re.compile(r"(?P<r>GPU reset succeeded, trying to resume|GPU reset\((?P<n>\d+)\) (?P<ok>succeeded|failed)!?|"
                           r"GPU reset end with ret = (?P<ret>-?\d+)|GPU Recovery Failed: (?P<rf>-?\d+)|"
                           r"Guilty job already signaled, skipping HW reset|device wedged, but (?:recovered through reset|no recovery needed)|"
                           r"GPU recovery disabled\.)")
+anchored(KERNEL, RESET_RESULT, 'GPU reset succeeded', 'GPU reset(', 'GPU reset end with ret', 'GPU Recovery Failed', 'Guilty job already signaled', 'device wedged, but', 'GPU recovery disabled')
 RING_RESET = re.compile(r"(?:Starting (?P<start>\S+) ring reset|Ring (?P<ring>\S+) reset (?P<ok>succeeded|failed)|"
                         r"reset (?:compute|gfx) queue \((?P<q>[\d:]+)\))")
+anchored(KERNEL, RING_RESET, ' ring reset', ' reset succeeded', ' reset failed', 'reset compute queue (', 'reset gfx queue (')
 VRAM_LOST = re.compile(r"VRAM is lost")
+anchored(KERNEL, VRAM_LOST, 'VRAM is lost')
 MES = re.compile(r"MES(?:\((?P<pipe>\d)\))? failed to respon(?:d to|se) msg=(?P<msg>\w+)(?: \((?P<sub>\w+)\))?|"
                  r"MES is busy|MES ring buffer is full|failed to (?:unmap|reset) legacy queue|failed to suspend all gangs|"
                  r"failed to (?:remove|add) hardware queue (?:from|to) MES, doorbell=0x[0-9a-f]+|"
                  r"MES might be in unrecoverable state")
+anchored(KERNEL, MES, 'MES', 'legacy queue', 'failed to suspend all gangs')
 KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an unrecoverable state due to an unsuccessful queues preemption|"
                  r"Unmapping queues failed|HIQ MQD's queue_doorbell_id0 is not 0, Queue preemption time out|"
                  r"(?:XCC \d+: )?Queue preemption failed for queue with doorbell_id: [0-9a-f]+|Failed to evict process queues|"
@@ -78,17 +111,25 @@ KFD = re.compile(r"(qcm fence wait loop timeout expired|The cp might be in an un
                  r"Restore process pid \d+ failed during resume|Pasid 0x[0-9a-f]+ destroy queue \d+ failed, ret -?\d+|"
                  r"Freeing queue vital buffer 0x[0-9a-f]+, queue evicted|(?:Started |Finished )?(?:[Ee]victing|restoring) (?:PASID|pasid) (?:0x)?[0-9a-f]+(?: queues)?|"
                  r"timeout waiting for kiq fence|Fence fallback timer expired on ring \S+)")
+anchored(KERNEL, KFD, 'qcm fence wait loop timeout', 'The cp might be in an unrecoverable state', 'Unmapping queues failed', 'HIQ MQD', 'Queue preemption failed', 'Failed to evict', 'Failed to restore', 'Failed to quiesce KFD', 'Failed to resume KFD', 'Suspending all queues failed', 'Failed to remove queue', 'Failed to suspend process', 'Restore process pid', ' destroy queue ', 'Freeing queue vital buffer', 'victing ', 'restoring ', 'timeout waiting for kiq fence', 'Fence fallback timer expired')
 SQ_INTR = re.compile(r"sq_intr: error, (?P<rest>.*)$")
+anchored(KERNEL, SQ_INTR, 'sq_intr: error, ')
 RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware Error\]: .*|poison is consumed by client \d+.*|"
                  # amdgpu_ras.c:1074/1086 (drm-kmod 129bf0f): "%lld new uncorrectable hardware errors detected in %s block"
                  r"(?<!\d)\d+ (?:new )?(?:un)?correctable hardware errors detected.*)")
+anchored(KERNEL, RAS, 'uncorrectable hardware error(', '[Hardware Error]: ', 'poison is consumed by client ', 'correctable hardware errors detected')
 IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
+anchored(KERNEL, IOMMU, 'AMD-Vi: Event logged [')
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
+anchored(KERNEL, DEVICE_ID, 'IP DISCOVERY 0x1002:0x', 'Topology: Add dGPU node [0x', 'added device 1002:', 'detected ip block number ')
 USER_SEGFAULT = re.compile(r"(?<!\S)(?P<comm>\S+)\[(?P<pid>\d+)\]: segfault at (?P<addr>[0-9a-f]+) ip (?P<ip>[0-9a-f]+) "
                            r"sp [0-9a-f]+ error (?P<err>\d+)(?: in (?P<lib>\S+?)\[)?")
+anchored(KERNEL, USER_SEGFAULT, ']: segfault at ')
 CORE_PIPE = re.compile(r"Pid (?P<pid>\d+)\((?P<comm>[^)]*)\) over core_pipe_limit")
+anchored(KERNEL, CORE_PIPE, ') over core_pipe_limit')
 DEVCOREDUMP = re.compile(r"AMDGPU device coredump file has been created|Dumping IP State(?: Completed)?")
+anchored(KERNEL, DEVCOREDUMP, 'AMDGPU device coredump file has been created', 'Dumping IP State')
 
 # ---- NVIDIA ----
 # kernel_rc.c:385-410 (open-gpu-kernel-modules 595.45.04): "NVRM: Xid (PCI:%04x:%02x:%02x[ GPU-I:%02u[ GPU-CI:%02u]]): %d, "
@@ -97,6 +138,7 @@ XID = re.compile(r"NVRM: Xid \((?P<pci>PCI:[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?
                  r"(?: GPU-CI:(?P<ci>\d+))?)?\): (?P<xid>\d+),? (?P<rest>.*?)\s*$")
 # The MMU fault itself; pid, name and channel come before it in several spellings (`channel 0x..`,
 # older `Ch 000000..`, none at all in a shortened title).
+anchored(KERNEL, XID, 'NVRM: Xid (')
 X31 = re.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<gpc>GPC\d+ )?(?P<client>\S+) faulted @ 0x(?P<va>[0-9a-f_]+)\. "
                  r"Fault is of type (?P<ftype>\S+) (?P<access>\S+)$")
 # GSP-RM prints a Warp Exception line, then a Global one for the same SM (`Multiple Warp Errors`)
@@ -104,25 +146,37 @@ X13 = re.compile(r"Graphics SM (?P<scope>Warp|Global) Exception on \(GPC (?P<gpc
                  r"SM (?P<sm>\d+)\): (?P<exc>.+)$")
 # Xid 109 and other RC errors: `errorString CTX SWITCH TIMEOUT, Info 0x58005`
 XERRSTR = re.compile(r"errorString (?P<err>[^,]+?)(?:, Info 0x[0-9a-f]+)?$")
+continuation(KERNEL, XERRSTR)
+continuation(KERNEL, X31)
+continuation(KERNEL, X13)
 XPID = re.compile(r"pid=(?P<pid>\d+), name=(?P<name>.*?), channel 0x(?P<ch>[0-9a-f]+)")
 # Some drivers print the process name without its pid (`13, name=llama-server, Graphics Exception: ...`).
+continuation(KERNEL, XPID)
 XNAME = re.compile(r"(?:^|, )(?:pid=(?P<pid>\d+), )?name=(?P<name>[^,]+)")
+continuation(KERNEL, XNAME)
 XCHANNEL = re.compile(r"\b(?:[Cc]hannel|Ch) (?:0x)?(?P<ch>[0-9a-f]{2,8})\b")
+continuation(KERNEL, XCHANNEL)
 XCAUSE = re.compile(r"caused by previous Xid (?P<xid>\d+)")
 # A pid without a name (Xid 94/95 print `pid=%s, Contained: ...`).
 XPID_ONLY = re.compile(r"(?:^|, )pid=(?P<pid>\d+),")
 # Xid 94/95, kern_gpu_error_cont_ga100.c:334-340: "Contained: CE User Channel (0x9). RST: No, D-RST: No"
+continuation(KERNEL, XPID_ONLY)
 XCONTAINED = re.compile(r"(?P<what>(?:Un)?[Cc]ontained: (?P<unit>[^()]+?) \((?P<loc>[^)]*)\))\. RST: (?P<rst>Yes|No)")
 # the RM's own MMU fault report (NV_PRINTF, not an Xid line): kern_gmmu_gv100.c:559-560
+continuation(KERNEL, XCONTAINED)
 RM_MMU_FAULT = re.compile(r"MMU Fault: ENGINE 0x[0-9a-f]+ \((?P<engine>\S+) (?P<client>[^)]+?)\) faulted @ "
                           r"0x(?P<va>[0-9a-f_]+)\. Fault is of type 0x[0-9a-f]+ \((?P<ftype>[^)]*)\)\. "
                           r"Access type is 0x[0-9a-f]+ \((?P<access>[^)]*)\)")
 # Xid of an NVLink FLA fault, kern_gmmu_ga100.c:387-389
+anchored(KERNEL, RM_MMU_FAULT, 'MMU Fault: ENGINE 0x')
 FLA_FAULT = re.compile(r"NVLink remote translation error: faulted @ 0x(?P<va>[0-9a-f_]+)\. Fault is of type "
                        r"(?P<ftype>\S+) (?P<access>\S+)")
 # Xid 119/120, kernel_gsp.c:2385-2386: the GSP firmware did not answer an RPC
+continuation(KERNEL, FLA_FAULT)
 GSP_TIMEOUT = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from GPU(?P<gpu>\d+) GSP! Expected "
                          r"function (?P<fn>\d+) \((?P<name>[^)]*)\)")
+continuation(KERNEL, GSP_TIMEOUT)
+continuation(KERNEL, XCAUSE)
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 

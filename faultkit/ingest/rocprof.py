@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import Problem
-from ..trace_model import MISSING, Trace, conform
+from ..trace_model import MISSING, Trace, conform, int64_cells, labels
+from .schema import integer, text
 
 # CSV column (lower-cased) -> schema column, per table
 CSV_COLUMNS = {
@@ -265,7 +266,8 @@ def read_csv(path: Path, trace: Trace, since_ns: int | None = None, until_ns: in
     if windowed_from is not None:
         df = df[df["start"] >= windowed_from]
     if "start" in df and "end" in df:
-        bad = df["start"].isna() | df["end"].isna()
+        # a time that is not an int64 (cut, 2**64, inf) is as missing as an empty cell
+        bad = (int64_cells(df["start"]) == MISSING) | (int64_cells(df["end"]) == MISSING)
         if bad.any():
             trace.problems.append(Problem(name, f"{int(bad.sum())} row(s) without timestamps (elisions or damage) "
                                                 f"left out"))
@@ -474,12 +476,26 @@ def load_json(path: Path, trace: Trace, why_unreadable: str):
     """The parsed document, or None with a Problem saying what a cut or missing file means."""
     try:
         return json.loads(path.read_bytes())
+    except RecursionError:
+        trace.problems.append(Problem(str(path), f"JSON nested too deeply to read: {why_unreadable}"))
+        return None
     except (OSError, ValueError) as exc:
         trace.problems.append(Problem(str(path), f"not readable JSON ({exc}): {why_unreadable}"))
         return None
 
 
+def _o(v) -> dict:
+    """A JSON object where one is expected; anything else reads as an empty one (its fields as missing)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _l(v) -> list:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
 def read_json(path: Path, trace: Trace) -> None:
+    """rocprofv3 JSON. Every field is type-checked where it is read: an object where an object
+    belongs, cells converted by `conform` (a cell of another type reads as missing), names as text."""
     name = str(path)
     doc = load_json(path, trace, "rocprofv3 writes it in one go at the end, so a cut file holds nothing usable")
     if doc is None:
@@ -488,78 +504,97 @@ def read_json(path: Path, trace: Trace) -> None:
     if not isinstance(procs, list):
         trace.problems.append(Problem(name, "JSON without a 'rocprofiler-sdk-tool' list"))
         return
+    wrong = 0
     for proc in procs:
-        pid = int(proc.get("metadata", {}).get("pid", MISSING))
-        agents = {a["id"]["handle"]: a for a in proc.get("agents", []) if isinstance(a.get("id"), dict)}
-        node = {h: a.get("node_id", MISSING) for h, a in agents.items()}
+        if not isinstance(proc, dict):
+            wrong += 1
+            continue
+        pid = integer(_o(proc.get("metadata")).get("pid"))
+        pid = MISSING if pid is None else pid
+        agents = {}
+        for a in _l(proc.get("agents")):
+            h = integer(_o(a.get("id")).get("handle"))
+            if h is not None:
+                agents[h] = a
+        node = {h: _cell(a.get("node_id")) for h, a in agents.items()}
         symbols = {}
-        for k in proc.get("kernel_symbols", []) or []:
-            if isinstance(k, dict):
-                symbols[k.get("kernel_id")] = k.get("formatted_kernel_name") or k.get("kernel_name")
-        recs = proc.get("buffer_records", {}) or {}
+        for k in _l(proc.get("kernel_symbols")):
+            kid = integer(k.get("kernel_id"))
+            if kid is not None:
+                symbols[kid] = text(k.get("formatted_kernel_name")) or text(k.get("kernel_name"))
+        recs = _o(proc.get("buffer_records"))
+        nested = lambda r, key, inner: _o(r.get(key)).get(inner, MISSING)  # noqa: E731
+        handle = lambda r, key: integer(_o(r.get(key)).get("handle"))      # noqa: E731
         rows = []
-        for r in recs.get("kernel_dispatch", []) or []:
-            info = r.get("dispatch_info", {})
-            wg, grid = info.get("workgroup_size", {}), info.get("grid_size", {})
-            h = info.get("agent_id", {}).get("handle")
+        for r in _l(recs.get("kernel_dispatch")):
+            info = _o(r.get("dispatch_info"))
+            wg, grid = _o(info.get("workgroup_size")), _o(info.get("grid_size"))
+            h = handle(info, "agent_id")
             rows.append({"pid": pid, "agent": str(node.get(h, h)), "agent_node": node.get(h, MISSING),
-                         "queue": info.get("queue_id", {}).get("handle", MISSING),
-                         "stream": r.get("stream_id", {}).get("handle", MISSING), "thread": r.get("thread_id", MISSING),
-                         "dispatch_id": info.get("dispatch_id", MISSING), "kernel_id": info.get("kernel_id", MISSING),
-                         "kernel": symbols.get(info.get("kernel_id")), "correlation_id":
-                             r.get("correlation_id", {}).get("internal", MISSING),
+                         "queue": nested(info, "queue_id", "handle"), "stream": nested(r, "stream_id", "handle"),
+                         "thread": r.get("thread_id", MISSING), "dispatch_id": info.get("dispatch_id", MISSING),
+                         "kernel_id": info.get("kernel_id", MISSING), "kernel": symbols.get(integer(info.get("kernel_id"))),
+                         "correlation_id": nested(r, "correlation_id", "internal"),
                          "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING),
                          "grid_x": grid.get("x", MISSING), "grid_y": grid.get("y", MISSING), "grid_z": grid.get("z", MISSING),
                          "wg_x": wg.get("x", MISSING), "wg_y": wg.get("y", MISSING), "wg_z": wg.get("z", MISSING),
                          "lds": info.get("group_segment_size", MISSING), "scratch": info.get("private_segment_size", MISSING)})
         trace.add("dispatches", conform(pd.DataFrame(rows), "dispatches"))
-        copies = [{"pid": pid, "src_agent": str(node.get(r.get("src_agent_id", {}).get("handle"))),
-                   "dst_agent": str(node.get(r.get("dst_agent_id", {}).get("handle"))),
-                   "dst_node": node.get(r.get("dst_agent_id", {}).get("handle"), MISSING),
-                   "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+        copies = [{"pid": pid, "src_agent": str(node.get(handle(r, "src_agent_id"))),
+                   "dst_agent": str(node.get(handle(r, "dst_agent_id"))),
+                   "dst_node": node.get(handle(r, "dst_agent_id"), MISSING),
+                   "correlation_id": nested(r, "correlation_id", "internal"),
                    "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING),
-                   "bytes": r.get("bytes", MISSING), "stream": r.get("stream_id", {}).get("handle", MISSING),
-                   "direction": str(r.get("operation"))} for r in recs.get("memory_copy", []) or []]
+                   "bytes": r.get("bytes", MISSING), "stream": nested(r, "stream_id", "handle"),
+                   "direction": str(text(r.get("operation")))} for r in _l(recs.get("memory_copy"))]
         trace.add("copies", conform(pd.DataFrame(copies), "copies"))
-        allocs = [{"pid": pid, "operation": _alloc_op(r.get("operation")), "agent": str(node.get(
-                   r.get("agent_id", {}).get("handle"), "")), "address": _int(r.get("address")),
-                   "size": r.get("allocation_size", MISSING),
-                   "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+        allocs = [{"pid": pid, "operation": _alloc_op(r.get("operation")),
+                   "agent": str(node.get(handle(r, "agent_id"), "")), "address": _int(r.get("address")),
+                   "size": r.get("allocation_size", MISSING), "correlation_id": nested(r, "correlation_id", "internal"),
                    "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
-                  for r in recs.get("memory_allocation", []) or []]
+                  for r in _l(recs.get("memory_allocation"))]
         trace.add("allocations", conform(pd.DataFrame(allocs), "allocations"))
         ops = _operation_names(proc)
         api = [{"pid": pid, "thread": r.get("thread_id", MISSING), "domain": dom,
-                "function": ops.get((dom, r.get("operation")), str(r.get("operation"))),
-                "correlation_id": r.get("correlation_id", {}).get("internal", MISSING),
+                "function": ops.get((dom, integer(r.get("operation")))) or str(text(r.get("operation"))),
+                "correlation_id": nested(r, "correlation_id", "internal"),
                 "start": r.get("start_timestamp", MISSING), "end": r.get("end_timestamp", MISSING)}
-               for dom in ("hip_api", "hsa_api", "marker_api") for r in recs.get(dom, []) or []]
+               for dom in ("hip_api", "hsa_api", "marker_api") for r in _l(recs.get(dom))]
         trace.add("api", conform(pd.DataFrame(api), "api"))
         ag = [{"pid": pid, "node_id": a.get("node_id", MISSING), "logical_id": a.get("logical_node_id", MISSING),
-               "type": {1: "CPU", 2: "GPU"}.get(a.get("type"), str(a.get("type"))), "name": a.get("product_name")
-               or a.get("name"), "gfx": a.get("name")} for a in agents.values()]
+               "type": {1: "CPU", 2: "GPU"}.get(integer(a.get("type")), str(text(a.get("type")))),
+               "name": text(a.get("product_name")) or text(a.get("name")), "gfx": text(a.get("name"))}
+              for a in agents.values()]
         trace.add("agents", conform(pd.DataFrame(ag), "agents"))
+    if wrong:
+        trace.problems.append(Problem(name, f"{wrong} process record(s) that are not objects: left out"))
     trace.files.append({"path": name, "table": "all", "rows": len(trace.dispatches), "format": "json",
                         "state": "complete"})
 
 
+def _cell(v) -> int:
+    got = integer(v)
+    return MISSING if got is None else got
+
+
 def _int(v) -> int:
-    if isinstance(v, str):
-        return int(v, 16) if v.lower().startswith("0x") else int(v)
-    return int(v) if v is not None else MISSING
+    return _cell(v)
 
 
 def _alloc_op(op) -> str:
-    return {1: "ALLOCATE", 2: "FREE", 3: "VMEM_ALLOCATE", 4: "VMEM_FREE"}.get(op, str(op)) if not isinstance(op, str) \
-        else op.replace("MEMORY_ALLOCATION_", "")
+    if isinstance(op, str):
+        return op.replace("MEMORY_ALLOCATION_", "")
+    return {1: "ALLOCATE", 2: "FREE", 3: "VMEM_ALLOCATE", 4: "VMEM_FREE"}.get(integer(op), str(text(op)))
 
 
 def _operation_names(proc: dict) -> dict:
     out = {}
-    for entry in (proc.get("strings", {}) or {}).get("buffer_records", []) or []:
-        kind = str(entry.get("kind", "")).lower()
-        for i, op in enumerate(entry.get("operations", []) or []):
-            out[(kind, i)] = op
+    for entry in _l(_o(proc.get("strings")).get("buffer_records")):
+        kind = str(text(entry.get("kind")) or "").lower()
+        ops = entry.get("operations")
+        for i, op in enumerate(ops if isinstance(ops, list) else []):
+            if isinstance(op, str):
+                out[(kind, i)] = op
     return out
 
 
@@ -570,6 +605,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
     name = str(path)
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")     # a damaged name is text, not a stop
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         trace.problems.append(Problem(name, f"database unreadable ({exc}): a run that died while writing it, "
@@ -594,7 +630,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
                    "FROM rocpd_kernel_dispatch k LEFT JOIN rocpd_info_kernel_symbol s ON s.id = k.kernel_id "
                    "LEFT JOIN rocpd_event e ON e.id = k.event_id LEFT JOIN rocpd_info_agent a ON a.id = k.agent_id")
             if df is not None:
-                df["agent"] = df["agent_node"].astype(str)
+                df["agent"] = labels(df["agent_node"])
                 trace.add("dispatches", conform(df, "dispatches"))
                 got.append(f"{len(df)} dispatches")
         if "rocpd_memory_copy" in names:
@@ -611,7 +647,7 @@ def read_rocpd(path: Path, trace: Trace) -> None:
                    "WHERE m.level IS NULL OR m.level != 'SCRATCH'")
             if df is not None:
                 df["operation"] = df["operation"].map({"ALLOC": "ALLOCATE", "FREE": "FREE"}).fillna(df["operation"])
-                df["agent"] = df["agent"].astype(str)
+                df["agent"] = labels(df["agent"])
                 trace.add("allocations", conform(df, "allocations"))
         if "rocpd_region" in names:
             df = q("SELECT r.pid, r.tid AS thread, c.string AS domain, s.string AS function, e.stack_id AS correlation_id, "

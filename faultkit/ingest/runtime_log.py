@@ -12,6 +12,7 @@ import re
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
                      RuntimeFault, RuntimeLog, Stamp, WaveDump)
+from .prefilter import RUNTIME, anchored, continuation, may_matter, words
 from .text import Line, LineSource, cut_problem, decode
 
 HEX = r"0x[0-9a-fA-F]+"
@@ -22,7 +23,9 @@ VM_FAULT = re.compile(
     r"(?: Reason: (?P<reason>Page not present or supervisor privilege|Write access to a read-only page|"
     r"Execute access to a page marked NX|Host access only|DRAM ECC failure|SRAM ECC failure|"
     r"Generic hang recovery|ECC failure \(if supported by HW\)|Unknown))?")
+anchored(RUNTIME, VM_FAULT, 'Memory access fault by GPU')
 VM_FAULT_HEAD = re.compile(r"Memory access fault by GPU node-(?P<node>\d+)")
+anchored(RUNTIME, VM_FAULT_HEAD, 'Memory access fault by GPU')
 
 
 def _prefixes(template: str) -> str:
@@ -37,39 +40,54 @@ def _prefixes(template: str) -> str:
 # what follows the head of a fault line, cut anywhere (a crash mid-write, a log cut at its size limit)
 VM_FAULT_CUT_TAIL = re.compile(rf"(?:{_prefixes(' (Agent handle: 0x#) on address 0x#')}|"
                                rf"{_prefixes(' on address 0x#')})\s*")
+continuation(RUNTIME, VM_FAULT_CUT_TAIL)
 HW_EXCEPTION = re.compile(r"HW Exception by GPU node-(?P<node>\d+) \(Agent handle: (?P<agent>0x[0-9a-f]+|\(nil\))\)"
                           r" reason ?:\s?(?P<cause>ECC|GPU Hang)")
+anchored(RUNTIME, HW_EXCEPTION, 'HW Exception by GPU')
 QUEUE_INACTIVATED = re.compile(r"Queue at (?P<queue>0x[0-9a-f]+|\(nil\)) inactivated due to async error")
+anchored(RUNTIME, QUEUE_INACTIVATED, 'inactivated due to async error')
 QUEUE_ERROR = re.compile(r"(?:Warning: )?Queue error(?: -|:) (?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+)")
+anchored(RUNTIME, QUEUE_ERROR, 'Queue error')
 ROCCLR_PREFIX = re.compile(
     r":(?P<lvl>\d+):(?P<file>[\w.]+)\s*:(?P<line>\d+)\s*:\s*(?:(?P<us>\d+)d? us:|<ts>:)?\s?"
     r"(?:(?P<pid_a>\d+)\s*: \[tid:0x[0-9a-f]+\] |\[pid:\s*(?P<pid_b>\d+)\s+tid: ?0x[0-9a-f]+\] )?\s*")
+continuation(RUNTIME, ROCCLR_PREFIX)
 CALLBACK = re.compile(
     r"(?:Device::callbackQueue|Callback: Queue (?P<queue>0x[0-9a-f<>.]+)) [Aa]borting with"
     r"(?: status: 0x(?P<code_old>[0-9a-f]+)| error\s*:\s*(?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+|\(null\)):?"
     r"\s*(?P<desc>.*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
     r"(?: \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+), kernel: (?P<kernel>.*)\])?)")
+anchored(RUNTIME, CALLBACK, 'borting with')
 BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::[^\n]*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
                          r"\s+0x(?P<code2>[0-9a-fA-F]+))")
+anchored(RUNTIME, BARE_STATUS, 'HSA_STATUS_ERROR_')
 CALLBACK_START = re.compile(r"(?:Device::callbackQueue|Callback: Queue \S+) [Aa]borting with error")
+anchored(RUNTIME, CALLBACK_START, 'borting with')
 FALLBACK_STATUS = re.compile(r"(HSA_(?:EXT_)?STATUS_[A-Z_]+)")
+anchored(RUNTIME, FALLBACK_STATUS, 'HSA_')
 FALLBACK_CODE = re.compile(r"[Cc]ode: 0x([0-9a-f]+)")
+continuation(RUNTIME, FALLBACK_CODE)
 MEMORY_FAULT_ERROR = re.compile(
     r"Memory Fault Error \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+),\s*"
     # the kernel runs to the line's last `]`: a lambda's name holds brackets (`k<[lambda(int) ...]>`)
     r"(?:faulting addr: (?P<addr>0x[0-9a-f]+),\s*)?kernel: (?P<kernel>.*)\]", re.S)
+anchored(RUNTIME, MEMORY_FAULT_ERROR, 'Memory Fault Error [')
 OFFLOAD = re.compile(r"OFFLOAD ERROR: memory access fault by GPU (?P<dev>\d+) \(agent (?P<agent>0x[0-9a-f]+)\)"
                      r" at virtual address (?P<addr>0x[0-9a-f]+|\(nil\))\. Reasons: (?P<reasons>.+?)\s*$")
+anchored(RUNTIME, OFFLOAD, 'OFFLOAD ERROR: memory access fault')
 HSAKMT = re.compile(r"Memory exception on virtual address (?P<addr>0x[0-9a-f]+), node id (?P<node>\d+) : (?P<why>.+?)\s*$")
+anchored(RUNTIME, HSAKMT, 'Memory exception on virtual address')
 HSAKMT_BUFFER = re.compile(r"(?P<none>Address does not belong to a known buffer)|GPU address (?P<base>0x[0-9a-f]+), "
                            r"node id \d+, size in byte (?P<size>0x[0-9a-f]+)")
 # ROCr's handler of a KFD memory-error event (ROCm 6.x/7.x): the address the GPU still used.
+continuation(RUNTIME, HSAKMT_BUFFER)
 MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?: \(Agent handle: (?P<agent>0x[0-9a-f]+|"
                           r"\(nil\))\))? on address (?P<addr>0x[0-9a-fA-F]+|\(nil\))\.(?: Reason: (?P<reason>[^.\n]+))?")
 # PyTorch's NCCL/RCCL watchdog: one rank waited for a collective that another never joined.
 # The prefix is `[Rank N] ` (the timeout line itself, still in 2.6 reports), `[PG N Rank N] ` (2.3-2.4
 # logPrefix) or ProcessGroupNCCL::createLogPrefix's `[PG ID N PG GUID G(desc) Rank N] ` (desc only for
 # named groups); some builds print none.
+anchored(RUNTIME, MEMORY_ERROR, 'Memory critical error by agent')
 PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
              r"Rank (?P<rank>\d+)\] ")
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
@@ -78,6 +96,7 @@ COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective op
 WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
 # ProcessGroupNCCL's watchdog after an error or timeout: the work it stopped at and how far each side got
+anchored(RUNTIME, WATCHDOG_EXCEPTION, 'Process group watchdog thread terminated with exception: ')
 WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or timeout\) detected by watchdog at work: "
                            r"(?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
@@ -85,53 +104,82 @@ WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or tim
 # HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
 # The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
 # Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
+anchored(RUNTIME, WATCHDOG_WORK, 'detected by watchdog at work: ')
 ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
 CUDA_ASSERT_HEAD = (ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
                     r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `")
 HIP_ASSERT_HEAD = ASSERT_FILE + r"(?P<func>[^\n]+?): Device-side assertion `"
 CUDA_ASSERT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n]*)` failed\.")
+anchored(RUNTIME, CUDA_ASSERT, '] Assertion `')
 HIP_ASSERT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n]*)' failed\.")
 # the same lines cut after the assertion's start (a paste's last line, a log's size limit)
+anchored(RUNTIME, HIP_ASSERT, ': Device-side assertion `')
 CUDA_ASSERT_CUT = re.compile(CUDA_ASSERT_HEAD + r"(?P<expr>[^\n`]*)$")
+anchored(RUNTIME, CUDA_ASSERT_CUT, '] Assertion `')
 HIP_ASSERT_CUT = re.compile(HIP_ASSERT_HEAD + r"(?P<expr>[^\n']*)$")
 # rocm-debug-agent
+anchored(RUNTIME, HIP_ASSERT_CUT, ': Device-side assertion `')
+anchored(RUNTIME, COLLECTIVE_TIMEOUT, 'Watchdog caught collective operation timeout')
 WAVE = re.compile(
     r"wave_(?P<wave>\d+): pc=(?P<pc>0x[0-9a-f]+)(?: \(kernel_code_entry=(?:(?P<kce>0x[0-9a-f]+) <(?P<sym>.*?)>"
     r"|not available)(?:, kernargs=(?P<kargs>0x[0-9a-f]+))?\))? \((?:stopped, reason: (?P<reasons>[A-Z0-9_|]+)"
     r"|(?P<running>running))\)")
+anchored(RUNTIME, WAVE, 'wave_')
 DISASM_START = re.compile(r"Disassembly for function (?P<sym>.+?):\s*$")
+anchored(RUNTIME, DISASM_START, 'Disassembly for function ', after=400)
 CODE_OBJECT = re.compile(r"^\s*code object: (?P<uri>\S+)")
+continuation(RUNTIME, CODE_OBJECT)
 LOADED_AT = re.compile(r"^\s*loaded at: \[(?P<lo>0x[0-9a-f]+)-(?P<hi>0x[0-9a-f]+)\]")
+continuation(RUNTIME, LOADED_AT)
 DISASM_INSN = re.compile(r"^\s*(?:(?P<mark>=>)\s*)?(?P<addr>0x[0-9a-f]+) <\+(?P<off>\d+)>:\s*(?P<insn>.*)$")
+continuation(RUNTIME, DISASM_INSN)
 SOURCE_LINE = re.compile(r"^(?P<line>\d+)\s{2,}(?P<text>.*)$")
+continuation(RUNTIME, SOURCE_LINE)
 AGENT_QUEUE_ERROR = re.compile(r"^Queue error \((?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+): ?(?P<desc>.*)\)\s*$")
+anchored(RUNTIME, AGENT_QUEUE_ERROR, 'Queue error (')
 SYSTEM_EVENT = re.compile(r"System event \((?P<event>HSA_AMD_GPU_\w+): (?P<reasons>.*)\)")
+anchored(RUNTIME, SYSTEM_EVENT, 'System event (')
 FAULTING_PAGE = re.compile(r"Faulting page: (?P<addr>0x[0-9a-f]+)")
+anchored(RUNTIME, FAULTING_PAGE, 'Faulting page: ')
 V1_HEADER = re.compile(r"\[rocr debug agent\]:")
+anchored(RUNTIME, V1_HEADER, '[rocr debug agent]:', after=64)
 V1_FAULT = re.compile(r"Memory access fault at GPU Node: (?P<node>\d+)")
+anchored(RUNTIME, V1_FAULT, 'Memory access fault at GPU Node: ')
 V1_ADDRESS = re.compile(r"^Address: 0x(?P<addr>[0-9A-Fa-f]+)xxx \((?P<reasons>[^)]*)\)")
+continuation(RUNTIME, V1_ADDRESS)
 V1_WAVES = re.compile(r"(?<!\d)(?P<n>\d+) wavefront\(s\) found in @PC: 0x(?P<pc>[0-9A-Fa-f]+)")
+anchored(RUNTIME, V1_WAVES, 'wavefront(s) found in @PC')
 V1_EXEC = re.compile(r"^\s*EXEC: 0x(?P<exec>[0-9A-Fa-f]+)")
 # ROCclr dispatch information
+continuation(RUNTIME, V1_EXEC)
 SHADER_NAME = re.compile(r"ShaderName : (?P<kernel>\S+)")
+anchored(RUNTIME, SHADER_NAME, 'ShaderName : ')
 AQL_PACKET = re.compile(
     r"HWq=(?P<hwq>0x[0-9a-f]+),.*?Dispatch Header = ?0x[0-9a-f]+ .*?grid=\[(?P<grid>[\d, ]+)\], "
     r"workgroup=\[(?P<wg>[\d, ]+)\].*?kernel_obj=(?P<kobj>0x[0-9a-f]+)(?:.*?correlation_id=(?P<corr>\d+))?")
+anchored(RUNTIME, AQL_PACKET, 'Dispatch Header')
 KERNEL_NAME = re.compile(r"^\s*Kernel Name: (?P<kernel>\S.*?)\s*$")
 # MIOPEN_ENABLE_LOGGING=1 with MIOPEN_LOG_LEVEL>=5: one line per kernel MIOpen runs
+anchored(RUNTIME, KERNEL_NAME, 'Kernel Name: ')
 MIOPEN_RUN = re.compile(r"MIOpen\(\w+\): Info2 \[run\] kernel_name = (?P<kernel>[^,\s]+)")
+anchored(RUNTIME, MIOPEN_RUN, '[run] kernel_name = ')
 VGPU = re.compile(r"VGPU=(?P<vgpu>0x[0-9a-f]+) SWq=(?P<swq>0x[0-9a-f]+), HWq=(?P<hwq>0x[0-9a-f]+), id=(?P<id>\d+)")
 # the other outcomes of ROCclr's per-queue analysis at an abort (no kernel packet shown)
+anchored(RUNTIME, VGPU, 'VGPU=')
 QUEUE_STATE = re.compile(
     r"VGPU\((?P<vgpu>0x[0-9a-f]+)\) Queue\((?P<queue>0x[0-9a-f]+)\)(?:(?P<idle> is idle)|"
     r" rptr=(?P<rptr>\d+), wptr=(?P<wptr>\d+)\.(?P<barrier> A barrier packet in the queue!)|"
     r"\.(?P<nokernel> Couldn't find kernel)|\.(?P<nopacket> Couldn't find the hang AQL packet!))")
+anchored(RUNTIME, QUEUE_STATE, 'VGPU(')
 HANG_FIELD = {
     "grid": re.compile(r"grid=\[(?P<grid>[\d, ]+)\], workgroup=\[(?P<wg>[\d, ]+)\]"),
     "kobj": re.compile(r"kernel_obj=(?P<kobj>0x[0-9a-f]+)"),
     "corr": re.compile(r"correlation_id=(?P<corr>\d+)"),
     "ptr": re.compile(r"rptr=(?P<rptr>\d+), wptr=(?P<wptr>\d+)"),
 }
+# also tried with nothing open: the tail of a block whose head was cut off
+for _field, _anchor in (("grid", "grid=["), ("kobj", "kernel_obj="), ("corr", "correlation_id="), ("ptr", "rptr=")):
+    anchored(RUNTIME, HANG_FIELD[_field], _anchor)
 # core dumps (reference/gpu_coredumps.md §1.6 for ROCr, §4 for the CUDA driver's progress lines) and aborts
 ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
     ("truncated", False, re.compile(r"Core limit file reached\. GPU core dump created: (?P<file>\S+)|"
@@ -155,11 +203,22 @@ ROCR_CORE_LINES = [    # (event, failed, regex); the first that matches wins
                                 r"Failed to fetch (?:agents snapshot|driver ABI version)\.|Failed to build the "
                                 r"NT_AMDGPU_CORE_STATE note\.|Failed to white core dump.*")),
 ]
+# ROCr's and the CUDA driver's dump lines are tried only on a line holding one of these words
+CORE_WORDS = ("coredump", "core dump", "debug interface", "gpucore", "file-based dump", "snapshot.", "ABI version",
+              "CORE_STATE")
+words(RUNTIME, *CORE_WORDS)
+words(RUNTIME, "core file", ignore_case=True)
+continuation(RUNTIME, *(rx for _, _, rx in ROCR_CORE_LINES))
 CUDA_PROGRESS = re.compile(r"coredump: (?P<msg>.*)$")
+anchored(RUNTIME, CUDA_PROGRESS, 'coredump: ')
 CUDA_EXCEPTION = re.compile(r"Detected an exception of type (?P<exc>\w+)(?: \((?P<code>\d+)\))?")
+anchored(RUNTIME, CUDA_EXCEPTION, 'Detected an exception of type ')
 CUDA_FIELD = re.compile(r"^\s*- (?P<key>Device|SM|Warp|PC)[: ]\s*(?P<value>.+?)\s*$")
 CUDA_FRAME = re.compile(r"^\s*#(?P<n>\d+)\s+(?P<pc>0x[0-9a-f]+)\s+(?P<fn>\S.*?)\s*$")
 CUDA_WRITING = re.compile(r"Writing ELF file to (?P<file>\S+)")
+continuation(RUNTIME, CUDA_FIELD)
+continuation(RUNTIME, CUDA_FRAME)
+anchored(RUNTIME, CUDA_WRITING, 'Writing ELF file to ')
 # bash pads the job status to a column: `line 14:  5901 Aborted                    (core dumped) cmd`
 ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal Python error: (?P<fatal>\w+)|"
                    r"\*\*\* SIGABRT received|Signal: Aborted \(6\)|exitcodes? \[?(?P<codes>[-\d, ]+)\]?|"
@@ -167,6 +226,7 @@ ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal P
 # PyTorch / HIP / CUDA
 # Every unbounded run starts where a run of its characters starts (lookbehind): a 100 KB line of
 # word characters costs one attempt, not one per position.
+anchored(RUNTIME, ABORT, 'Aborted', 'Fatal Python error: ', 'SIGABRT received', 'exitcode')
 TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
                          r"(?P<text>[^\n]*[^\s])")
 # Triton's launchers (triton/backends/nvidia/driver.c gpuAssert: "Triton Error [CUDA]: %s" with
@@ -176,51 +236,72 @@ TRITON_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?T
                           r"(?:Code: (?P<code>\d+), Mess+age: )?(?P<text>[^\n]*[^\s])")
 # NVIDIA Warp's check_cuda_result (warp/native/warp.cu): "Warp CUDA error %u: %s (%s:%d)", newer
 # "Warp CUDA error %u: %s (in function %s, %s:%d)"; the place is Warp's own host call, not a kernel
+anchored(RUNTIME, TRITON_ERROR, 'Triton Error [')
 WARP_CUDA_ERROR = re.compile(r"Warp CUDA error (?P<code>\d+): (?P<text>[^()\n]+?) \((?:in function (?P<func>[^,]+), )?"
                              r"(?P<where>[^()\s]+:\d+)\)")
+anchored(RUNTIME, WARP_CUDA_ERROR, 'Warp CUDA error ')
+anchored(RUNTIME, TORCH_ERROR, 'HIP error: ', 'CUDA error: ')
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
+anchored(RUNTIME, ERROR_ENUM, 'Search for `')
 CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
+anchored(RUNTIME, CUDA_RT_ERROR, 'cudaError', 'hipError')
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
 # A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
 # (`sync: operation not supported on global/shared address space (717)`). The strings are the
 # runtimes' own; 7xx numbers are the device-side errors that end a context (702, the launch
 # watchdog's timeout, is a kernel that ran too long, not a bad access).
+anchored(RUNTIME, C10_ERROR, 'what():')
 RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
                            r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
                            r"encountered|device-side assert triggered|hardware stack error|invalid program counter|"
                            r"the launch timed out and was terminated)"
                            r"\W{0,3}\(?(?:error |code )?(?P<code>7\d\d)\)?")
 # Python tracebacks and faulthandler dumps
+anchored(RUNTIME, RT_ERROR_TEXT, 'the launch timed out and was terminated', 'an illegal memory access was encountered', 'operation not supported on global/shared address space', 'unspecified launch failure', 'misaligned address', 'an illegal instruction was encountered', 'device-side assert triggered', 'hardware stack error', 'invalid program counter')
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
+anchored(RUNTIME, TRACEBACK_START, 'Traceback (most recent call last):', after=64)
 PY_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
+anchored(RUNTIME, PY_FRAME, 'File "')
 FAULTHANDLER_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>.+?)\s*$')
+anchored(RUNTIME, FAULTHANDLER_FRAME, 'File "')
 EXCEPTION_LINE = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*)(?::|$)")
+continuation(RUNTIME, EXCEPTION_LINE)
 PROCESS_HEADER = re.compile(r"^Process (?P<name>[\w-]+):\s*$")
 # kernel attribution hints from libraries
+anchored(RUNTIME, PROCESS_HEADER, 'Process ')
 HINTS = [
     ("miopen-prepare", re.compile(r"Preparing kernel: (?P<k>\S+)")),
     ("aiter-load", re.compile(r"\[aiter\] LoadKernel: (?P<k>\S+)")),
     ("offload-kernel", re.compile(r"Kernel 'omp target in (?P<k>[^']+)'")),
     ("triton-jit", re.compile(r"Triton kernel JIT compilation during inference: (?P<k>\S+)")),
 ]
+for _kind, _rx in HINTS:
+    anchored(RUNTIME, _rx, _rx.pattern.split("(?P<k>")[0].replace("\\[", "[").replace("\\]", "]"))
 NEARBY_MAP_ROW = re.compile(r"^(?P<base>0x[0-9a-f]+), (?P<size>0x[0-9a-f]+), (?P<kind>System|VRAM|Scratch|LDS|Non-HSA)\s*$")
 # Foreign prefixes: log collectors' timestamps, worker tags, ctest indices, markdown quotes.
 # One separator after the stamp (a space, or ComfyUI's " - "), so the line's own indentation stays:
 # a traceback's "  File ..." lines are told apart by it.
+anchored(RUNTIME, NEARBY_MAP_ROW, ', System', ', VRAM', ', Scratch', ', LDS', ', Non-HSA')
 ISO_PREFIX = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)(?: - | )")
 # `[2024-01-30 16:04:38.855]`, and SGLang's `[2026-11-20 10:17:42 TP1]` / `[... DP0 TP3 EP3]`
+continuation(RUNTIME, ISO_PREFIX)
 BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)"
                                r"(?: (?P<rank>(?:[A-Z]{2}\d+ ?)+))?\]\s*")
 # `(Worker_TP3 pid=891)`, Ray's `(RayWorkerWrapper pid=13270, ip=10.0.4.17)`; nested tags (vLLM's engine
 # core around a Ray worker) are peeled one by one, the innermost naming the process.
+continuation(RUNTIME, BRACKET_TS_PREFIX)
 WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
+continuation(RUNTIME, WORKER_TAG)
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
 # vLLM's logger (vllm/logger.py `_FORMAT`: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s",
 # datefmt "%m-%d %H:%M:%S"; 2024 builds without the `[`), repeated before every line of a multi-line
 # message by its NewLineFormatter: a traceback's lines each carry it, their indentation after it.
 VLLM_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? "
                          r"\[?[\w.-]+:\d+\] ")
+continuation(RUNTIME, VLLM_PREFIX)
+continuation(RUNTIME, CTEST_TAG)
 QUOTE = re.compile(r"^(?:>\s?)+")
+continuation(RUNTIME, QUOTE)
 
 
 def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]:
@@ -330,7 +411,7 @@ class _Window:
     LOOKAHEAD = 8
 
     def __init__(self, src: LineSource):
-        self.src, self.buf, self.ends, self.first, self.done, self.at = src, [], [], 0, False, 0
+        self.src, self.buf, self.ends, self.idxs, self.first, self.done, self.at = src, [], [], [], 0, False, 0
 
     def _fill(self, upto: int) -> None:
         while not self.done and self.first + len(self.buf) <= upto:
@@ -340,18 +421,19 @@ class _Window:
             else:
                 self.buf.append(line)
                 self.ends.append(self.src.end)
+                self.idxs.append(self.src.idx)
         drop = self.at - 2 - self.first
         if drop > 64:
-            del self.buf[:drop], self.ends[:drop]
+            del self.buf[:drop], self.ends[:drop], self.idxs[:drop]
             self.first += drop
 
     def skip_after(self, i: int) -> None:
         """Forget what was read after line i and go on from the next line that may matter."""
         k = i - self.first
-        del self.buf[k + 1:], self.ends[k + 1:]
+        del self.buf[k + 1:], self.ends[k + 1:], self.idxs[k + 1:]
         # Passing over stops at a line that may matter or an elision (MAY_MATTER holds their
         # words); an over-long line passed over is not read at all, so it is not reported.
-        self.src.skip_to(self.ends[k], self.buf[k].no, MAY_MATTER)
+        self.src.skip_to(self.ends[k], self.idxs[k], MAY_MATTER)
         self.done = False
 
     def __getitem__(self, j: int) -> Line:
@@ -386,28 +468,11 @@ def _close_all(st: _State) -> None:
         st.v1 = None
 
 
-# Every pattern below needs one of these words: a line with none of them, while no multi-line
-# record is open, is skipped without running the ~40 patterns (most lines of a server log).
-def _literals(words: list[str]) -> re.Pattern:
-    """One pattern for many literal words, grouped by first character (Python's re tries every
-    alternative at every position otherwise: three times slower on a big log)."""
-    by_first: dict[str, list[str]] = {}
-    for w in words:
-        by_first.setdefault(w[0], []).append(re.escape(w[1:]))
-    return re.compile("|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_first.items()))
-
-
-MAY_MATTER = _literals([
-    "Fault", "fault", "FAULT", "xception", "Abort", "abort", "bort", "Queue", "queue", "OFFLOAD", "wave",
-    "Disassembly", "code object", "loaded at", "System event", "debug agent", "EXEC:", "ShaderName", "HWq=",
-    "Kernel", "kernel", "VGPU", "core", "Core", "debug interface", "file-based", "Fatal", "SIGABRT", "exitcode",
-    "rror", "Traceback", 'File "', "Process ", "what()", "Search for", "Triton", "Preparing", "Signal", "0x",
-    "Memory", "HSA_", "hip", "cuda", "CUDA", "HIP", ".cpp", "Dispatch", "dispatch", "grid=", "hang", "Hang",
-    "rptr", "Watchdog", "illegal", "not supported on global", "launch failure", "misaligned", "assert", "stack error",
-    "program counter", "timed out and was terminated",
-    # watchdog thread exceptions, device-side asserts, ROCr's core-dump failures (see their patterns)
-    "watchdog", "ssertion", "snapshot.", "ABI version", "CORE_STATE",
-    "---", "[...]", "[\u2026]", "snip", "Snip", "SNIP", "truncated", "TRUNCATED", "cut]", "cut>", "CUT]", "CUT>"])
+# A line with none of the anchors declared above, while no multi-line record is open, is passed
+# over without running the ~40 patterns (most lines of a server log); the same anchors pick the
+# lines of a big file that are read at all (ingest.prefilter). Excerpt marks close open records.
+words(RUNTIME, "---", "[...]", "[\u2026]", "snip", "truncated", "cut]", "cut>", ignore_case=True)
+MAY_MATTER = may_matter(RUNTIME)
 
 
 def _quiet(st: _State) -> bool:
@@ -927,6 +992,7 @@ def _close_traceback(st: _State, exception_line: str | None) -> None:
 
 
 LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python3\.\d+/")
+continuation(RUNTIME, LIBRARY_PATH)
 
 
 def _report_frame(frames: list[str]) -> str:
@@ -972,9 +1038,7 @@ def _close_faulthandler(st: _State) -> None:
 def _match_core_dump(st: _State, rest: str, org: Origin, pid: int | None, tag: str | None) -> None:
     """The runtimes' lines about GPU core dumps: each a note (`gpu-core-dump`, with the event and
     whether it failed); the CUDA driver's exception report also a DriverException."""
-    if "coredump" in rest or "core dump" in rest or "core file" in rest.lower() or "debug interface" in rest \
-            or "gpucore" in rest or "file-based dump" in rest or "snapshot." in rest or "ABI version" in rest \
-            or "CORE_STATE" in rest:
+    if any(w in rest for w in CORE_WORDS) or "core file" in rest.lower():
         m = CUDA_PROGRESS.search(rest)
         if m and "GPU coredump:" not in rest:
             _cuda_progress(st, m.group("msg"), org, pid, tag)

@@ -54,11 +54,21 @@ def numbered_lines(text: str) -> Iterator[Line]:
 
 
 class LineSource:
-    """The text's lines in order, numbered from 1; `skip_to` jumps over a stretch at C speed."""
+    """The text's lines in order, numbered from 1; `skip_to` jumps over a stretch at C speed.
+    An excerpt of a big file (ingest.prefilter) holds only some of its lines: they keep the
+    numbers they have in the file."""
 
     def __init__(self, text: str):
         self.text, self.pos, self.no, self.n = text, 0, 0, len(text)
         self.end = 0              # where the line last returned ends
+        self.stretches = getattr(text, "stretches", None)
+        self.idx, self.k = -1, 0  # index of the last line returned among those held; its stretch
+
+    def _number(self) -> int:
+        if self.stretches is None:
+            return self.idx + 1
+        no, self.k = self.text.line_no(self.idx, self.k)
+        return no
 
     def next(self) -> Line | None:
         if self.pos > self.n:
@@ -67,16 +77,17 @@ class LineSource:
         if end < 0:
             end = self.n
         raw = self.text[self.pos:end].rstrip("\r")
-        self.pos, self.no, self.end = end + 1, self.no + 1, end
+        self.idx += 1
+        self.pos, self.no, self.end = end + 1, self._number(), end
         return make_line(self.no, raw)
 
-    def skip_to(self, after: int, after_no: int, pattern: re.Pattern) -> None:
+    def skip_to(self, after: int, after_idx: int, pattern: re.Pattern) -> None:
         """Continue from the line holding the next match of `pattern` at or after offset `after`
-        (the end of line `after_no`); the lines in between are passed over unread."""
+        (the end of the line of index `after_idx`); the lines in between are passed over unread."""
         m = pattern.search(self.text, after)
         start = self.text.rfind("\n", 0, m.start()) + 1 if m else self.n + 1
         start = max(start, after + 1)
-        self.no = after_no + self.text.count("\n", after + 1, start) if m else after_no
+        self.idx, self.k = after_idx + (self.text.count("\n", after + 1, start) if m else 0), 0
         self.pos = start
 
 

@@ -39,6 +39,9 @@ def read_torch_trace(path: Path, trace: Trace) -> None:
         base = 0
         trace.problems.append(Problem(name, "baseTimeNanoseconds is not a number: times read as given"))
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
+    if not isinstance(events, list):
+        trace.problems.append(Problem(name, f"traceEvents is {type(events).__name__}, not a list: no events read"))
+        events = []
     kern, copies, api, allocs = [], [], [], []
 
     def ns(us) -> int:

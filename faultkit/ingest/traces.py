@@ -24,8 +24,15 @@ def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None
     comes from its name (`<pid>_kernel_trace.csv`, `<host>/<pid>_results.db`)."""
     trace = Trace()
     for f in trace_files(paths):
-        read_trace_file(f, trace, since_ns, until_ns)
-    return trace.finish()
+        try:
+            read_trace_file(f, trace, since_ns, until_ns)
+        except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other files
+            trace.problems.append(Problem(str(f), f"internal reader error ({exc!r}); this file is left out"))
+    try:
+        return trace.finish()
+    except Exception as exc:  # noqa: BLE001
+        trace.problems.append(Problem("<trace>", f"internal reader error ({exc!r}) joining the tables"))
+        return trace
 
 
 def trace_end_ns(paths: list[str | os.PathLike]) -> int | None:

@@ -1,0 +1,48 @@
+"""Every text reader runs in time linear in its input (issue 28: 100 KB of newlines took kind
+detection > 30 s). Each shape is read at n and at 10n units: a linear reader takes about 10x as
+long, a quadratic one 100x. The bound is generous (50x) and no absolute time is asserted, so a
+busy machine does not fail it; the best of three runs is compared to keep noise out."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from faultkit.ingest.debugger import parse_debugger
+from faultkit.ingest.detect import detect_kinds
+from faultkit.ingest.kernel_log import parse_kernel_log
+from faultkit.ingest.runtime_log import parse_runtime_log
+
+# Shapes that make backtracking patterns revisit what follows: blank lines (the reproducer of
+# #28), blanks before newlines, CRLF, brackets, stamps and prompts repeated without their message.
+UNITS = {"newlines": "\n", "blank lines with spaces": " \n", "crlf": "\r\n", "tabs": "\t\n", "brackets": "[\n",
+         "stamps without a message": "[    1.000000] \n", "amdgpu without a message": "amdgpu \n",
+         "sanitizer rules": "========= \n", "spaces": " ", "prompts": "(gdb) \n", "frames": '  File "\n'}
+READERS = {"detect_kinds": detect_kinds, "kernel log": parse_kernel_log, "runtime log": parse_runtime_log,
+           "debugger": parse_debugger}
+SMALL = 10_000
+
+
+def _best(fn, text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        fn(text)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("unit", UNITS)
+def test_ten_times_the_input_takes_about_ten_times_as_long(reader, unit):
+    fn = READERS[reader]
+    small, large = _best(fn, UNITS[unit] * SMALL), _best(fn, UNITS[unit] * SMALL * 10)
+    # A floor for the small run: timer resolution must not turn a fast run into a huge ratio.
+    ratio = large / max(small, 2e-3)
+    assert ratio < 50, f"{reader} on {unit!r}: {SMALL}x took {small:.4f} s, {SMALL * 10}x took {large:.4f} s"
+
+
+def test_reproducer_100k_newlines_detected_as_plain_text():
+    # The reproducer itself: `print(end='\n'*100000)` piped to triage; it has no kernel marker.
+    assert detect_kinds("\n" * 100_000) == {"runtime-log"}
