@@ -14,6 +14,8 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .demangle import display_name
+from .terminal import clean
 
 
 # -q and -v mean the same on every verb: -q leaves only warnings and errors on stderr (what the verb
@@ -38,9 +40,10 @@ def main() -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-f", "--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default="md",
-              show_default=True, help="report format")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="write here instead of stdout")
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "markdown", "html", "json"]), default=None,
+              help="report format [default: from -o's extension (.md, .html, .json), else md]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V",
               help="variables the run had (e.g. AMD_SERIALIZE_KERNEL=3): checked against the trace's overlaps "
                    "(a capture bundle's own environment record is used otherwise)")
@@ -63,11 +66,12 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     .zst), pipes, and `-` for standard input (`dmesg | faultkit triage -`).
 
     Each file's kind is detected from its content. Exit status: 0 report written; 1 an input was
-    missing or unreadable (the report covers the rest); 2 usage; 4 --fail-on was met.
+    missing or unreadable (the report covers the rest), or -o could not be written; 2 usage; 4
+    --fail-on was met.
 
     \b
     Example:
-      faultkit triage server.log dmesg.txt --format html -o report.html"""
+      faultkit triage server.log dmesg.txt -o report.html      # HTML, from the extension"""
     from .export.report import RENDERERS
     from .triage import TriageOptions, triage as run_triage
 
@@ -83,20 +87,21 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     if verbose:
         for i in incident.inputs:
             size = f"{i['rows']:,} rows" if "rows" in i else f"{i.get('bytes', 0):,} bytes"
-            click.echo(f"read {i['name']} ({size}): {', '.join(i['kinds']) or 'nothing recognised'}", err=True)
+            click.echo(clean(f"read {i['name']} ({size}): {', '.join(i['kinds']) or 'nothing recognised'}"), err=True)
         for p in incident.problems:
-            click.echo(f"problem: {p}", err=True)
-    text = RENDERERS[fmt](incident)
+            click.echo(clean(f"problem: {p}"), err=True)
+    text = RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](incident)
     v = incident.verdict
     if output:
         write_output(output, text)
         if not quiet:
-            click.echo(f"wrote {output}: verdict {v.level}" + (f" ({v.kernel})" if v.kernel else ""), err=True)
+            click.echo(clean(f"wrote {output}: verdict {v.level}" + (f" ({display_name(v.kernel)})" if v.kernel
+                                                                      else "")), err=True)
     else:
         sys.stdout.write(text)
     for m in incident.missing:
         why = next((p.message for p in incident.problems if p.file == m), "no such file, or not readable")
-        click.echo(f"error: {m}: {why}", err=True)
+        click.echo(clean(f"error: {m}: {why}"), err=True)
     if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
@@ -106,9 +111,11 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
 
 @main.command()
 @click.argument("inputs", nargs=-1)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="trace file to write")
-@click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default="pftrace", show_default=True,
-              help="native Perfetto protobuf, or Chrome trace-event JSON")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="the trace FILE to write (readable by you only; its folder is made)")
+@click.option("-f", "--format", "fmt", type=click.Choice(["pftrace", "json"]), default=None,
+              help="native Perfetto protobuf, or Chrome trace-event JSON [default: from -o's extension (.json: "
+                   "json), else pftrace]")
 @click.option("--window", default="30s", show_default=True, metavar="DURATION|all",
               help="how much before the fault to show, or 'all'")
 @click.option("--check", "check_file", type=click.Path(exists=True, dir_okay=False),
@@ -135,10 +142,10 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             progress.stage("checking", "packets")
             res = (check_json_trace(data) if data[:64].lstrip()[:1] in (b"{", b"[") else
                    check_trace(data, keep_names=False, progress=progress))
-        click.echo(f"{check_file}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
+        click.echo(f"{clean(check_file)}: {res.packets} packets, {res.tracks} tracks, {res.slices} slices, "
                    f"{res.instants} instants, {res.counters} counter values, {res.flows} flows")
         for e in res.errors:
-            click.echo(f"  error: {e}")
+            click.echo(clean(f"  error: {e}"))
         if not res.ok:
             raise SystemExit(1)
         return
@@ -151,9 +158,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
     missing = [i for i in inputs if i != "-" and not os.path.exists(i)]
     if missing:
         raise click.BadParameter(f"{', '.join(missing)}: no such file or directory", param_hint="INPUTS")
-    if output.endswith(".json"):
-        fmt = "json"                                 # -o x.json means Chrome JSON
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    fmt = output_format(output, fmt, TIMELINE_SUFFIXES, "pftrace")
     from .job_triage import job_of, triage_job
     bundles = job_of(list(inputs))
     with Progress(after_s=1e9 if quiet else 2.0) as progress:
@@ -169,16 +174,17 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
-        if fmt == "json":
-            n = write_json(tl, output)
-        else:
-            size = write_pftrace(tl, output, progress)
+        with output_errors(output):            # only the writing: a read error is not the output's
+            if fmt == "json":
+                n = write_json(tl, output)
+            else:
+                size = write_pftrace(tl, output, progress)
     if quiet:
         return
     if fmt == "json":
-        click.echo(f"wrote {output}: {n} events (Chrome trace JSON)", err=True)
+        click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
     else:
-        click.echo(f"wrote {output}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
+        click.echo(f"wrote {clean(output)}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
                    err=True)
 
 
@@ -269,6 +275,31 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
 
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
+# -o's extension names the format where --format is not given (as a user of other tools expects)
+REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
+TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
+
+
+def output_format(output: str | None, given: str | None, suffixes: dict[str, str], default: str) -> str:
+    if given:
+        return given
+    return suffixes.get(Path(output).suffix.lower(), default) if output else default
+
+
+class output_errors:
+    """A file that cannot be written (`-o /proc/x`, a read-only folder, a full disk) is the user's
+    error, said in one line (exit 1), not an internal one."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, OSError):
+            raise click.ClickException(f"{clean(self.path)}: cannot write there ({exc.strerror or exc})") from None
+        return False
 
 
 def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False) -> None:
@@ -283,29 +314,25 @@ def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False
     if output:
         write_output(output, text)
         if not quiet:
-            click.echo(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}", err=True)
+            click.echo(clean(f"wrote {output}: first mover {', '.join(report.verdict.first_mover) or 'none'}"), err=True)
     else:
         sys.stdout.write(text)
 
 
 def write_output(path: str, text: str) -> None:
-    """Writers create the folder they write into."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+    """Reports are their owner's only (0600, written whole); writers create the folder they write into."""
+    from .private_files import write_private
+    with output_errors(path):
+        write_private(path, text)
 
 
 def emit(text: str, output: str | None, quiet: bool) -> None:
     """A verb's result: to stdout, or to -o FILE, 0600 (trials reports, bundle summaries and checks
     name commands and crashes)."""
     if output:
-        from .trials.runner import write_private
-        try:
-            write_private(Path(output), text)
-        except OSError as exc:                       # a bad -o is the user's to fix: exit 1, not 70
-            raise click.ClickException(f"{output}: cannot write there ({exc.strerror or exc})")
+        write_output(output, text)                   # a bad -o is the user's to fix: exit 1, not 70
         if not quiet:
-            click.echo(f"wrote {output}", err=True)
+            click.echo(f"wrote {clean(output)}", err=True)
     else:
         sys.stdout.write(text)
 
@@ -438,8 +465,10 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @click.option("--metric", metavar="REGEX",
               help="read a per-trial figure from each trial's client (else server) output: the last match's first "
                    "group, e.g. 'throughput \\(token/s\\): ([\\d.]+)'")
-@click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="the report file (0600) instead of stdout")
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "html", "json"]), default=None,
+              help="report format [default: from -o's extension (.md, .html, .json), else md]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
 @verbose_option
 @quiet_option
 def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
@@ -469,7 +498,7 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
     else:
         plan, results, problems = load_results(Path(folder))
         for p in problems:
-            click.echo(f"warning: {p}", err=True)
+            click.echo(clean(f"warning: {p}"), err=True)
         if verbose:
             click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
                                                                  ", no plan") + f" from {folder}", err=True)
@@ -480,7 +509,7 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             for r in results:
                 r.metric, r.metric_regex = metric_from(trial_dir(Path(folder), r), regex) if r.counted else None, regex
         summary = summarise(plan, results)
-    emit(RENDERERS[fmt](summary), output, quiet)
+    emit(RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary), output, quiet)
 
 
 @trials.command("plan")
@@ -519,7 +548,7 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
         return
     a, b = s["arms"]
     need = s["trials_per_arm"]
-    click.echo(f"{a} at {s['rates'][0]:.0%} vs {b} at {s['rates'][1]:.0%}, alpha {alpha}, {s['alternative']}:")
+    click.echo(clean(f"{a} at {s['rates'][0]:.0%} vs {b} at {s['rates'][1]:.0%}, alpha {alpha}, {s['alternative']}:"))
     if n is not None:
         click.echo(f"  {n} trials per arm give power {s['power']:.0%}")
     elif need is None:
@@ -680,7 +709,7 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
               help="show neither the target's output nor the status line nor the summary (warnings still)")
 @verbose_option
 @click.option("-o", "--output", "out", default=None, type=click.Path(file_okay=False),
-              help="bundle folder (default: faultkit-bundle-<time>)")
+              help="the bundle FOLDER, new or empty (readable by you only; default: faultkit-bundle-<time>)")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after, even_idle, attach_workers, attach_match, attach_delay, debugger,
             rocprof_args, command_deadline, env_pairs, port, allow_running, timeout, no_redact, redact_output, force,
@@ -741,15 +770,16 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         click.echo(f"files: {', '.join(f'{k} ({v:,} bytes)' for k, v in (manifest.get('files') or {}).items())}",
                    err=True)
     v = run_triage([out]).verdict
-    click.echo(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})", err=True)
+    click.echo(clean(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})"), err=True)
     if manifest["kernel_log"].get("problem"):
-        click.echo(f"kernel log: missing: {manifest['kernel_log']['problem']}", err=True)
+        click.echo(clean(f"kernel log: missing: {manifest['kernel_log']['problem']}"), err=True)
     if manifest.get("live_output_dropped_bytes"):
         click.echo(f"live output: {manifest['live_output_dropped_bytes']:,} bytes not shown (what faultkit's output "
-                   f"goes to did not keep up); {out}/server.log has all of it", err=True)
-    click.echo(f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else "")
-               + (f" (top candidate {v.candidates[0].kernel})" if v.candidates and not v.kernel else ""), err=True)
-    click.echo(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace",
+                   f"goes to did not keep up); {clean(str(out))}/server.log has all of it", err=True)
+    click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
+                     + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
+                        else "")), err=True)
+    click.echo(clean(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace"),
                err=True)
     sys.exit(capture_status(manifest))
 
@@ -763,6 +793,32 @@ def capture_status(manifest: dict) -> int:
     from ._signals import capture_exit_status
     return capture_exit_status(manifest)
 
+
+FOLDER_OUTPUTS = (("capture",), ("trials", "run"))     # verbs whose -o is a folder; elsewhere a file
+
+
+def error_folders(argv: list[str]) -> list[Path]:
+    """Where an internal error's traceback may go, best first: beside what the command writes (its
+    -o folder, or the folder of its -o file, where that exists), else the user's cache folder. A
+    traceback holds paths and evidence: never a shared folder like /tmp."""
+    from .private_files import cache_dir
+    out = []
+    words = [a for a in argv if not a.startswith("-")][:2]
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        value = argv[i + 1] if a in ("-o", "--output") and i + 1 < len(argv) else \
+            a.split("=", 1)[1] if a.startswith("--output=") else None
+        if value:
+            p = Path(value)
+            folder = p if any(tuple(words[:len(v)]) == v for v in FOLDER_OUTPUTS) else p.parent
+            if folder.is_dir():
+                out.append(folder)
+    try:
+        out.append(cache_dir())
+    except OSError:
+        pass
+    return out
 
 # ---------------- the fleet: `watch` (a node agent) and `registry` (incidents of many nodes) ----------------
 
@@ -989,11 +1045,10 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
         w = run(opts, once=once, stop=lambda: stopping["now"])
     except OSError as exc:
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
-    from .terminal import safe_line
     for p in w.problems:
-        click.echo(f"problem: {safe_line(p)}", err=True)
+        click.echo(f"problem: {clean(p)}", err=True)
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
-        click.echo(safe_line(s["line"]))
+        click.echo(clean(s["line"]))
         if verbose:
             click.echo(f"incident {s['id']}: {opts.spool / s['id']}", err=True)
     if mode == "npd":
@@ -1017,15 +1072,18 @@ def run() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:                         # noqa: BLE001 - the last line of defence
-        import tempfile
         import traceback
-        path = Path(tempfile.gettempdir()) / f"faultkit-error-{os.getpid()}.txt"
-        try:
-            path.write_text(traceback.format_exc())
+        where = ""
+        for folder in error_folders(sys.argv[1:]):
+            path = folder / f"faultkit-error-{os.getpid()}.txt"
+            try:
+                from .private_files import write_private
+                write_private(path, traceback.format_exc())
+            except OSError:
+                continue
             where = f"; details in {path}"
-        except OSError:
-            where = ""
-        click.echo(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}", err=True)
+            break
+        click.echo(clean(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}"), err=True)
         sys.exit(EXIT_INTERNAL)
     finally:
         # Everything is written and closed by now. The interpreter's last collections at exit would

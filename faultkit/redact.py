@@ -1,94 +1,282 @@
 """Secrets never reach what faultkit writes: environments, command lines, transcripts, manifests.
 
-A secret is known by its variable or flag name (token, key, secret, password, ...) or by the
-shape of its value: credentials in a URL's userinfo, the prefixes of well-known tokens (OpenAI
-`sk-`, Hugging Face `hf_`, GitHub `ghp_`/`github_pat_`, Slack `xox?-`, AWS `AKIA`, GitLab
-`glpat-`), JSON Web Tokens. Requested values are compared by fingerprint, never written.
+A secret is known by its name or by the shape of its value:
+- the name of a variable, a flag or a `key=value`/`key: value` pair (token, key, secret, password,
+  pass, pwd, auth, credential, ...), wherever it stands: a separate argument, inside a one-string
+  command line (`sh -c "... --api-key X"`), inside another variable's value
+  (`SERVER_ARGS="--api-key X"`), a dotted config key (`wandb.api_key=X`), a debugger's escaped
+  argument (`--api-key\\ X`) or a string in a backtrace (`api_key=0x... "X"`);
+- an HTTP credential (`Authorization: Bearer X`, `Basic X`);
+- the shape of the value: credentials in a URL's userinfo, the prefixes of well-known tokens
+  (OpenAI/Anthropic `sk-`, Stripe `sk_live_`, Google `AIza`, npm `npm_`, PyPI `pypi-`, Hugging Face
+  `hf_`, GitHub `ghp_`/`github_pat_`, GitLab `glpat-`, Slack `xox?-`, AWS `AKIA`, ...), JSON Web Tokens.
+Names are judged by their words, with no exemption by prefix (`ROCKSET_API_KEY` is a secret); the
+few variables whose names look secret but hold evidence are listed by name (`EVIDENCE_NAMES`).
+Requested values are compared by salted fingerprint (HMAC-SHA256), never written.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import re
+import secrets
 
 MARK = "<redacted>"
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|DSN|JWT|"
-                         r"WEBHOOK|SIGNATURE|PAT\b|_PAT_|^PAT_", re.I)
-# Names that match the words above but hold no secret (kept: they are evidence).
-NOT_SECRET = re.compile(r"^(?:HSA_|HIP_|AMD_|ROC|CUDA_|NCCL_|TORCH_|PYTORCH_|OMP_|MIOPEN_|XDG_SESSION_|"
-                        r"SSH_AUTH_SOCK$|KEYTIMEOUT$|SESSION_MANAGER$|DBUS_SESSION_BUS_ADDRESS$)")
-TOKEN_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|"
-    r"github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|A(?:KIA|SIA)[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{16,}|"
-    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}|"
-    r"hooks\.slack\.com/services/[A-Za-z0-9/]+)")
+
+# Words that make a name secret (matched on the name upper-cased, `-` and `.` read as `_`).
+SECRET_WORDS = re.compile(
+    r"TOKEN|KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|DSN|JWT|WEBHOOK|SIGNATURE|"
+    r"(?:^|_)(?:PAT|PASS|PWD|PW|PIN|OTP|SALT)(?:$|_)")
+# Names with those words that count things or name options, not secrets (`--max-new-tokens`,
+# `--key-size`, `--kv-cache-dtype`, `sort_key`, `KEYTIMEOUT`).
+COUNT_WORDS = re.compile(
+    r"^(?:\w*KEY_?(?:SIZE|LEN|LENGTH|DIM|COUNT|NAME|ID|FIELD|COLUMN|TYPE)S?|KV_CACHE\w*|HASH_KEY|SORT_KEY|"
+    r"\w*TOKENS?_?(?:PER|LIMIT|COUNT|LEN|SIZE|BUDGET|MAX|NUM|IDS?)\w*|MAX_\w*TOKENS?|NUM_\w*TOKENS?|\w*_TOKENS|"
+    r"\w*TOKENIZER\w*|\w*PASS(?:ES|THROUGH)\w*|\w*BYPASS\w*|\w*COMPASS\w*|\w*AUTHOR(?!I[ZS])\w*|"
+    r"\w*PIN_MEMORY\w*|SESSION_LEN\w*)$")
+# Variables whose names look secret but hold evidence or harmless paths: kept, by name, not prefix.
+EVIDENCE_NAMES = frozenset({
+    "SSH_AUTH_SOCK", "KEYTIMEOUT", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY", "PWD", "OLDPWD",
+    "XDG_SESSION_ID", "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "XDG_SESSION_DESKTOP", "XDG_SEAT", "GPG_TTY",
+    "NCCL_IB_PKEY", "UCX_IB_PKEY", "ROCR_VISIBLE_DEVICES", "HSA_COREDUMP_PATTERN", "HSA_TOOLS_LIB",
+    "HSA_ENABLE_DEBUG", "HSA_XNACK", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "TORCH_SHOW_CPP_STACKTRACES",
+    "HF_TOKEN_PATH", "KRB5CCNAME",
+})
+# Short flags that take a password (sshpass -p, mysql -p, `-p X` in a launcher script). `-p` is
+# also a port (`-p 8080`) or a path (`mkdir -p /x`): a number or a path after it is kept. Other
+# short flags mean too many things (`python -u`, `ls -a`) to hide what follows.
+SHORT_SECRET_FLAGS = frozenset({"-p"})
+
+# Well-known token shapes: (literal prefix, the rest). The prefix is also what a block of text is
+# searched for first, so text holding none of them costs one scan per prefix, not a regex pass.
+TOKEN_SHAPES = (
+    ("sk-", r"(?:proj-|ant-|or-)?[A-Za-z0-9_-]{16,}"),                       # OpenAI, Anthropic, OpenRouter
+    ("sk_live_", r"[A-Za-z0-9]{10,}"), ("sk_test_", r"[A-Za-z0-9]{10,}"),   # Stripe
+    ("rk_live_", r"[A-Za-z0-9]{10,}"), ("pk_live_", r"[A-Za-z0-9]{10,}"), ("whsec_", r"[A-Za-z0-9]{16,}"),
+    ("AIza", r"[0-9A-Za-z_-]{30,}"), ("ya29.", r"[0-9A-Za-z_-]{20,}"),      # Google API key, OAuth token
+    ("npm_", r"[A-Za-z0-9]{30,}"), ("pypi-", r"[A-Za-z0-9_-]{40,}"), ("hf_", r"[A-Za-z0-9]{20,}"),
+    ("ghp_", r"[A-Za-z0-9]{20,}"), ("gho_", r"[A-Za-z0-9]{20,}"), ("ghu_", r"[A-Za-z0-9]{20,}"),
+    ("ghs_", r"[A-Za-z0-9]{20,}"), ("ghr_", r"[A-Za-z0-9]{20,}"), ("github_pat_", r"[A-Za-z0-9_]{20,}"),
+    ("xox", r"[abposr]-[A-Za-z0-9-]{10,}"), ("xapp-", r"[A-Za-z0-9-]{10,}"),   # Slack
+    ("AKIA", r"[0-9A-Z]{16}"), ("ASIA", r"[0-9A-Z]{16}"), ("glpat-", r"[A-Za-z0-9_-]{16,}"),
+    ("dop_v1_", r"[a-f0-9]{32,}"), ("shpat_", r"[a-fA-F0-9]{20,}"), ("shpss_", r"[a-fA-F0-9]{20,}"),
+    ("shpca_", r"[a-fA-F0-9]{20,}"), ("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),       # SendGrid
+    ("eyJ", r"[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),                    # JWT
+    ("hooks.slack.com/services/", r"[A-Za-z0-9/]+"),
+)
+TOKEN_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(re.escape(p) + rest for p, rest in TOKEN_SHAPES) + ")")
 URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<pw>[^/\s@]+)@")
 URL_TOKEN_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]{20,})@")   # https://TOKEN@host
-SECRET_FLAG = re.compile(r"^--?(?:[\w-]*(?:token|key|secret|passw(?:or)?d|passphrase|credential|auth|cookie|"
-                         r"signature|dsn|jwt)[\w-]*)$", re.I)
-NOT_SECRET_FLAG = re.compile(r"^--?(?:[\w-]*key[-_]?(?:size|len|length|dim|count|name)s?|kv[-_]cache[\w-]*|"
-                             r"hash[-_]key|sort[-_]key|[\w-]*tokens?[-_]?(?:per|limit|count|len|size|budget|max|num)"
-                             r"[\w-]*|max[-_][\w-]*tokens?|num[-_][\w-]*tokens?)$", re.I)
-FLAG_EQ = re.compile(r"(?P<flag>--?[\w-]+)=(?P<value>\S+)")
-FLAG_SPACE = re.compile(r"(?P<flag>--?[\w-]+)(?P<sep>\s+)(?P<value>(?!-)\S+)")
-NAME_EQ = re.compile(r"\b(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>[^\s'\"]+)")   # environment-style names
+# HTTP credentials: the header's scheme word kept, its value hidden; a bare `Bearer X` too.
+AUTH_HEADER = re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:(?:bearer|basic|token|"
+                         r"digest|negotiate|apikey)[ \t]+)?)(?P<value>[^\s'\",;]+)")
+BEARER = re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+PEM = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|\Z)")
+
+# A value in free text: one shell word (quoted parts, escaped characters and plain ones run
+# together: `'"'"'X'"'"'` is one word inside a quoted `sh -c` string); gdb's escaped space `\ `
+# ends it, as gdb escapes the spaces between the words of one argument. Nothing spans a line:
+# the recorded log keeps its line count (server.times.tsv numbers its lines).
+_VALUE = r"(?:(?:\"[^\"\n]*\"|'[^'\n]*'|\\[^\s]|[^\s\\'\"])+|[\"'][^\s\"']*)"   # or a quote left open (a cut line)
+# The value is looked at, not consumed, until it is known to be a secret: a flag or key whose
+# value is a whole command line (`sh -c '... --api-key X'`) must not hide the flags inside it.
+FLAG = re.compile(r"^(?P<flag>--?[A-Za-z][\w.-]*)$")
+FLAG_EQ = re.compile(rf"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)=(?=(?P<value>{_VALUE}))")
+# flag, separator (spaces, or gdb's escaped space `\ `), value not starting with `-`
+FLAG_SPACE = re.compile(rf"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)(?P<sep>(?:\\?[ \t])+)(?=(?P<value>(?!-){_VALUE}))")
+# key=value: environment names and config keys (`HF_TOKEN=`, `wandb.api_key=`, `db-password=`)
+KEY_EQ = re.compile(rf"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)=(?=(?P<value>{_VALUE}))")
+# key: value, as in headers, YAML and log lines (`password: X`, `X-Api-Key: X`)
+KEY_COLON = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)(?P<sep>\"?[ \t]*:[ \t]*\"?)(?P<value>[^\s\"',;]+)")
+# a debugger's view of a string: `api_key=0x55d0 "X"`, `password = "X"`, `token='X'` (bt full, info locals)
+# (on one line: a quote left open must not swallow the lines after it)
+DEBUGGER_STRING = re.compile(r"(?P<name>(?<![\w.])[A-Za-z_]\w*)(?P<sep>[ \t]*=[ \t]*(?:0x[0-9a-fA-F]+[ \t]+)?)"
+                             r"(?P<value>\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*')")
+STRING_AFTER_EQ = re.compile(r"=[ \t]*(?:0x[0-9a-fA-F]+[ \t]+)?[\"']")     # what DEBUGGER_STRING needs
+POINTER = re.compile(r"0x[0-9a-fA-F]{1,16}")       # an address a debugger prints before a string: evidence
+NAME_EQ = re.compile(r"^(?P<name>[A-Za-z_][\w.-]*)=(?P<value>.*)$", re.S)    # one argument `NAME=value`
 
 
+@functools.lru_cache(maxsize=8192)          # the same few names repeat on every line of a log
 def secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name)) and not NOT_SECRET.match(name)
+    """A variable, key or flag name (without its dashes) that says it holds a secret."""
+    if name in EVIDENCE_NAMES:
+        return False
+    norm = name.lstrip("-").replace("-", "_").replace(".", "_").upper()
+    # a dotted key is judged by its last part (`wandb.api_key`), and by the whole where that says more
+    return bool(SECRET_WORDS.search(norm)) and not COUNT_WORDS.match(norm)
 
 
 def secret_flag(flag: str) -> bool:
-    return bool(SECRET_FLAG.match(flag)) and not NOT_SECRET_FLAG.match(flag)
+    return flag.startswith("-") and secret_name(flag)
+
+
+def _short_secret(flag: str, value: str) -> bool:
+    return flag in SHORT_SECRET_FLAGS and not re.fullmatch(r"\d{1,6}", value) and not value.startswith("-") \
+        and "/" not in value and not value.startswith(("~", "."))
 
 
 def value(text: str) -> str:
-    """Secret-shaped parts of a value (URL userinfo, token prefixes, JWTs) replaced."""
+    """Secret-shaped parts of a value (URL userinfo, token prefixes, JWTs, HTTP credentials) replaced."""
     if not text:
         return text
-    out = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MARK}@", text)
-    out = URL_TOKEN_USER.sub(lambda m: f"{m['scheme']}{MARK}@", out)
-    return TOKEN_VALUE.sub(MARK, out)
+    out = text
+    if "://" in out:
+        out = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MARK}@", out)
+        out = URL_TOKEN_USER.sub(lambda m: f"{m['scheme']}{MARK}@", out)
+    out = _headers(out, out.lower())
+    if any(p in out for p, _ in TOKEN_SHAPES):
+        out = TOKEN_VALUE.sub(MARK, out)
+    return out
+
+
+def _headers(s: str, low: str) -> str:
+    if "authorization" in low:
+        s = AUTH_HEADER.sub(lambda m: m["head"] + MARK, s)
+    if "bearer" in low or "basic" in low:
+        s = BEARER.sub(lambda m: m["head"] + MARK, s)
+    return s
 
 
 def env(variables: dict[str, str]) -> dict[str, str]:
-    return {k: (MARK if secret_name(k) else value(v)) for k, v in variables.items()}
+    """Secret names hidden whole; every other value read as free text (a variable can hold a
+    command line: `SERVER_ARGS=--api-key X`)."""
+    return {k: (MARK if secret_name(k) else text(v)) for k, v in variables.items()}
 
 
 def argv(args: list[str]) -> list[str]:
     out: list[str] = []
-    hide_next = False
+    hide_next: str | None = None       # the flag whose value comes next
     for a in args:
-        if hide_next and not a.startswith("-"):
-            out.append(MARK)
-            hide_next = False
+        if hide_next is not None:
+            if hide_next in SHORT_SECRET_FLAGS and not _short_secret(hide_next, a):
+                hide_next = None
+            elif not a.startswith("-"):
+                out.append(MARK)
+                hide_next = None
+                continue
+        hide_next = None
+        if FLAG.match(a) and (secret_flag(a) or a in SHORT_SECRET_FLAGS):
+            hide_next = a
+            out.append(a)
             continue
-        hide_next = False
-        m = FLAG_EQ.fullmatch(a)
-        if m and secret_flag(m["flag"]):
-            out.append(f"{m['flag']}={MARK}")
+        flag, eq, _ = a.partition("=")
+        if eq and FLAG.match(flag) and secret_flag(flag):
+            out.append(f"{flag}={MARK}")
             continue
-        if a.startswith("-") and secret_flag(a):
-            hide_next = True
         n = NAME_EQ.fullmatch(a)
-        if n and secret_name(n["name"]):
+        if n and not a.startswith("-") and secret_name(n["name"]):
             out.append(f"{n['name']}={MARK}")
             continue
-        out.append(value(a))
+        # an argument with spaces is a command line of its own (`sh -c "..."`, `--args "..."`)
+        out.append(text(a))
     return out
 
 
+def _redact_value(m: re.Match, head: str) -> str:
+    v = m["value"]
+    q = v[0] if v[:1] in "\"'" and len(v) > 1 and v[-1] == v[0] and v.count(v[0]) == 2 else ""
+    return f"{head}{q}{MARK}{q}"
+
+
+def _sub_ahead(pattern: re.Pattern, s: str, secret) -> str:
+    """`pattern.sub` for a pattern whose value is in a lookahead: a secret's value is replaced and
+    skipped; anything else is kept and the scan goes on inside its value."""
+    out, pos = [], 0
+    for m in pattern.finditer(s):
+        if m.start() < pos or not secret(m):
+            continue
+        out += [s[pos:m.start()], _redact_value(m, m.group(0))]
+        pos = m.end("value")
+    out.append(s[pos:])
+    return "".join(out)
+
+
 def text(s: str) -> str:
-    """Free text (a shell command, a transcript line, a log line): flags, NAME=value pairs and
-    secret-shaped values."""
+    """Free text (a shell command, a transcript line, a log line): HTTP credentials, secret strings
+    in a debugger's frames, flags and their values, key=value and key: value pairs, secret-shaped
+    values."""
     if not s:
         return s
-    s = FLAG_EQ.sub(lambda m: f"{m['flag']}={MARK}" if secret_flag(m["flag"]) else m.group(0), s)
-    s = FLAG_SPACE.sub(lambda m: f"{m['flag']}{m['sep']}{MARK}" if secret_flag(m["flag"]) else m.group(0), s)
-    s = NAME_EQ.sub(lambda m: f"{m['name']}={MARK}" if secret_name(m["name"]) else m.group(0), s)
+    if "PRIVATE KEY-----" in s:
+        s = PEM.sub(lambda m: f"{m[1]}\n{MARK}\n{m[2]}", s)
+    low = s.lower()
+    s = _headers(s, low)
+    if any(h in low for h in NAME_HINTS):
+        s = _names_of_hinted_lines(s) if len(s) > 4096 else _names(s)
     return value(s)
 
 
-def fingerprint(v: str | None) -> str | None:
-    """Compare a requested value with what a process had without writing either."""
-    return None if v is None else "sha256:" + hashlib.sha256(v.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+# Words one of which a name-based secret must contain (lower case): lines without any skip the
+# name passes. `-p` for the short flag.
+NAME_HINTS = ("token", "key", "secret", "pass", "pwd", "pw", "auth", "credential", "cookie", "session", "private",
+              "dsn", "jwt", "webhook", "signature", "pat", "pin", "otp", "salt", "-p")
+
+
+def _names_of_hinted_lines(s: str) -> str:
+    """A block of output: the name passes run once over the lines that hold a secret-like word,
+    joined (no pattern spans a line, so they split back one for one)."""
+    lines = s.split("\n")
+    hinted = [i for i, ln in enumerate(lines) if any(h in ln.lower() for h in NAME_HINTS)]
+    done = _names("\n".join(lines[i] for i in hinted)).split("\n")
+    if len(done) != len(hinted):                     # cannot happen; never trade a line for speed
+        return "\n".join(_names(ln) if i in set(hinted) else ln for i, ln in enumerate(lines))
+    for i, ln in zip(hinted, done):
+        lines[i] = ln
+    return "\n".join(lines)
+
+
+def _names(s: str) -> str:
+    """The passes that judge a name: debugger strings, flags, key=value, key: value."""
+    # each pass only where the characters it needs are there (a scan for a literal is cheap)
+    if "=" in s and STRING_AFTER_EQ.search(s):
+        s = DEBUGGER_STRING.sub(lambda m: _redact_value(m, m["name"] + m["sep"]) if secret_name(m["name"])
+                                else m.group(0), s)
+    if "=" in s and "-" in s:
+        s = _sub_ahead(FLAG_EQ, s, lambda m: secret_flag(m["flag"]))
+    if "-" in s:
+        s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
+    if "=" in s:
+        s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
+                       and not POINTER.fullmatch(m["value"]))
+    if ":" not in s:
+        return s
+    return KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])
+                         if _colon_secret(m["name"]) and not m["value"].startswith(MARK)
+                         and not NUMBER.fullmatch(m["value"]) else m.group(0), s)
+
+
+NUMBER = re.compile(r"\d{1,12}(?:\.\d+)?")     # `#token: 48312` in a log is a count, not a secret
+
+
+# `name: value` in free text is a secret only for the strong words: `key:` or `session:` alone
+# are too common in logs to hide what follows.
+COLON_WORDS = re.compile(r"(?:^|_)(?:PASSWORD|PASSWD|PASSPHRASE|PASS|PWD|SECRET|CLIENT_SECRET|API_KEY|APIKEY|"
+                         r"ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|TOKEN|ACCESS_TOKEN|AUTH_TOKEN|REFRESH_TOKEN|"
+                         r"X_API_KEY|X_AUTH_TOKEN|COOKIE|SET_COOKIE|CREDENTIALS?)$")
+
+
+@functools.lru_cache(maxsize=8192)
+def _colon_secret(name: str) -> bool:
+    return bool(COLON_WORDS.search(name.replace("-", "_").replace(".", "_").upper())) and name not in EVIDENCE_NAMES
+
+
+def new_salt() -> str:
+    """A random salt for one bundle or experiment's fingerprints (stored beside them)."""
+    return secrets.token_hex(16)
+
+
+# Fingerprints held only in memory (a capture's /proc records) are keyed per process run.
+_PROCESS_SALT = new_salt()
+
+
+def fingerprint(v: str | None, salt: str | None = None) -> str | None:
+    """Compare a requested value with what a process had without writing either: HMAC-SHA256 under
+    a random salt (the process's own where none is given), so a written fingerprint cannot be
+    checked against guesses without the salt, and two bundles' fingerprints of one value differ."""
+    if v is None:
+        return None
+    key = (salt or _PROCESS_SALT).encode()
+    return "hmac-sha256:" + hmac.new(key, v.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()

@@ -1,9 +1,35 @@
 """Writing to a terminal that may be closed or broken: what faultkit shows on the side (a status
-line, progress) never stops the work it reports on."""
+line, progress) never stops the work it reports on, and evidence shown there cannot drive it.
+
+Evidence (file and member names, kernel names, log text) may carry terminal escapes: OSC 52
+writes the clipboard, OSC 8 makes links, DCS and CSI move the cursor or retitle the window, BS/CR
+overwrite what was printed, bidi overrides reorder it, a newline forges a line of faultkit's own.
+`clean` is the one place that makes such text safe for a terminal line."""
 
 from __future__ import annotations
 
+import re
+
 ERASE = "\r\x1b[K"          # back to the line's start and clear it
+
+# Whole sequences go (their parameters are not text either): CSI, OSC/DCS/SOS/PM/APC up to their
+# terminator (BEL or ST) or the end of the text, other two-byte escapes; 7-bit and 8-bit forms.
+ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"                          # CSI ... final byte
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"   # OSC/DCS/SOS/PM/APC
+    r"|\x1b[ -/]*[0-~]?")                                          # ESC + intermediates + final
+# What is left and cannot be shown as text: C0 (newline and CR included: one line stays one line),
+# DEL, C1, the bidi embeddings/overrides/isolates and marks, line/paragraph separators, lone
+# surrogates (undecodable bytes kept by surrogateescape).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def clean(text) -> str:
+    """`text` as one safe terminal line: escape sequences removed, every other control character
+    (newlines too) shown as U+FFFD, tabs as a space."""
+    s = ESCAPE_SEQUENCE.sub("", str(text).replace("\t", " "))
+    return CONTROL.sub(REPLACEMENT, s)
 
 
 def isatty(stream) -> bool:
@@ -35,16 +61,3 @@ def write_bytes(stream, data: bytes) -> None:
     except (OSError, ValueError):
         pass
 
-
-_CONTROL = None
-
-
-def safe_line(text: str) -> str:
-    """Evidence-derived text as one harmless terminal line: escape sequences, C0/C1 controls and
-    bidi overrides removed, line breaks shown as spaces."""
-    global _CONTROL
-    if _CONTROL is None:
-        import re
-        _CONTROL = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|.)?"
-                              r"|[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f]")
-    return _CONTROL.sub("", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))

@@ -11,7 +11,8 @@ import faultkit
 PKG = Path(faultkit.__file__).parent
 # limits: the byte bounds every reader and the trace checker share (a leaf: it imports no faultkit module)
 MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
-               "faultkit.limits"}
+               "faultkit.limits",
+               "faultkit.demangle"}       # demangle: a pure function of a name, used by readers and exporters alike
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
@@ -117,6 +118,16 @@ def test_triage_imports_nothing_of_capture():
             bad = {d for d in deps if d.startswith("faultkit.capture")}
             assert not bad, f"{mod} imports {bad}"
     assert "faultkit.core_debugger" in GRAPH["faultkit.triage"]
+
+
+def test_reports_and_timelines_are_written_only_through_private_files():
+    """What the CLI and the exporters write is private and atomic: one owner (private_files) opens it."""
+    import re
+    writes = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*['\"][wax]b?['\"]|os\.open\(")
+    for path in [PKG / "cli.py", PKG / "triage.py", *(PKG / "export").glob("*.py")]:
+        found = writes.findall(path.read_text())
+        assert not found, f"{path.name} writes a file itself: {found}; use faultkit.private_files"
+    assert "faultkit.private_files" in GRAPH["faultkit.export.pftrace"]
 
 
 def _calls(path: Path, name: str) -> list[int]:

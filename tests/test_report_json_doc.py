@@ -10,7 +10,7 @@ from faultkit.triage import build, triage
 from .conftest import ROOT
 
 DOC = (ROOT / "docs" / "report-json.md").read_text()
-FREE_FORM = (".detail", ".fields", ".behind_at")   # keys that depend on the record (kind; a rank), documented as such
+FREE_FORM = (".detail", ".fields", ".behind_at", ".env_requested")   # keys that depend on the record (kind; a rank; a variable), documented as such
 
 WAVES_AND_EVENTS = (
     "[  501.100000] amdgpu 0000:03:00.0: amdgpu: ring comp_1.0.0 timeout, signaled seq=10, emitted seq=12\n"

@@ -330,4 +330,4 @@ def test_the_report_lists_each_queue_as_rocclr_saw_it_at_the_abort(tmp_path):
     md = render_markdown(inc)
     assert "## ROCclr's queue analysis at the abort" in md
     assert "queue 0x5: idle: every packet done, so not the queue that faulted" in md
-    assert "queue 0x3: the packet at its read pointer (in flight when rptr < wptr): `_Z3fooPi` (rptr=931, wptr=959)" in md
+    assert "queue 0x3: the packet at its read pointer (in flight when rptr < wptr): `foo(int*)` (rptr=931, wptr=959)" in md

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from ..terminal import ERASE, isatty, write_bytes, write_text
+from ..terminal import ERASE, clean, isatty, write_bytes, write_text
 
 
 
@@ -119,7 +119,7 @@ class Console:
             self._erase()
             prefix = "" if self._at_line_start else "\n"
             self._at_line_start = True
-            write_text(self.err, prefix + text + "\n")
+            write_text(self.err, prefix + clean(text) + "\n")     # evidence in a warning drives no terminal
             self._draw()
         finally:
             if locked:

@@ -55,17 +55,21 @@ class RedactingLog:
             done, _, self.buf = self.buf.rpartition(b"\n")
             self.raw.write(redaction.text((done + b"\n").decode("utf-8", "surrogateescape"))
                            .encode("utf-8", "surrogateescape"))
-        if len(self.buf) > 1 << 16:       # a prompt or a huge line: never hold much back
-            self.flush()
+        if len(self.buf) > 1 << 16:       # a huge line: never hold much back
+            self._drain()
         return len(data)
 
     def flush(self) -> None:
+        """pexpect flushes after every read: a line cut there and redacted in two halves would let
+        a secret through (`api_key=0x... "X` + `", port=1`), so a partial line waits for its end."""
+
+    def _drain(self) -> None:
         if self.buf:
             self.raw.write(redaction.text(self.buf.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
             self.buf = b""
 
     def close(self) -> None:
-        self.flush()
+        self._drain()
         self.raw.close()
 
 

@@ -222,4 +222,4 @@ def describe_env_check(check: dict) -> str:
 
 
 def _shown(name: str, v: str) -> str:
-    return redaction.MARK if redaction.secret_name(name) else redaction.value(v)
+    return redaction.env({name: v})[name]

@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
+from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
 from . import agent, coredump, facts, kmsg, watchdog

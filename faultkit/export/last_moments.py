@@ -1,16 +1,17 @@
 """An inline SVG of the last moments before the fault: one lane per GPU queue or stream with its
 dispatches and copies, the suspects highlighted, frees as ticks, the fault as a line; times are
-relative to the fault. Self-contained (no script, no network) and escaped."""
+relative to the fault. Self-contained (no script, no network) and escaped (markup.html_text:
+controls removed too); kernel names demangled."""
 
 from __future__ import annotations
-
-import html
 
 import numpy as np
 
 from ..analyze.incident import Incident
 from ..durations import relative
+from ..demangle import display_name
 from ..trace_model import MISSING
+from .markup import html_text
 
 WIDTH, LEFT, LANE, TOP = 1180, 230, 22, 28
 MAX_LANES = 16
@@ -49,13 +50,13 @@ def last_moments_svg(inc: Incident) -> str | None:
     fx_at = x_of(at)
     height = TOP + LANE * len(keys) + 44
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
-           f'aria-label="last {html.escape(relative(-span))} before the fault, per GPU queue" font-size="11" '
+           f'aria-label="last {html_text(relative(-span))} before the fault, per GPU queue" font-size="11" '
            f'font-family="system-ui,sans-serif">']
     for i in range(6):                                                  # axis, relative to the fault
         t = lo + span * i // 5
         x = x_of(t)
         out.append(f'<line x1="{x:.1f}" y1="{TOP - 6}" x2="{x:.1f}" y2="{height - 36}" stroke="#eee"/>'
-                   f'<text x="{x:.1f}" y="{height - 22}" text-anchor="middle">{html.escape(relative(t - at))}</text>')
+                   f'<text x="{x:.1f}" y="{height - 22}" text-anchor="middle">{html_text(relative(t - at))}</text>')
     drawn = 0
     for row, key in enumerate(keys):
         pid, node, q, kind = key
@@ -63,14 +64,14 @@ def last_moments_svg(inc: Incident) -> str | None:
         where = f"GPU node {node}" if node != MISSING else None
         lane = f"{'copy stream' if kind == 'copy' else 'queue'} {q}" if q != MISSING else kind
         label = " · ".join(x for x in (f"pid {pid}", where, lane) if x)
-        out.append(f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{html.escape(label)}</text>')
+        out.append(f'<text x="{LEFT - 6}" y="{y + 14}" text-anchor="end">{html_text(label)}</text>')
         for s, e, name, corr in lanes[key][-MAX_ITEMS // len(keys):]:
             hot = (pid, corr) in suspects or name in suspect_names
             fill = "#c0392b" if hot else "#3d8b5a" if kind == "copy" else "#6b8fb8"
             x0, x1 = x_of(max(s, lo)), x_of(min(e, at + span // 10))
-            title = f"{name}: {relative(s - at)} to {relative(e - at)}" + (" (suspect)" if hot else "")
+            title = f"{display_name(name)}: {relative(s - at)} to {relative(e - at)}" + (" (suspect)" if hot else "")
             out.append(f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(x1 - x0, 1.5):.1f}" height="{LANE - 7}" '
-                       f'fill="{fill}"><title>{html.escape(title)}</title></rect>')
+                       f'fill="{fill}"><title>{html_text(title)}</title></rect>')
             drawn += 1
         # Work in flight at the fault has no completion record: drawn from its launch to the fault.
         for x in tf.suspects:
@@ -78,9 +79,9 @@ def last_moments_svg(inc: Incident) -> str | None:
                 (x.agent_node in (None, node)) and (x.queue in (None, q))
             if mine and x.kind in ("launch-without-dispatch", "running-at-fault"):
                 x0 = x_of(max(x.start, lo))
-                title = f"{x.kernel or 'launch with no completion record'}: from {relative(x.start - at)} (suspect)"
+                title = f"{display_name(x.kernel) or 'launch with no completion record'}: from {relative(x.start - at)} (suspect)"
                 out.append(f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(fx_at - x0, 2):.1f}" height="{LANE - 7}" '
-                           f'fill="#c0392b" fill-opacity=".75"><title>{html.escape(title)}</title></rect>')
+                           f'fill="#c0392b" fill-opacity=".75"><title>{html_text(title)}</title></rect>')
     frees = tf.trace.allocations
     if len(frees):
         f = frees[frees["operation"].astype(str).str.upper().str.contains("FREE") & (frees["start"] >= lo)
@@ -88,7 +89,7 @@ def last_moments_svg(inc: Incident) -> str | None:
         for t, addr in zip(f["start"][-200:], f["address"][-200:]):
             x = x_of(int(t))
             out.append(f'<line x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{TOP - 1}" stroke="#d68910" '
-                       f'stroke-width="2"><title>{html.escape(f"free 0x{int(addr):x} at {relative(int(t) - at)}")}'
+                       f'stroke-width="2"><title>{html_text(f"free 0x{int(addr):x} at {relative(int(t) - at)}")}'
                        f'</title></line>')
     out.append(f'<line x1="{fx_at:.1f}" y1="{TOP - 10}" x2="{fx_at:.1f}" y2="{height - 36}" stroke="#c0392b" '
                f'stroke-width="2"/><text x="{fx_at + 4:.1f}" y="{TOP - 12}" fill="#c0392b">fault</text>')

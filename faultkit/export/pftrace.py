@@ -19,6 +19,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
+from ..private_files import PrivateFile
+
 # TracePacket
 P_TIMESTAMP, P_CLOCK_SNAPSHOT, P_CHROME_EVENTS, P_SEQ_ID, P_TRACK_EVENT = 8, 6, 5, 10, 11
 P_INTERNED, P_SEQ_FLAGS, P_DEFAULTS, P_TRACK_DESCRIPTOR, P_TIMESTAMP_CLOCK = 12, 13, 59, 60, 58
@@ -97,7 +99,7 @@ class PftraceWriter:
     """Writes packets to a binary file as they come; memory stays bounded by one chunk."""
 
     def __init__(self, path: str, compress: bool = True, progress=None):
-        self.fh = open(path, "wb")
+        self.fh = PrivateFile(path, binary=True)     # 0600, and in place only when complete
         self.progress = progress            # told of each slice chunk written (a long export shows it)
         self.compress = compress
         self._pending: list[bytes] = []
@@ -140,6 +142,10 @@ class PftraceWriter:
     def close(self) -> None:
         self._flush()
         self.fh.close()
+
+    def discard(self) -> None:
+        """Stop without writing the file (an error part-way)."""
+        self.fh.discard()
 
     # ---- tracks ----
     def track(self, name: str, parent: int | None = None, pid: int | None = None, tid: int | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import json
-import re
+import math
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
@@ -16,6 +16,9 @@ from ..analyze.trace_claims import label
 from ..durations import relative
 from . import black_box
 from .last_moments import last_moments_svg
+from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
+from .. import layout
+from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
 from ..model import hex_or_none
 
@@ -32,6 +35,10 @@ class Section:
 
 
 def to_json(inc: Incident) -> dict:
+    return _json_safe(_json_tree(inc))
+
+
+def _json_tree(inc: Incident) -> dict:
     v = inc.verdict
     return {
         "schema": SCHEMA,
@@ -51,6 +58,7 @@ def to_json(inc: Incident) -> dict:
                         "faulting_pc_marked": hex_or_none(w.marked_pc), "origin": str(w.origin)}
                        for w in inc.runtime.waves],
         "debugger_stops": [_stop_json(f) for f in inc.stops],
+        "capture": capture_facts(inc.capture),
         "trace": inc.traces.to_json() if inc.traces else None,
         "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
@@ -91,6 +99,24 @@ def render_json(inc: Incident) -> str:
     return json.dumps(to_json(inc), indent=2, default=str) + "\n"
 
 
+def _json_safe(v):
+    """Strict JSON with the names shown as read: NaN and infinities (which json writes as bare
+    words no other parser reads) become null; beside every mangled `kernel` its demangled
+    `kernel_demangled`."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        out = {k: _json_safe(x) for k, x in v.items()}
+        if isinstance(v.get("kernel"), str) and "kernel_demangled" not in v:
+            shown = demangled(v["kernel"])
+            if shown:
+                out["kernel_demangled"] = shown
+        return out
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
 def _incidents_section(inc: Incident) -> Section:
     s = Section("One incident per faulting process")
     s.paragraphs.append(f"The faults belong to {len(inc.groups)} processes; each is judged on its own evidence "
@@ -99,8 +125,8 @@ def _incidents_section(inc: Incident) -> Section:
     for i, g in enumerate(inc.groups):
         v = g.verdict
         rows.append([str(i + 1), ", ".join(map(str, g.pids)) or "?", ", ".join(g.gpus), str(len(g.faults)),
-                     v.level, f"`{v.kernel}`" if v.kernel else
-                     (f"`{v.candidates[0].kernel}` (candidate)" if v.candidates else ""), v.why])
+                     v.level, kernel(v.kernel) if v.kernel else
+                     (f"{kernel(v.candidates[0].kernel)} (candidate)" if v.candidates else ""), v.why])
     s.table = (["#", "pid", "GPU", "faults", "level", "kernel", "why"], rows)
     return s
 
@@ -151,9 +177,9 @@ def _verdict_section(inc: Incident) -> Section:
     v = inc.verdict
     s = Section("Verdict")
     if v.kernel:
-        s.paragraphs.append(f"**{v.level}**: faulting kernel `{v.kernel}`")
+        s.paragraphs.append(f"{strong(v.level)}: faulting kernel {kernel(v.kernel)}")
     else:
-        s.paragraphs.append(f"**{v.level}**: " + ("no single kernel can be named" if v.candidates
+        s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
     finding = decisive_finding(inc)
@@ -161,7 +187,7 @@ def _verdict_section(inc: Incident) -> Section:
         s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:
         s.table = (["#", "candidate kernel", "score", "evidence: level allowed", "why"],
-                   [[str(i + 1), f"`{c.kernel}`", f"{c.score:.2f}", _evidence(v, c), c.why]
+                   [[str(i + 1), kernel(c.kernel), f"{c.score:.2f}", _evidence(v, c), c.why]
                     for i, c in enumerate(v.candidates)])
     return s
 
@@ -248,8 +274,8 @@ def _wave_section(inc: Incident) -> Section | None:
         return None
     w = next((w for w in waves if w.disassembly), waves[0])
     s = Section("Stopped wave (rocm-debug-agent)")
-    s.paragraphs.append(f"wave {w.wave} stopped at pc 0x{w.pc:x} in `{w.kernel}` ({', '.join(w.reasons)})"
-                        if w.pc is not None else f"wave in `{w.kernel}`")
+    s.paragraphs.append(f"wave {w.wave} stopped at pc 0x{w.pc:x} in {kernel(w.kernel)} ({', '.join(w.reasons)})"
+                        if w.pc is not None else f"wave in {kernel(w.kernel)}")
     if w.code_object:
         s.paragraphs.append(f"code object: {w.code_object}")
     s.code = w.disassembly[:40]
@@ -282,7 +308,7 @@ def _queue_section(inc: Incident) -> Section | None:
         return None
     s = Section("ROCclr's queue analysis at the abort")
     s.bullets = [f"queue {q['queue'] or '?'}: {QUEUE_STATES[q['state']]}"
-                 + (f": `{q['kernel']}`" if q["kernel"] else "")
+                 + (f": {kernel(q['kernel'])}" if q["kernel"] else "")
                  + (f" (rptr={q['rptr']}, wptr={q['wptr']})" if q["rptr"] is not None else "") + f" ({q['origin']})"
                  for q in queues]
     return s
@@ -323,21 +349,60 @@ def _inputs_section(inc: Incident) -> Section:
     return s
 
 
+def capture_facts(m: dict | None) -> dict | None:
+    """What the capture's manifest says about the run, as the report states it (JSON and text)."""
+    if not isinstance(m, dict):
+        return None
+    arming = m.get("coredump") if isinstance(m.get("coredump"), dict) else {}
+    check = m.get("env_check") if isinstance(m.get("env_check"), dict) else None
+    klog = m.get("kernel_log") if isinstance(m.get("kernel_log"), dict) else {}
+    follow = klog.get("follow")
+    readable = klog.get("readable") if isinstance(klog.get("readable"), bool) else (
+        None if follow is None else follow == layout.KERNEL_FOLLOW)
+    return {
+        "state": m.get("state"), "command": m.get("command"), "backend": m.get("backend"),
+        "ended_by": m.get("ended_by"), "interrupted_by": m.get("interrupted_by"),
+        "exit": m.get("exit"), "exit_code": m.get("exit_code"),
+        "armed": {"cuda_coredump": bool(arming.get("cuda")), "rocm_coredump": bool(arming.get("rocm")),
+                  "full_core": bool(arming.get("full")),
+                  "notes": [n for n in arming.get("notes") or [] if isinstance(n, str)]},
+        "env_requested": m.get("env_requested") if isinstance(m.get("env_requested"), dict) else {},
+        "env_check": None if check is None else {
+            "verified": check.get("ok") is True, "scope": check.get("scope"),
+            "checked_pids": check.get("checked") if isinstance(check.get("checked"), list) else [],
+            "mismatches": [x for x in check.get("mismatches") or [] if isinstance(x, dict)]},
+        "kernel_log": {"readable": readable,
+                       "problem": None if readable is not False else (follow if isinstance(follow, str) else None)},
+        "note": m.get("note"), "warnings": [w for w in m.get("warnings") or [] if isinstance(w, str)],
+    }
+
+
 def _capture_section(m: dict | None) -> Section | None:
-    if not m:
+    c = capture_facts(m)
+    if not c:
         return None
     s = Section("Capture")
-    state = m.get("state")
-    if state == "running":
-        s.paragraphs.append("The capture was cut: its manifest still says `running` (faultkit, or the machine, died "
-                            "during the capture); the bundle holds what was written until then.")
-    elif state == "cut":
+    if c["state"] == "running":
+        s.paragraphs.append(f"The capture was cut: its manifest still says {code('running')} (faultkit, or the machine, "
+                            "died during the capture); the bundle holds what was written until then.")
+    elif c["state"] == "cut":
         s.paragraphs.append("The capture was cut: faultkit itself was killed; its watchdog killed the target's "
                             "processes. The bundle holds what was written until then.")
-    facts = [("command", f"`{m.get('command')}`"), ("watched with", m.get("backend")), ("ended by", m.get("ended_by")),
-             ("interrupted by", m.get("interrupted_by")), ("target", m.get("exit")), ("note", m.get("note"))]
-    s.bullets = [f"{k}: {v}" for k, v in facts if v] + [f"warning: {w}" for w in m.get("warnings") or []
-                                                         if isinstance(w, str)]
+    armed = [w for w, on in (("CUDA core dump", c["armed"]["cuda_coredump"]),
+                             ("ROCm core dump", c["armed"]["rocm_coredump"])) if on]
+    env = c["env_check"]
+    env_text = None if env is None else (
+        f"verified in /proc for pid(s) {', '.join(map(str, env['checked_pids']))}" if env["verified"] else
+        f"NOT verified: {len(env['mismatches'])} process/variable pair(s) differ or could not be read "
+        f"(pid(s) {', '.join(sorted({str(x.get('pid')) for x in env['mismatches']}))})")
+    klog = c["kernel_log"]
+    klog_text = None if klog["readable"] is None else "read during the capture" if klog["readable"] else \
+        f"NOT readable ({klog['problem'] or 'no reason recorded'})"
+    facts = [("command", code(c["command"]) if c["command"] else None), ("watched with", c["backend"]),
+             ("ended by", c["ended_by"]), ("interrupted by", c["interrupted_by"]), ("target", c["exit"]),
+             ("armed", ", ".join(armed) or "nothing"), ("requested environment", env_text),
+             ("kernel log", klog_text), ("note", c["note"])]
+    s.bullets = [f"{k}: {v}" for k, v in facts if v] + [f"warning: {w}" for w in c["warnings"]]
     return s
 
 
@@ -378,7 +443,7 @@ def _cores_section(inc: Incident) -> Section | None:
     s.bullets += [f"{n.text} ({n.origin})" for n in lines if n.fields.get("failed")][:20]
     if inc.running:
         s.paragraphs.append("Running when the dumps were taken (no exception: a snapshot of a hung or busy GPU):")
-        s.bullets += [f"pid {r.pid}: `{r.kernel}`" + (f" at {r.where}" if r.where else "") + f" ({r.origin})"
+        s.bullets += [f"pid {r.pid}: {kernel(r.kernel)}" + (f" at {r.where}" if r.where else "") + f" ({r.origin})"
                       for r in inc.running]
     if armed.get("cuda"):
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
@@ -405,7 +470,7 @@ def _trace_sections(t) -> list[Section]:
         s.paragraphs.append(f"In flight at the fault ({t.plausible} plausible): rocprofv3 records a kernel only when "
                             f"it completes, so the faulting one is inferred from what has no record.")
         s.table = (["#", "suspect", "kind", "started", "score", "why", "evidence"],
-                   [[str(i + 1), label(x), x.kind,
+                   [[str(i + 1), display_name(label(x)), x.kind,
                      relative(x.start - when) if x.start is not None and when is not None else "", f"{x.score:.2f}",
                      x.why, x.evidence] for i, x in enumerate(t.suspects[:20])])
     else:
@@ -420,7 +485,7 @@ def _trace_sections(t) -> list[Section]:
             s.paragraphs.append(f"Serialization check ({o.serialization['from']}): {o.serialization['verdict']}.")
         if o.pairs:
             s.table = (["kind", "first", "second", "overlap (µs)"],
-                       [[p["kind"], p["a"], p["b"], f"{p['overlap_ns'] / 1e3:.1f}"] for p in o.pairs[:20]])
+                       [[p["kind"], display_name(p["a"]), display_name(p["b"]), f"{p['overlap_ns'] / 1e3:.1f}"] for p in o.pairs[:20]])
         out.append(s)
     if t.address is not None:
         out.append(Section("Trace: the fault address", paragraphs=[t.address.text + "."]))
@@ -430,11 +495,11 @@ def _trace_sections(t) -> list[Section]:
 def _stop_section(f) -> Section:
     st = f.stop
     s = Section(f"Debugger stop ({'GPU' if f.gpu else 'host thread'}, {f.file})")
-    s.paragraphs.append(f"`{st.text}` ({st.origin})")
-    facts = [("kernel", f"`{f.kernel}` (from {f.kernel_basis})" if f.kernel else ""),
-             ("function at the stop", f"`{f.function}`" if f.function and f.function != f.kernel else ""),
+    s.paragraphs.append(f"{code(st.text)} ({st.origin})")
+    facts = [("kernel", f"{kernel(f.kernel)} (from {f.kernel_basis})" if f.kernel else ""),
+             ("function at the stop", code(display_name(f.function)) if f.function and f.function != f.kernel else ""),
              ("PC", f"0x{f.pc:x}" if f.pc is not None else ""),
-             ("where on the GPU", f.coordinates or ""), ("source", f"`{f.source}`" if f.source else ""),
+             ("where on the GPU", f.coordinates or ""), ("source", code(f.source) if f.source else ""),
              ("PC exact?", ("yes: " if f.precise else "no: " if f.precise is False else "unknown: ") + f.precise_basis
               if f.gpu else ""),
              ("code object", f.resolved or ""),
@@ -456,55 +521,26 @@ def _perm(bits) -> str:
     return f"0x{bits:x}" + (f" ({', '.join(names)})" if names else "")
 
 
-# Evidence strings (process names, file and member names, log text) reach the terminal in the
-# Markdown report: no control character (ESC, CSI/OSC/DCS, C1, BS, BEL) or bidi override may
-# pass, and a newline must not start a forged section.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
-
-
-HTML_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
-
-
-def _md(text: str, cell: bool = False) -> str:
-    out = CONTROL.sub("\ufffd", str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "))
-    # Raw HTML never renders: a `<` that could open a tag is escaped outside code spans (inside one it
-    # is literal anyway); `gather_kernel<<<(1024,1,1)...>>>` stays readable.
-    parts = out.split("`")
-    out = "`".join(p if i % 2 else HTML_OPEN.sub(r"\\<", p) for i, p in enumerate(parts))
-    return out.replace("|", "\\|") if cell else out
-
-
 def render_markdown(inc: Incident) -> str:
     lines = ["# faultkit triage report", ""]
     for s in sections(inc):
-        lines += [f"## {_md(s.title)}", ""]
+        lines += [f"## {md(s.title)}", ""]
         for p in s.paragraphs:
-            lines += [_md(p), ""]
+            lines += [md(p, block=True), ""]
         if s.table:
             head, rows = s.table
-            lines.append("| " + " | ".join(head) + " |")
+            lines.append("| " + " | ".join(md(h, cell=True) for h in head) + " |")
             lines.append("|" + "---|" * len(head))
             for r in rows:
-                lines.append("| " + " | ".join(_md(c, cell=True) for c in r) + " |")
+                lines.append("| " + " | ".join(md(c, cell=True) for c in r) + " |")
             lines.append("")
         for b in s.bullets:
-            lines.append(f"- {_md(b)}")
+            lines.append(f"- {md(b, block=True)}")
         if s.bullets:
             lines.append("")
         if s.code:
-            body = [CONTROL.sub("\ufffd", c) for c in s.code]
-            fence = "`" * max(3, 1 + max((len(r) for c in body for r in re.findall(r"`+", c)), default=0))
-            lines += [fence] + body + [fence, ""]
+            lines += md_code_block(s.code) + [""]
     return "\n".join(lines)
-
-
-def _inline(text: str) -> str:
-    """Escape, then render the two Markdown marks the sections use (**bold**, `code`)."""
-    esc = html.escape(CONTROL.sub("\ufffd", text))
-    parts = esc.split("`")
-    esc = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-    parts = esc.split("**")
-    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
 
 
 CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;color:#222}"
@@ -523,26 +559,26 @@ def render_html(inc: Incident) -> str:
     v = inc.verdict
     if v is not None:
         # The verdict first, as a badge coloured by how sure it is.
-        kernel = f" <code>{html.escape(CONTROL.sub(chr(0xfffd), v.kernel))}</code>" if v.kernel else ""
-        out.append(f'<p><span class="level level-{html.escape(v.level)}">{html.escape(v.level)}</span>{kernel}</p>')
+        shown = f" {html_inline(kernel(v.kernel))}" if v.kernel else ""
+        out.append(f'<p><span class="level level-{html.escape(v.level)}">{html.escape(v.level)}</span>{shown}</p>')
     svg = last_moments_svg(inc)
     for i, s in enumerate(sections(inc)):
         if i == 1 and svg:
             out.append("<h2>The last moments before the fault</h2>")
             out.append(f'<div class="wide">{svg}</div>')
-        out.append(f"<h2>{html.escape(s.title)}</h2>")
+        out.append(f"<h2>{html_inline(s.title)}</h2>")
         for p in s.paragraphs:
-            out.append(f"<p>{_inline(p)}</p>")
+            out.append(f"<p>{html_inline(p)}</p>")
         if s.table:
             head, rows = s.table
-            out.append('<div class="wide"><table><tr>' + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+            out.append('<div class="wide"><table><tr>' + "".join(f"<th>{html_inline(h)}</th>" for h in head) + "</tr>")
             for r in rows:
-                out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>")
+                out.append("<tr>" + "".join(f"<td>{html_inline(c)}</td>" for c in r) + "</tr>")
             out.append("</table></div>")
         if s.bullets:
-            out.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in s.bullets) + "</ul>")
+            out.append("<ul>" + "".join(f"<li>{html_inline(b)}</li>" for b in s.bullets) + "</ul>")
         if s.code:
-            out.append("<pre>" + html.escape(CONTROL.sub("\ufffd", "\n".join(s.code))) + "</pre>")
+            out.append("<pre>" + html_block(s.code) + "</pre>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

@@ -19,6 +19,8 @@ import pandas as pd
 from ..analyze.incident import Incident
 from ..analyze.in_flight import LAUNCH
 from ..trace_model import MISSING
+from ..demangle import display_name
+from ..private_files import PrivateFile
 from .black_box import timeline_points
 from .pftrace import BOOTTIME, COUNTER, INSTANT, REALTIME, PftraceWriter
 
@@ -240,6 +242,7 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
     # the columns a queue's slices read, as arrays taken per queue (not every column of the trace)
     d_cols = {x: d[x].to_numpy() for x in ("start", "end", *DISPATCH_ARGS.values()) if x in d}
     kernels, kernel_codes = _categories(d["kernel"]) if len(d) else ([], np.zeros(0, np.int64))
+    kernels = [display_name(k) for k in kernels]      # slices are read by people: demangled, once per name
     for pid in np.unique(np.concatenate([x["pid"].to_numpy(np.int64) for x in (d, c, a, al)])).tolist():
         ptrack = tl.add(Track(f"p{pid}", f"process {pid}" if pid != MISSING else "process (pid not recorded)",
                               pid=int(pid) if pid != MISSING else 0))
@@ -337,7 +340,7 @@ def _fault_args(f) -> dict:
 
 
 def _verdict_point(v, ts: int) -> Point:
-    return Point("incident", ts, INSTANT, f"verdict: {v.level}" + (f" {v.kernel}" if v.kernel else ""),
+    return Point("incident", ts, INSTANT, f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else ""),
                  {"why": v.why[:500]}, ("verdict",))
 
 
@@ -345,6 +348,16 @@ def _verdict_point(v, ts: int) -> Point:
 
 def write_pftrace(tl: Timeline, path: str, progress=None) -> int:
     w = PftraceWriter(path, progress=progress)
+    try:
+        _write_tracks(w, tl)
+    except BaseException:
+        w.discard()
+        raise
+    w.close()
+    return w.bytes
+
+
+def _write_tracks(w: PftraceWriter, tl: Timeline) -> None:
     uuids: dict[str, int] = {}
     for t in tl.tracks.values():
         parent = uuids.get(t.parent) if t.parent else None
@@ -358,8 +371,6 @@ def write_pftrace(tl: Timeline, path: str, progress=None) -> int:
     for p in sorted(tl.points, key=lambda x: x.ts):
         w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, flow_ids=p.flows_out,
                 terminating_flow_ids=p.flows_in, counter=p.value)
-    w.close()
-    return w.bytes
 
 
 def write_json(tl: Timeline, path: str) -> int:
@@ -372,7 +383,7 @@ def write_json(tl: Timeline, path: str) -> int:
             p = tl.tracks[p.parent]
         root[t.key] = p.pid or 0
     n = 0
-    with open(path, "w", encoding="utf-8") as fh:
+    with PrivateFile(path) as fh:                # 0600, in place only when complete
         fh.write('{"displayTimeUnit": "ns", "metadata": ' + json.dumps(tl.metadata) + ', "traceEvents": [\n')
 
         def emit(ev):

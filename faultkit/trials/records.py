@@ -241,6 +241,7 @@ class Plan:
     order: list[PlanEntry]
     created: float = 0.0
     schema: str = PLAN_SCHEMA
+    salt: str | None = None          # the fingerprints' HMAC key (redact.fingerprint), random per experiment
 
     @property
     def arm_names(self) -> list[str]:
@@ -248,7 +249,7 @@ class Plan:
 
     def to_json(self) -> dict:
         return {"schema": self.schema, "spec": self.spec.to_json(), "order": [asdict(e) for e in self.order],
-                "created": self.created}
+                "created": self.created, "salt": self.salt}
 
     @classmethod
     def from_json(cls, d: Any, where: str = "plan.json") -> "Plan":
@@ -258,7 +259,8 @@ class Plan:
         plan = cls(spec=PlanSpec.from_json(d.get("spec"), f"{where}: spec"),
                    order=[PlanEntry.from_json(e, f"{where}: order[{i}]") for i, e in enumerate(order)],
                    created=float(_need(d, "created", NUMBER, where, optional=True) or 0.0),
-                   schema=_need(d, "schema", (str,), where, optional=True) or PLAN_SCHEMA)
+                   schema=_need(d, "schema", (str,), where, optional=True) or PLAN_SCHEMA,
+                   salt=_need(d, "salt", (str,), where, optional=True))
         # The order names the trial folders: only the plan's own arms, each index once.
         names = set(plan.arm_names)
         for i, e in enumerate(plan.order):

@@ -9,7 +9,6 @@ so an interrupted run resumes where it stopped.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import secrets
@@ -25,7 +24,7 @@ from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or
 from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, describe_env_check, verify_env
 from ..capture import watchdog
-from ..capture.session import private_dir, private_tree
+from ..private_files import private_dir, private_tree, write_private
 from .metric import metric_from
 from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan, PlanEntry, PlanSpec, RecordError,
                       TrialResult)
@@ -64,45 +63,41 @@ def make_plan(arms: list[Arm], n: int, seed: int) -> list[PlanEntry]:
     return order
 
 
-def plan_spec(arms: list[Arm], n: int, seed: int, client: str | None, port: int | None, timeout_s: float) -> PlanSpec:
+def plan_spec(arms: list[Arm], n: int, seed: int, client: str | None, port: int | None, timeout_s: float,
+              salt: str) -> PlanSpec:
     # Secrets in an arm's command, its variables or the client are written redacted (as in a
-    # bundle); the fingerprints still tell a resumed run from a different experiment.
-    return PlanSpec(arms=[ArmSpec(a.name, redaction.text(a.command), redaction.fingerprint(a.command),
-                                  redaction.env(a.env), {k: redaction.fingerprint(v) for k, v in a.env.items()})
+    # bundle); the fingerprints (HMACs under the plan's salt) still tell a resumed run from a
+    # different experiment.
+    return PlanSpec(arms=[ArmSpec(a.name, redaction.text(a.command), redaction.fingerprint(a.command, salt),
+                                  redaction.env(a.env), {k: redaction.fingerprint(v, salt) for k, v in a.env.items()})
                           for a in arms],
                     n=n, seed=seed, client=redaction.text(client) if client else None, port=port,
-                    trial_timeout_s=float(timeout_s), client_fingerprint=redaction.fingerprint(client))
+                    trial_timeout_s=float(timeout_s), client_fingerprint=redaction.fingerprint(client, salt))
 
 
 def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: str | None, port: int | None,
                         timeout_s: float) -> Plan:
     path = out / PLAN
-    spec = plan_spec(arms, n, seed, client, port, timeout_s)
+    old = None
     if path.exists():
         try:
-            plan = read_plan(path)
+            old = read_plan(path)
         except RecordError as exc:
             raise TrialsError(f"{path} is cut or not a faultkit trials plan ({exc}); finished trials are kept in "
                               f"their folders, but the order cannot be resumed from it: use another -o folder")
+    # The fingerprints are salted per experiment: a resumed run takes the salt its plan stored.
+    salt = old.salt if old is not None and old.salt else redaction.new_salt()
+    spec = plan_spec(arms, n, seed, client, port, timeout_s, salt)
+    if old is not None:
+        plan = old
         if plan.spec != spec:
             raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port or timeout "
                               f"differ); use another -o folder or the same arguments to resume")
         return plan
     private_dir(out)
-    plan = Plan(spec=spec, order=make_plan(arms, n, seed), created=time.time())
+    plan = Plan(spec=spec, order=make_plan(arms, n, seed), created=time.time(), salt=salt)
     write_private(path, json.dumps(plan.to_json(), indent=2))
     return plan
-
-
-def write_private(path: Path, text: str) -> None:
-    """Trials files hold command lines and verdicts about them: 0600, written whole or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 def read_plan(path: Path) -> Plan:
