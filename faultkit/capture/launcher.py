@@ -67,7 +67,11 @@ def port_from_command(cmd: str) -> int | None:
 SHELL = "/bin/sh"
 # A first word only a shell understands (or that it must run itself to have its effect).
 SHELL_WORDS = {"cd", "export", "exec", "source", ".", "if", "for", "while", "until", "case", "set", "ulimit", "eval",
-               "{", "!", "[[", "function", "unset", "trap", "umask", "alias", "time", "select", "coproc", "wait"}
+               "{", "!", "[[", "function", "unset", "trap", "umask", "alias", "time", "select", "coproc", "wait",
+               # builtins with no program of that name: exec'd directly they are "not found"
+               "exit", "return", ":", "read", "shift", "readonly", "local", "command", "type", "hash", "getopts",
+               "builtin", "declare", "typeset", "let", "break", "continue", "jobs", "fg", "bg", "disown", "pushd",
+               "popd", "dirs", "logout"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 

@@ -258,9 +258,11 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     failed = start_failure(exit_code, ended_by, _output(tdir), waits_for_ready, client_launch is not None,
                            server.fault_line)
     outcome = FAILED_TO_START if failed else CRASH if crashed else NO_CRASH
+    # the status as a shell says it (139 for SIGSEGV), whether the server ran under one or was exec'd
+    status = None if exit_code is None else 128 - exit_code if exit_code < 0 else exit_code
     result = TrialResult(
         index=entry.index, pair=entry.pair, arm=arm.name, outcome=outcome, ended_by=ended_by, duration_s=duration,
-        env=env_check, command=redaction.text(arm.command), exit=exit_words(exit_code), exit_code=exit_code,
+        env=env_check, command=redaction.text(arm.command), exit=exit_words(exit_code), exit_code=status,
         time_to_crash_s=duration if outcome == CRASH else None,
         fault_line=redaction.text(server.fault_line or "") or None, failed_to_start=failed,
         stopped_with=stopped_with, killed_leftovers=leftovers,
