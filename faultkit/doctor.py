@@ -25,7 +25,6 @@ LOW_DISK, TOO_LITTLE_DISK = 20 * GiB, 1 * GiB       # lightweight GPU cores: MBs
 TOOLS = (("gdb", ["--version"]), ("rocgdb", ["--version"]), ("cuda-gdb", ["--version"]),
          ("rocprofv3", ["--version"]), ("compute-sanitizer", ["--version"]))
 KMSG = "/dev/kmsg"
-DMESG_RESTRICT = "/proc/sys/kernel/dmesg_restrict"
 PTRACE_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
 NVIDIA_VERSION = "/proc/driver/nvidia/version"
 
@@ -62,14 +61,7 @@ def kernel_log() -> Check:
     if snapshot_error is None:
         return Check("kernel log", WARN, f"{why}; a snapshot works, so the kernel log is read before and after "
                      f"the capture only", "give the capture CAP_SYSLOG or run it as root to follow it live")
-    restricted = _read(DMESG_RESTRICT) == "1"
-    if restricted and os.geteuid() != 0:
-        fix = ("kernel.dmesg_restrict=1 lets only privileged users read it: run the capture as root (sudo), give "
-               "it CAP_SYSLOG, or allow every user with `sudo sysctl kernel.dmesg_restrict=0`")
-    elif not os.path.exists(KMSG):
-        fix = f"{KMSG} is absent (a container?): pass it in (docker --device {KMSG}) or run dmesg on the host"
-    else:
-        fix = "run the capture as root (sudo) or with CAP_SYSLOG"
+    fix = kmsg.unreadable_fix()
     return Check("kernel log", FAIL, f"not readable ({why}; {snapshot_error}): GPU page faults, Xids and "
                  f"segfaults would be missing from every bundle", fix)
 

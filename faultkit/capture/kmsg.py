@@ -61,20 +61,24 @@ def unreadable(follow_error: str | None, snapshot_error: str | None) -> str | No
     if follow_error is None or snapshot_error is None:
         return None
     why = f"{follow_error}; {snapshot_error}"
+    fix = unreadable_fix()
+    return (f"the kernel log is not readable ({why}): GPU page faults, Xids and segfaults will be missing from the "
+            f"bundle; {fix}")
+
+
+def unreadable_fix() -> str:
+    """What to do when the kernel log cannot be read here (said by capture and by doctor)."""
     try:
         with open(DMESG_RESTRICT) as fh:
             restricted = fh.read().strip() == "1"
     except OSError:
         restricted = False
     if restricted and not _privileged():
-        fix = ("kernel.dmesg_restrict=1 lets only privileged users read it: run the capture as root (sudo), give "
-               "it CAP_SYSLOG, or allow every user with `sudo sysctl kernel.dmesg_restrict=0`")
-    elif not os.path.exists(KMSG):
-        fix = f"{KMSG} is absent (a container?): pass the device in (docker --device {KMSG}) or run dmesg on the host"
-    else:
-        fix = "run the capture as root (sudo) or with CAP_SYSLOG"
-    return (f"the kernel log is not readable ({why}): GPU page faults, Xids and segfaults will be missing from the "
-            f"bundle; {fix}")
+        return ("kernel.dmesg_restrict=1 lets only privileged users read it: run the capture as root (sudo), give "
+                "it CAP_SYSLOG, or allow every user with `sudo sysctl kernel.dmesg_restrict=0`")
+    if not os.path.exists(KMSG):
+        return f"{KMSG} is absent (a container?): pass the device in (docker --device {KMSG}) or run dmesg on the host"
+    return "run the capture as root (sudo) or with CAP_SYSLOG"
 
 
 def _privileged() -> bool:

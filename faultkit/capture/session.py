@@ -35,7 +35,7 @@ from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBack
 from .rocprof import Rocprofv3Backend
 from . import launcher
 from .cgroup import OwnCgroup, set_subreaper
-from .private import private_dir, private_tree
+from ..private_files import private_dir, private_tree
 from .launcher import (DeferredSigint, Launch, clocks, command_text, ended_by_time_or_interrupt, is_helper,
                        missing_program, port_from_command, port_listening, target_argv)
 from .proctree import TreeSampler, children_map as descendants_map, cmdline_of, describe_env_check, verify_env

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .cgroup import OwnCgroup
 from .launcher import helper_env
-from .private import private_tree
+from ..private_files import private_tree
 
 MARKER = "FAULTKIT_CAPTURE"
 
