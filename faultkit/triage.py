@@ -27,7 +27,7 @@ from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
 from .ingest.debugger import parse_debugger
 from .ingest.agent_files import parse_agent
-from .ingest.detect import detect_kinds
+from .sources import detect_kinds
 from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
 from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
