@@ -20,7 +20,11 @@ Adding a source (a new producer):
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..analyze.incident import Incident
 from ..ingest.text import ANSI
+from ..judge import Claim
 from . import agent, capture, cores, debugger, kernel_log, runtime_log, sanitizer, stacks, traces
 from .source import Anchor, Setting, Source, TextInput
 
@@ -46,9 +50,26 @@ def detect_kinds(text: str) -> set[str]:
     return kinds
 
 
+def read(inc: Incident, text: TextInput) -> dict[str, Any]:
+    """Every source that reads a text of these kinds parses it and gathers its records into the
+    incident; returns each one's records by source name (a debugger's transcript is judged on its own)."""
+    out: dict[str, Any] = {}
+    for s in REGISTRY:
+        if s.parse is not None and s.reads & text.kinds:
+            out[s.name] = records = s.parse(text)
+            if s.gather is not None:
+                s.gather(inc, records, text)
+    return out
+
+
+def claims(inc: Incident, setting: Setting) -> list[Claim]:
+    """Every source's claims, in the registry's order: the judge's only input."""
+    return [c for s in REGISTRY if s.claims is not None for c in s.claims(inc, setting)]
+
+
 def stop_words() -> tuple[str, ...]:
     """Every source's words whose line means the GPU or the process died."""
     return tuple(dict.fromkeys(w for s in REGISTRY for w in s.stop_words))
 
 
-__all__ = ["Anchor", "REGISTRY", "Setting", "Source", "TextInput", "detect_kinds", "stop_words"]
+__all__ = ["Anchor", "REGISTRY", "Setting", "Source", "TextInput", "claims", "detect_kinds", "read", "stop_words"]
