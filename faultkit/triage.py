@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analyze.debug_stop import resolve_with, sanitizer_fault, stop_fault
+from .analyze.debug_stop import resolve_with
 from .analyze.fault_time import LogClock, fault_time
 from .analyze.allocation_owner import black_box, fault_addresses
 from .analyze.faults import collect_faults, other_processes
@@ -69,7 +69,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults = collect_faults(inc.runtime, inc.kernel)
     captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
     inc.faults, inc.other_faults = other_processes(inc.faults, captured)
-    inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
+    inc.faults += sources.faults(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
     # Every source's claims (in the registry's order, the order ties are broken) go to the judge.

@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -79,3 +80,57 @@ def test_a_real_capture_ends_on_the_line(tmp_path, line):
     assert m["ended_by"] == "fault", (m["ended_by"], res.output[-400:])
     assert line.strip() in m["fault_line"]
     assert time.monotonic() - t0 < 45
+
+
+# ---------------- a new source as one file: compute-sanitizer's findings ----------------
+
+SHAPES = Path(__file__).parent / "data" / "source_shapes"
+
+
+def _triage_json(tmp_path, name: str) -> dict:
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["triage", str(SHAPES / name), "-o", str(out)])
+    assert out.exists(), res.output
+    return json.loads(out.read_text())
+
+
+def test_a_racecheck_report_alone_is_a_gpu_fault_of_its_kind(tmp_path):
+    # racecheck_current_template_kernel.txt:2 `Error: Race reported between Write access at
+    # tbl::io::detail::delta_decoder::decode_block(...)+0xa3f0 in delta_decode.cuh:288`, then two `and Read
+    # access` lines [8 hazards] [24 hazards]; :6 a second race in next_block(bool) at delta_decode.cuh:190 [4 hazards]
+    d = _triage_json(tmp_path, "racecheck_current_template_kernel.txt")
+    decode = ("tbl::io::detail::delta_decoder::decode_block(unsigned int, const cooperative_groups::__v1::"
+              "thread_block_tile<(unsigned int)32, cooperative_groups::__v1::thread_block> &)")
+    assert [f["kind"] for f in d["faults"]] == ["racecheck-race", "racecheck-race"]
+    assert d["faults"][0]["detail"]["source"] == "delta_decode.cuh:288" and d["faults"][0]["detail"]["offset"] == "0xa3f0"
+    assert (d["verdict"]["level"], d["verdict"]["kernel"]) == ("likely", decode)
+    first = d["sanitizer_findings"][0]
+    assert (first["accesses"], first["hazards"]) == (["Write", "Read", "Read"], 32)
+    assert d["sanitizer_findings"][1]["kernel"] == "tbl::io::detail::delta_decoder::next_block(bool)"
+    # a finding names the function of the access, which may be a device function: never certain
+    claim = d["verdict"]["claims"][0]
+    assert claim["basis"]["kind"] == "sanitizer-finding" and claim["entry_point"] is None
+
+
+@pytest.mark.parametrize("name, kind, kernel, where", [
+    # initcheck_2021_file_line_func.txt:2-3 `Uninitialized __global__ memory read of size 4 bytes`,
+    # `at 0x5d0 in /work/demo/blur.cu:37:blur(float const*, int, int, float*)`
+    ("initcheck_2021_file_line_func.txt", "initcheck-uninitialized-read", "blur(float const*, int, int, float*)",
+     "/work/demo/blur.cu:37"),
+    # synccheck_2019_device_frame.txt: `Barrier error detected. Divergent thread(s) in warp`, `at 0x3a10 in
+    # .../synchronization.jl:12:ptxcall_reduceKernel_7`
+    ("synccheck_2019_device_frame.txt", "synccheck-barrier-error", "ptxcall_reduceKernel_7",
+     "/home/u/.julia/packages/GPUKern/Qx3r1/src/device/intrinsics/synchronization.jl:12"),
+])
+def test_initcheck_and_synccheck_findings_name_their_kernel(tmp_path, name, kind, kernel, where):
+    d = _triage_json(tmp_path, name)
+    assert [f["kind"] for f in d["faults"]] == [kind]
+    assert d["faults"][0]["detail"]["source"] == where
+    assert (d["verdict"]["level"], d["verdict"]["kernel"]) == ("likely", kernel)
+
+
+def test_the_findings_have_a_report_section(tmp_path):
+    out = tmp_path / "r.md"
+    CliRunner().invoke(main, ["triage", str(SHAPES / "racecheck_hazard_warn_cuda_memcheck.txt"), "-o", str(out)])
+    md = out.read_text()
+    assert "## compute-sanitizer findings" in md and "RAW-hazard" in md and "warp_prefix.cuh:88" in md

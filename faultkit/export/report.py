@@ -17,7 +17,7 @@ from ..durations import relative
 from . import black_box
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
-from .. import layout
+from .. import layout, sources
 from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
 from ..model import hex_or_none
@@ -76,6 +76,7 @@ def _json_tree(inc: Incident) -> dict:
                                       for c in inc.debugger.code_objects],
                      "events": [{"kind": e.kind, "text": e.text, "origin": str(e.origin)}
                                 for e in inc.debugger.events if e.kind not in ("fork",)][:200]},
+        **sources.to_json(inc),
     }
 
 
@@ -167,7 +168,8 @@ def sections(inc: Incident) -> list[Section]:
              _events_section(inc), _wave_section(inc), _queue_section(inc), _capture_section(inc.capture),
              _hang_section(inc), _cores_section(inc),
              Section(**parts) if (parts := black_box.section_parts(inc)) else None,
-             *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
+             *[_stop_section(f) for f in inc.stops[:4]], *[Section(**p) for p in sources.sections(inc)],
+             *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
     return [s for s in built if s is not None]

@@ -22,6 +22,8 @@ RANK = {CANDIDATE: 1, LIKELY: 2, CERTAIN: 3}
 #   kind                     ceiling    strength tier        needs
 BASES: dict[str, tuple[str, float, str, tuple[str, ...]]] = {
     "sanitizer":             (CERTAIN,   1.0,  "observed", ()),
+    # racecheck, initcheck, synccheck: a bug a tool watched in a kernel that it did not end
+    "sanitizer-finding":     (LIKELY,    0.85, "observed", ()),
     "core-stop":             (CERTAIN,   1.0,  "observed", ()),
     "debugger-stop":         (CERTAIN,   1.0,  "observed", ()),
     "debugger-stop-inexact": (LIKELY,    0.9,  "observed", ()),

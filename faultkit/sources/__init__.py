@@ -25,13 +25,14 @@ from typing import Any
 from ..analyze.incident import Incident
 from ..ingest.text import ANSI
 from ..judge import Claim
-from . import agent, capture, cores, debugger, kernel_log, runtime_log, sanitizer, stacks, traces
+from ..model import Fault
+from . import agent, capture, cores, debugger, kernel_log, runtime_log, sanitizer, sanitizer_findings, stacks, traces
 from .source import Anchor, Setting, Source, TextInput
 
 # In the order their claims are handed to the judge, which is the order ties are broken: what a
 # tool watched first (a sanitizer, a debugger), then what a producer printed, then what was inferred.
-REGISTRY: tuple[Source, ...] = (sanitizer.SOURCE, debugger.SOURCE, runtime_log.SOURCE, kernel_log.SOURCE,
-                                traces.SOURCE, cores.SOURCE, stacks.SOURCE, agent.SOURCE, capture.SOURCE)
+REGISTRY: tuple[Source, ...] = (sanitizer.SOURCE, sanitizer_findings.SOURCE, debugger.SOURCE, runtime_log.SOURCE,
+                                kernel_log.SOURCE, traces.SOURCE, cores.SOURCE, stacks.SOURCE, agent.SOURCE, capture.SOURCE)
 
 # A text file in which no log's markers are found is read as the target's output, unless it is a
 # kernel log (whose lines the runtime log's parser would only misread).
@@ -62,6 +63,26 @@ def read(inc: Incident, text: TextInput) -> dict[str, Any]:
     return out
 
 
+def faults(inc: Incident) -> list[Fault]:
+    """The fault records each source states by itself (the logs' faults are matched across the
+    runtime and the kernel log first: analyze/faults.py)."""
+    return [f for s in REGISTRY if s.faults is not None for f in s.faults(inc)]
+
+
+def sections(inc: Incident) -> list[dict]:
+    """The report sections of the sources that render themselves, in the registry's order."""
+    return [p for s in REGISTRY if s.section is not None for p in [s.section(inc)] if p is not None]
+
+
+def to_json(inc: Incident) -> dict[str, Any]:
+    """The JSON keys of the sources that render themselves."""
+    out: dict[str, Any] = {}
+    for s in REGISTRY:
+        if s.to_json is not None:
+            out.update(s.to_json(inc))
+    return out
+
+
 def claims(inc: Incident, setting: Setting) -> list[Claim]:
     """Every source's claims, in the registry's order: the judge's only input."""
     return [c for s in REGISTRY if s.claims is not None for c in s.claims(inc, setting)]
@@ -72,4 +93,5 @@ def stop_words() -> tuple[str, ...]:
     return tuple(dict.fromkeys(w for s in REGISTRY for w in s.stop_words))
 
 
-__all__ = ["Anchor", "REGISTRY", "Setting", "Source", "TextInput", "claims", "detect_kinds", "read", "stop_words"]
+__all__ = ["Anchor", "REGISTRY", "Setting", "Source", "TextInput", "claims", "detect_kinds", "faults", "read", "sections",
+           "stop_words", "to_json"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..analyze.debug_stop import sanitizer_claims
+from ..analyze.debug_stop import sanitizer_claims, sanitizer_fault
 from ..ingest.prefilter import DEBUGGER
 from .source import Source
 
@@ -14,4 +14,5 @@ MARKERS = re.compile(r"^[ \t]*========= ", re.M)
 
 SOURCE = Source(
     "sanitizer", "compute-sanitizer's reports: the kernel, the access, the allocation",
-    kind=DEBUGGER, markers=MARKERS, claims=lambda inc, setting: sanitizer_claims(inc.debugger))
+    kind=DEBUGGER, markers=MARKERS, faults=lambda inc: [sanitizer_fault(r) for r in inc.debugger.sanitizer],
+    claims=lambda inc, setting: sanitizer_claims(inc.debugger))

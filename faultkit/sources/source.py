@@ -10,6 +10,7 @@ from typing import Any, Callable
 from ..analyze.incident import Incident
 from ..ingest.prefilter import GUARDS
 from ..judge import Claim
+from ..model import Fault
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,14 @@ class Source:
     reads: frozenset[str] = frozenset()              # kinds of text its parser reads
     parse: Callable[[TextInput], Any] | None = None   # TextInput -> its records (pure)
     gather: Callable[[Incident, Any, TextInput], None] | None = None   # the records' facts into the incident
+    faults: Callable[[Incident], list[Fault]] | None = None   # the fault records it states (grouped by the judge)
     claims: Callable[[Incident, Setting], list[Claim]] | None = None  # its say on the verdict: the only channel
+    # Where the report shows it. A source that renders itself gives `section` (the parts of one report
+    # section: title, paragraphs, bullets, table, code; None where it has nothing to say) and `to_json`
+    # (its keys of the JSON report); the others are still drawn by export/report.py under the titles and
+    # keys named here.
+    section: Callable[[Incident], dict | None] | None = None
+    to_json: Callable[[Incident], dict[str, Any]] | None = None
     json_keys: tuple[str, ...] = ()                  # the report's JSON keys it owns
     sections: tuple[str, ...] = ()                   # the report's sections it owns (titles)
 
