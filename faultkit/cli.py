@@ -15,6 +15,7 @@ import click
 
 from . import __version__
 from .demangle import display_name
+from .judge.levels import CERTAIN, LIKELY, reaches
 from .terminal import clean
 
 
@@ -52,7 +53,7 @@ def main() -> None:
 @click.option("--debugger", metavar="PATH",
               help="the debugger that opens GPU core dumps among the inputs (default: cuda-gdb / rocgdb on PATH)")
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
-@click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
+@click.option("--fail-on", type=click.Choice([CERTAIN, LIKELY, "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
 @verbose_option
 @quiet_option
@@ -102,7 +103,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     for m in incident.missing:
         why = next((p.message for p in incident.problems if p.file == m), "no such file, or not readable")
         click.echo(clean(f"error: {m}: {why}"), err=True)
-    if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
+    if fail_on and (reaches(v.level, CERTAIN) or (fail_on == LIKELY and reaches(v.level, LIKELY))
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
     if incident.missing:

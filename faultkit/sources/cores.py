@@ -10,7 +10,7 @@ from .source import Source
 
 
 def _claims(inc, setting):
-    return running_claims(counted_running(inc.hang, inc.running), setting.ended_by) + core_claims(inc.cores)
+    return running_claims(counted_running(inc.hang, inc.running)) + core_claims(inc.cores)
 
 
 SOURCE = Source("cores", "GPU core dumps: the excepting wave, or what ran at the dump",
