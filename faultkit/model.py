@@ -596,6 +596,7 @@ class Verdict:
     why: str
     candidates: list[Candidate] = field(default_factory=list)
     claims: list[Any] = field(default_factory=list)    # judge.claims.Claim: the evidence behind it, ranked
+    decisive: str | None = None      # the finding that narrows the search most (judge/decisive.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "kernel": self.kernel,

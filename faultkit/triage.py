@@ -72,6 +72,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults += sources.faults(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
+    if inputs.agent:
+        _join_black_box(inputs, inc)
     # Every source's claims (in the registry's order, the order ties are broken) go to the judge.
     manifest = inputs.manifest if inputs.captured else {}
     system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
@@ -82,8 +84,6 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inc.traces:
         inc.traces.rank()
     inc.report_points = inc.runtime.report_points
-    if inputs.agent:
-        _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     # Kernel events (a host segfault line) stay: a short-lived child of the target can die before the
     # capture lists it, so a pid missing from the record does not prove another job's.

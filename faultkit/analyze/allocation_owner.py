@@ -124,10 +124,6 @@ class BlackBox:
     notes: list[str] = field(default_factory=list)
     log: AgentLog | None = None          # the records joined (the timeline draws their events)
 
-    def finding(self) -> str | None:
-        o = next((o for o in self.owners if o.verdict in ("freed", "past-end", "live", "none")), None)
-        return o.text if o else None
-
     def to_json(self) -> dict:
         return {"owners": [o.to_json() for o in self.owners], "notes": self.notes, "processes": [
             {**p, "threads_at_abort": [t.to_json() for t in self.threads.get(p["pid"], [])],

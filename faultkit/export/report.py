@@ -133,29 +133,6 @@ def _incidents_section(inc: Incident) -> Section:
     return s
 
 
-def decisive_finding(inc: Incident) -> str | None:
-    """The one fact that most narrows the search, said first: the agent's map of the faulting process,
-    else where the trace's allocations place the address, else the claim the verdict ranks first (what
-    was in flight at the fault, a debugger's or sanitizer's stop)."""
-    if inc.black_box is not None and inc.black_box.finding():
-        return inc.black_box.finding()              # the agent's map of the faulting process itself
-    t = inc.traces
-    if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
-        return t.address.text
-    v = inc.verdict
-    if v is None or not v.candidates or not v.candidates[0].claims:
-        return None
-    claim = v.claims[v.candidates[0].claims[0]]
-    if claim.basis.kind.startswith("trace-"):
-        at = t.time.on(t.trace.clock) if t is not None else None
-        start = claim.ids.time_ns
-        when = f", started at {relative(start - at)}" if start is not None and at is not None else ""
-        return f"{claim.kernel} was in flight at the fault{when} ({'; '.join([claim.why.split(';')[0], *claim.notes])})"
-    if v.level == CERTAIN:
-        return claim.why.split(";")[0]
-    return None
-
-
 def _evidence(v, c) -> str:
     """What each claim behind a candidate is and the level it was allowed."""
     return "; ".join(f"{v.claims[i].basis.producer} {v.claims[i].basis.kind}: {v.claims[i].level}"
@@ -185,7 +162,7 @@ def _verdict_section(inc: Incident) -> Section:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
-    finding = decisive_finding(inc)
+    finding = v.decisive
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:

@@ -21,6 +21,7 @@ from ..codes import ADDRESS_FAULT_CODES
 from ..model import Candidate, Fault, Verdict
 from .claims import TIERS, Claim
 from .corroborate import ALSO_NAMED, corroborate
+from .decisive import decisive
 from .incidents import FaultGroup, assign, split
 from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, UNKNOWN, lower
 from .names import kernel_key
@@ -45,6 +46,7 @@ def judge(claims: list[Claim], faults: list[Fault], ended_by: str | None = None)
     assign(claims, groups)
     for g in groups:
         g.verdict = decide(g.claims, g.faults, ended_by)
+        g.verdict.decisive = decisive(g.verdict)
     return Judgment(groups[0].verdict, [] if pseudo else groups)
 
 
@@ -190,7 +192,7 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
         return _verdict(CANDIDATES, None, why, cands, claims)
     top = cands[0]
     best = top.best()
-    traced = [c for c in claims if c.tier == "inferred"]
+    traced = [c for c in claims if c.tier == "inferred" and c.kernel is not None]
     where = "from logs and trace" if traced and any(c.tier != "inferred" for c in claims if c.kernel) else \
         "from the trace" if traced else "named by the logs"
     why = f"{len(cands)} candidate(s) {where}, none confirmed by a debugger stop"

@@ -3,7 +3,22 @@ its threads' stacks, read from its rings after the process died."""
 
 from __future__ import annotations
 
+from ..judge import Basis, Claim, Identities
 from .source import Source
 
-SOURCE = Source("agent", "the in-process agent's black box: who owned the fault address",
+
+
+def _claims(inc, setting):
+    """The owner of the fault address in the faulting process's own map: the finding that narrows most."""
+    bb = inc.black_box
+    o = next((o for o in bb.owners if o.verdict in OWNED), None) if bb is not None else None
+    if o is None:
+        return []
+    return [Claim(None, Basis("address-owner", "faultkit agent"), o.text, Identities(pid=o.pid, page=o.address >> 12),
+                  headline=o.text)]
+
+
+OWNED = ("freed", "past-end", "live", "none")     # a verdict of the map (no-map: it says nothing)
+
+SOURCE = Source("agent", "the in-process agent's black box: who owned the fault address", claims=_claims,
                 json_keys=("black_box",), sections=("Black box: the fault address's owner and every thread at the abort",))
