@@ -3,6 +3,7 @@ its threads' stacks, read from its rings after the process died."""
 
 from __future__ import annotations
 
+from ..analyze.placement import NONE, PLACED
 from ..judge import Basis, Claim, Identities
 from .source import Source
 
@@ -18,7 +19,7 @@ def _claims(inc, setting):
                   headline=o.text)]
 
 
-OWNED = ("freed", "past-end", "live", "none")     # a verdict of the map (no-map: it says nothing)
+OWNED = (*PLACED, NONE)     # a verdict of the map (no-map: it says nothing)
 
 SOURCE = Source("agent", "the in-process agent's black box: who owned the fault address", claims=_claims,
                 json_keys=("black_box",), sections=("Black box: the fault address's owner and every thread at the abort",))

@@ -4,13 +4,11 @@ window around the fault time."""
 
 from __future__ import annotations
 
+from ..analyze.placement import PLACED
 from ..judge import Basis, Claim, Identities
 from .source import Source
 
 
-# Where the trace's allocations place the fault address narrows the search more than any kernel
-# (judge/decisive.py); "none" and "no-allocation-trace" say nothing to narrow it.
-PLACED = ("use-after-free", "overflow", "live")
 
 
 def _claims(inc, setting):
@@ -18,7 +16,7 @@ def _claims(inc, setting):
         return []
     out = inc.traces.claims()
     a = inc.traces.address
-    if a is not None and a.verdict in PLACED:
+    if a is not None and a.verdict in PLACED:       # where the trace's allocations place the address
         out.append(Claim(None, Basis("trace-address", "trace allocations"), a.text,
                          Identities(page=a.address >> 12, pid=a.lifetime.pid if a.lifetime else None),
                          headline=a.text))
