@@ -483,7 +483,9 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--index", type=click.IntRange(min=0), required=True)
 @click.option("--engine", type=click.Choice(["slurm"]), default="slurm")
-def trials_task(folder, index, engine) -> None:
+@verbose_option
+@quiet_option
+def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
     """One trial of a plan, run by a cluster engine's task on its node (`trials run --on slurm`)."""
     from .trials.task import ARMS_VARIABLE, Experiment, TaskError, placement, run_task
     from .trials.runner import read_plan, PLAN
@@ -503,7 +505,8 @@ def trials_task(folder, index, engine) -> None:
     except KeyboardInterrupt:   # scancel, pre-emption, a time limit: SIGTERM to every process of the task
         click.echo(f"trial {index}: ended by a signal from {engine}; no result kept (not counted)", err=True)
         sys.exit(143)
-    click.echo(f"trial {index}: {result.outcome} on {where['node']}")
+    if not quiet:
+        click.echo(f"trial {index}: {result.outcome} on {where['node']}")
 
 
 @trials.command("report")
