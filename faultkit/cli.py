@@ -487,7 +487,8 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
 @quiet_option
 def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
     """One trial of a plan, run by a cluster engine's task on its node (`trials run --on slurm`)."""
-    from .trials.task import ARMS_VARIABLE, Experiment, TaskError, placement, run_task
+    from .trials.placement import placement
+    from .trials.task import ARMS_VARIABLE, Experiment, TaskError, run_task
     from .trials.runner import read_plan, PLAN
     from .trials.records import RecordError
     try:

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from .records import Plan
-from .task import TrialTask, placement, run_task
+from .placement import placement
+from .task import TrialTask, run_task
 
 SHARED_TOKEN = ".faultkit-shared"
 

@@ -30,7 +30,7 @@ from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan,
                       TrialResult)
 from .signature import crash_signature
 from .start import start_failure
-from .task import placement
+from .placement import placement
 
 PLAN = "plan.json"
 RESULT = "result.json"

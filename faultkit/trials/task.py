@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import redact as redaction
 from .records import Plan, PlanEntry, TrialResult
-
-# The variables through which an engine hands a trial its GPUs: recorded per trial, and what makes
-# parallel trials' GPU sets checkable for being disjoint.
-GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_GPUS",
-                 "SLURM_STEP_GPUS")
+from .runner import Arm, _wait_port_free, run_one, trial_dir
 
 # Where a Slurm task finds the arms' real commands (set in sbatch's environment by the driver).
 ARMS_VARIABLE = "FAULTKIT_TRIALS_ARMS"
@@ -102,13 +96,6 @@ def check_against_plan(plan: Plan, task: TrialTask) -> PlanEntry:
     return entry
 
 
-def placement(engine: str, **ids) -> dict:
-    """Where a trial ran: the engine, the node, the engine's job/task ids and the GPUs it was given."""
-    gpus = {k: os.environ[k] for k in GPU_VARIABLES if k in os.environ}
-    return {"engine": engine, "node": socket.gethostname(), "pid": str(os.getpid()), "gpus": gpus,
-            **{k: str(v) for k, v in ids.items() if v is not None}}
-
-
 class _NodePortLock:
     """Trials of one experiment on one node take its port in turn: two tasks an engine placed side by
     side would otherwise meet each other's server (each would see the port in use, or worse, talk to
@@ -133,7 +120,6 @@ class _NodePortLock:
 def run_task(task: TrialTask, plan: Plan, where: dict) -> TrialResult:
     """Run one trial here, as the local runner does, and record where it ran. A signal that ends
     the task (scancel, pre-emption) raises KeyboardInterrupt and leaves no result (run_one)."""
-    from .runner import Arm, _wait_port_free, run_one, trial_dir   # the runner imports this module
 
     entry = check_against_plan(plan, task)
     tdir = trial_dir(Path(task.out), entry)
