@@ -35,8 +35,9 @@ def _free_port() -> int:
 
 
 # Arms whose outcome is fixed: the counts of any engine must equal the local run's, trial by trial.
-CRASH = "python3 -c 'import os; os.kill(os.getpid(), 11)'"
-CLEAN = "python3 -c 'import os; assert os.environ[\"FK_ARM\"] == \"clean\"'"
+# (each lives half a second, so that its environment is read in /proc however loaded the machine is)
+CRASH = "python3 -c 'import os, time; time.sleep(0.5); os.kill(os.getpid(), 11)'"
+CLEAN = "python3 -c 'import os, time; time.sleep(0.5); assert os.environ[\"FK_ARM\"] == \"clean\"'"
 ARMS = ["--arm", f"crash={CRASH}", "--arm", f"clean={CLEAN}", "--env", "clean:FK_ARM=clean", "-n", "2",
         "--seed", "11"]
 
