@@ -14,7 +14,8 @@ from pathlib import Path
 
 from . import layout
 from ._signals import capture_exit_status
-from .analyze.job import CONSEQUENCE_XIDS, JobVerdict, NodeEvent, NodeEvidence, decide
+from .analyze.job import JobVerdict, NodeEvent, NodeEvidence, decide
+from .codes import CONSEQUENCE_XIDS
 from .ingest.markers import PEER_LOSS, markers_in
 from .launch_env import Launch
 
