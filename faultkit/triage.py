@@ -121,7 +121,8 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
                 rounds[name] = (samples, interval)
         elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
             rc = parse_flight_record(f.data, f.name)
-            inc.problems += [Problem(f.name, p) for p in rc.problems]
+            inc.problems += [Problem(f.name, p) for p in rc.problems] + [Problem(f.name, p, internal=True)
+                                                                         for p in rc.internal]
             inc.collectives.append(rc)
     tags = [c.get("tag") for c in (inputs.manifest or {}).get("hang_check") or [] if isinstance(c, dict)]
     order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)

@@ -134,3 +134,16 @@ def test_the_findings_have_a_report_section(tmp_path):
     CliRunner().invoke(main, ["triage", str(SHAPES / "racecheck_hazard_warn_cuda_memcheck.txt"), "-o", str(out)])
     md = out.read_text()
     assert "## compute-sanitizer findings" in md and "RAW-hazard" in md and "warp_prefix.cuh:88" in md
+
+
+def test_no_source_meets_an_internal_error_on_any_corpus_file(corpus):
+    """Every corpus file through every source that reads it: a caught reader bug is a failure here
+    (an AttributeError in the kernel log's cut-block handling was silently a problem line on
+    dmesg/gfx1102_vmid0_kernel_cpc_fault_rocm_issue_2766.txt until this test)."""
+    from faultkit.triage import TriageOptions, triage
+
+    from .conftest import no_internal_errors
+    files = [p for p in sorted(corpus.rglob("*")) if p.is_file()]
+    assert len(files) > 100
+    for f in files:
+        no_internal_errors(triage([str(f)], TriageOptions(open_cores=False)).problems)
