@@ -331,11 +331,12 @@ def _looks(opts: Options, rate: list[ArmState], r: int, echo) -> None:
             echo(f"  arm {st.arm.name} failed to start in its first trial: stopped ({st.results[0].failed_to_start})")
             continue
         started = [x for x in st.results if x.counted]
-        if len(started) >= NOT_REACHED_STOP and not any(st.reached[x.index].ok for x in started):
-            st.state = NOT_REACHED_STATE
-            echo(f"  arm {st.arm.name}: the amplifier reached none of its first {len(started)} trials: stopped "
-                 f"({st.reached[started[-1].index].why})")
-            continue
+        if started and not any(st.reached[x.index].ok for x in started):
+            if len(started) >= NOT_REACHED_STOP:
+                st.state = NOT_REACHED_STATE
+                echo(f"  arm {st.arm.name}: the amplifier reached none of its first {len(started)} trials: stopped "
+                     f"({st.reached[started[-1].index].why})")
+            continue                  # nothing counted yet: nothing to look at
         res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
         if res.state != RUNNING:
             st.state, st.decided_round = res.state, r + 1
