@@ -13,6 +13,7 @@ from . import arms as A
 from .sequential import DECIDED, UNDECIDABLE
 
 UP, DOWN = "up", "down"
+MAX_N = 60                   # "how many trials would decide" is looked for up to this many per arm
 
 # (arm, direction) -> (what it did, what that says). Arms not listed use their class's line.
 MEANING: dict[tuple[str, str], tuple[str, str]] = {
@@ -44,6 +45,8 @@ MEANING: dict[tuple[str, str], tuple[str, str]] = {
     ("serialize", UP): ("serialized kernels and copies raised the crash rate", "a timing-dependent bug; the "
                         "error is now reported at its launch"),
 }
+STOPPED_UNCOUNTED = {"not-reached": "stopped: the amplifier did not reach the processes that ran the work",
+                     "failed-to-start": "stopped: its server failed to start"}
 CLASS_LINE = {A.RACE: "a race between the host's scheduling and the GPU work (timing decides it)",
               A.MEMORY_REUSE: "a use of freed or reused device memory",
               A.ERROR_FAR: "an error reported far from its launch, or a race"}
@@ -102,7 +105,9 @@ def trials_to_decide(o: ArmOutcome, alpha: float, rounds: int, target: float = 0
     if a == b:
         return None
     hi, lo = max(a, b), min(a, b)
-    return trials_for_power(hi, lo, target, alpha / max(1, rounds), "two-sided")[0]
+    # bounded: the exact power scan costs n^2 per n, and an amplifier that needs more than this many
+    # trials per arm to show itself is not amplifying
+    return trials_for_power(hi, lo, target, alpha / max(1, rounds), "two-sided", max_n=MAX_N)[0]
 
 
 def decide(outcomes: list[ArmOutcome], alpha: float, rounds: int, plain: tuple[int, int]) -> dict:
@@ -123,6 +128,11 @@ def decide(outcomes: list[ArmOutcome], alpha: float, rounds: int, plain: tuple[i
         need = trials_to_decide(o, alpha, rounds)
         why = ("stopped: no outcome of the remaining rounds could decide" if o.state == UNDECIDABLE else
                "still running when the experiment ended")
+        if o.state in STOPPED_UNCOUNTED:
+            undecided.append({"arm": o.arm, "text": f"{o.arm}: {STOPPED_UNCOUNTED[o.state]} ({o.not_counted} trial(s) "
+                                                    f"not counted; see the report's list)",
+                              "trials_per_arm_to_decide": None})
+            continue
         if o.direction is None:
             words = f"{o.arm}: no change ({o.crashes}/{o.trials} vs {o.plain_crashes}/{o.plain_trials}); {why}"
         else:
@@ -131,7 +141,7 @@ def decide(outcomes: list[ArmOutcome], alpha: float, rounds: int, plain: tuple[i
         if need is not None:
             words += f"; at these rates {need} trials per arm would decide (90% power)"
         elif o.direction is not None:
-            words += "; at these rates no n up to 400 per arm would"
+            words += f"; at these rates no n up to {MAX_N} per arm would"
         undecided.append({"arm": o.arm, "text": words, "trials_per_arm_to_decide": need})
     if decided:
         head = "Cause class: " + "; ".join(CLASS_LINE.get(c, c) for c in classes) + "."
