@@ -173,10 +173,24 @@ def _attach_poison(late: bool = False) -> None:
         info["note"] = f"not armed: {lib.fk_poison_error().decode(errors='replace')}"
         return
     _state["poison_lib"] = lib
+    import atexit
+    atexit.register(_poison_counts)       # a normal exit says how much was filled (a crash does not need it)
     info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds)
     if late:
         info["note"] = "attached after CUDA started (the library was being built): blocks freed before are not filled"
     _armed(_state["files"].ARMED_POISON)
+
+
+def _poison_counts() -> None:
+    import ctypes
+    try:
+        lib = _state["poison_lib"]
+        out = (ctypes.c_uint64 * 4)()
+        lib.fk_poison_counts(out)
+        _state["header"]["amplify_poison"].update(filled=out[0], skipped=out[1], failed=out[2], bytes=out[3])
+        _save()
+    except Exception:
+        pass
 
 
 def _poison_later() -> None:
