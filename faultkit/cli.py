@@ -563,9 +563,9 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
     click.echo(f"  method: {s['method']}")
 
 
-from .amplify.command import amplify as _amplify  # noqa: E402  (the verb lives in its package)
+from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
 
-main.add_command(_amplify)
+main.add_command(_amplify(parse_duration, parse_regex, emit))
 
 
 @main.command()

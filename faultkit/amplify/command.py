@@ -59,7 +59,7 @@ def amplify_run(server, arm_names, sites, client, rounds, alpha, seed, port, rea
     Example:
       faultkit amplify run --port 30123 --client 'python scripts/uaf_server.py --client --port 30123' \\
           -o amp/ -- python scripts/uaf_server.py --port 30123"""
-    from ..cli import parse_duration, parse_regex
+    parse_duration, parse_regex = _cli["parse_duration"], _cli["parse_regex"]
     from .engine import AmplifyError, Options, run
     from ..trials.runner import TrialsError
     command = server[0] if len(server) == 1 else shlex.join(server)
@@ -102,7 +102,7 @@ def _write(facts: dict, out: Path, quiet: bool) -> dict:
 @click.option("-v", "--verbose", is_flag=True, help="say on stderr what was read and every problem met")
 def amplify_report(folder, fmt, output, quiet=False, verbose=False) -> None:
     """The report of an amplify folder (its finished trials, the looks replayed)."""
-    from ..cli import emit
+    emit = _cli["emit"]
     from .engine import AmplifyError, load_options, run
     from .report import RENDERERS, summarise
     try:
