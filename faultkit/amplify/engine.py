@@ -23,6 +23,7 @@ from ..capture import coredump
 from ..capture.agent import agent_env
 from ..capture.launcher import DeferredSigint, port_listening
 from ..private_files import private_dir, write_private
+from ..trials.placement import GPU_VARIABLES, placement
 from ..trials.records import CRASH, FAILED_TO_START, PlanEntry, RecordError, TrialResult
 from ..trials.runner import (PLAN, RESULT, Arm, TrialsError, load_or_create_plan, read_plan, read_result, run_one,
                              trial_dir)
@@ -35,7 +36,7 @@ PLAIN = "plain"
 ROUNDS_LOG = "rounds.json"
 CHECKERS_DIR = "checkers"
 NOT_REACHED_STOP = 2          # an arm whose amplifier reached none of its first trials is stopped
-VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+VISIBILITY = GPU_VARIABLES[:3]          # the runtimes' own visibility variables (trials' placement owns the list)
 FAILED_TO_START_STATE, NOT_REACHED_STATE = "failed-to-start", "not-reached"
 
 
@@ -168,8 +169,9 @@ def run_trial(opts: Options, st: ArmState, entry: PlanEntry, tdir: Path, slot: S
     port = str(slot.port) if slot.port is not None else ""
     arm = Arm(st.arm.name, st.arm.command.replace("{port}", port), {**st.arm.env, **verified})
     client = opts.client.replace("{port}", port) if opts.client else None
-    return run_one(tdir, entry, arm, client, slot.port, opts.timeout_s, opts.ready_pattern, extra_env=extra,
-                   sigint=sigint)
+    where = {**placement("local", slot=",".join(slot.gpus) or None), "gpus": verified}
+    return run_one(tdir, entry, arm, client, slot.port, opts.timeout_s, opts.ready_pattern, placement=where,
+                   extra_env=extra, sigint=sigint)
 
 
 def _finished(tdir: Path) -> TrialResult | None:
