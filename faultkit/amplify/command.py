@@ -14,6 +14,14 @@ import click
 
 from . import arms as A
 
+# The CLI's own helpers (one owner each, in cli.py), handed over when cli.py registers the verb: an
+# import of cli.py from here would be a cycle.
+_cli: dict = {}
+
+
+def registered(parse_duration, parse_regex, emit) -> click.Group:
+    _cli.update(parse_duration=parse_duration, parse_regex=parse_regex, emit=emit)
+    return amplify
 
 
 @click.group()
