@@ -25,5 +25,5 @@ def test_without_a_placed_address_the_top_claim_decides():
     # live_h200_coredump/fault: the CUDA driver's exception report names the kernel (certain), no trace
     inc = triage([str(ROOT / "tests" / "data" / "live_h200_coredump" / "fault")])
     assert inc.verdict.level == "certain"
-    top = inc.verdict.claims[inc.verdict.candidates[0].claims[0]]
+    top = inc.verdict.claim(inc.verdict.candidates[0].claims[0])
     assert inc.verdict.decisive == top.headline and ";" not in top.headline

@@ -135,8 +135,8 @@ def _incidents_section(inc: Incident) -> Section:
 
 def _evidence(v, c) -> str:
     """What each claim behind a candidate is and the level it was allowed."""
-    return "; ".join(f"{v.claims[i].basis.producer} {v.claims[i].basis.kind}: {v.claims[i].level}"
-                     for i in c.claims) if c.claims else ""
+    return "; ".join(f"{x.basis.producer} {x.basis.kind}: {x.level}"
+                     for x in map(v.claim, c.claims)) if c.claims else ""
 
 
 def sections(inc: Incident) -> list[Section]:

@@ -108,6 +108,7 @@ class Claim:
     alias: str | None = None           # an unnamed claim's likely name, from indirect evidence (said as such)
     headline: str | None = None        # the claim in one sentence, said first where it narrows the search most
     # Filled by the judge:
+    id: str | None = None              # "<basis kind>-<n>": what candidates point at
     level: str | None = None           # the level this claim was allowed (<= ceiling)
     limits: list[str] = field(default_factory=list)   # why it was not allowed more
     notes: list[str] = field(default_factory=list)    # what corroboration said
@@ -133,7 +134,7 @@ class Claim:
         return "; ".join([self.why, *self.notes])
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
+        return {"id": self.id, "kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
                 "level": self.level, "strength": round(self.strength, 3), "entry_point": self.entry,
                 "identities": self.ids.to_json(), "origin": self.origin, "why": self.why, "notes": self.notes,
                 "limits": self.limits, "plausible": self.plausible}

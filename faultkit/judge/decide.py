@@ -39,6 +39,10 @@ class Judgment:
 
 def judge(claims: list[Claim], faults: list[Fault], ended_by: str | None = None) -> Judgment:
     """`ended_by`: how a capture ended (hang, timeout), which says what a snapshot of a GPU means."""
+    numbered: dict[str, int] = {}
+    for c in claims:                  # ids in the order the sources handed them in: stable across incidents
+        numbered[c.basis.kind] = numbered.get(c.basis.kind, 0) + 1
+        c.id = f"{c.basis.kind}-{numbered[c.basis.kind]}"
     groups = split(faults)
     pseudo = not groups
     if pseudo:
@@ -120,8 +124,7 @@ def _verdict(level: str, kernel: str | None, why: str, cands: list[_Cand], claim
     inferred = [x for x in cands if all(c.tier == "inferred" for c in x.claims)]
     cands = [x for x in cands if x not in inferred[TRACE_CANDIDATES:]]
     ordered = [c for x in cands for c in x.claims] + [c for c in claims if c.kernel is None]
-    index = {id(c): i for i, c in enumerate(ordered)}
-    out = [Candidate(x.kernel, x.score, x.why + (notes or {}).get(id(x), ""), [index[id(c)] for c in x.claims])
+    out = [Candidate(x.kernel, x.score, x.why + (notes or {}).get(id(x), ""), [c.id for c in x.claims])
            for x in cands]
     _tie(cands, out)
     return Verdict(level, kernel, why, out, ordered)

@@ -22,7 +22,7 @@ def decisive(v: Verdict) -> str | None:
             return c.headline or c.why
     if not v.candidates or not v.candidates[0].claims:
         return None
-    c = v.claims[v.candidates[0].claims[0]]
+    c = v.claim(v.candidates[0].claims[0])
     if c.tier == "inferred":
         return "; ".join([c.headline or c.why, *c.notes])
     if v.level == CERTAIN:
