@@ -147,3 +147,16 @@ def test_no_source_meets_an_internal_error_on_any_corpus_file(corpus):
     assert len(files) > 100
     for f in files:
         no_internal_errors(triage([str(f)], TriageOptions(open_cores=False)).problems)
+
+
+def test_each_json_key_has_one_source_and_the_report_writes_it():
+    """A source names the report's JSON keys it owns; no key has two owners, and the report of a
+    bundle with every kind of record (the live agent bundle: server log, kernel log, core transcript,
+    black box) writes each of them."""
+    from faultkit.export.report import to_json
+    from faultkit.triage import TriageOptions, triage
+    owned = [k for s in REGISTRY for k in s.json_keys]
+    assert len(owned) == len(set(owned))
+    doc = to_json(triage([str(Path(__file__).parent / "data" / "live_h200_agent" / "uaf")], TriageOptions(open_cores=False)))
+    assert set(owned) <= set(doc), set(owned) - set(doc)
+    assert doc["black_box"]["owners"][0]["verdict"] == "freed"      # rendered by sources/agent.py

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from ..analyze.incident import Incident
 from ..analyze.trace_claims import label
 from ..durations import relative
-from . import black_box
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout, sources
@@ -61,7 +60,6 @@ def _json_tree(inc: Incident) -> dict:
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "capture": capture_facts(inc.capture),
         "trace": inc.traces.to_json() if inc.traces else None,
-        "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
         "hang": inc.hang.to_json() if inc.hang else None,
@@ -145,9 +143,8 @@ def sections(inc: Incident) -> list[Section]:
              _facts_section(inc), _others_section(inc), _meaning_section(inc), _decoded_section(inc),
              _events_section(inc), _wave_section(inc), _queue_section(inc), _capture_section(inc.capture),
              _hang_section(inc), _cores_section(inc),
-             Section(**parts) if (parts := black_box.section_parts(inc)) else None,
-             *[_stop_section(f) for f in inc.stops[:4]], *[Section(**p) for p in sources.sections(inc)],
-             *(_trace_sections(inc.traces) if inc.traces else []),
+             *[Section(**p) for p in sources.sections(inc)],     # the sources that render themselves
+             *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
     return [s for s in built if s is not None]

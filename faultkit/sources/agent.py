@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..analyze.placement import NONE, PLACED
 from ..judge import Basis, Claim, Identities
+from ..export import black_box
 from .source import Source
 
 
@@ -22,4 +23,6 @@ def _claims(inc, setting):
 OWNED = (*PLACED, NONE)     # a verdict of the map (no-map: it says nothing)
 
 SOURCE = Source("agent", "the in-process agent's black box: who owned the fault address", claims=_claims,
+                section=black_box.section_parts,
+                to_json=lambda inc: {"black_box": inc.black_box.to_json() if inc.black_box else None},
                 json_keys=("black_box",), sections=("Black box: the fault address's owner and every thread at the abort",))
