@@ -7,6 +7,7 @@ the manifest atomically at the start and the end.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -189,6 +190,9 @@ def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], 
 
 def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
     """`console` shows the target's output live and a status line; `echo` says faultkit's own steps."""
+    # Every path handed to the target (core patterns, the flight recorder's prefix, the agent's
+    # folder, a tool's output) is absolute: a worker that changes directory writes into the bundle.
+    opts = dataclasses.replace(opts, out=Path(os.path.abspath(opts.out)))
     if opts.backend not in BACKENDS_READY:
         raise CaptureError(f"--with {opts.backend} is not implemented yet; available: {', '.join(BACKENDS_READY)}")
     if opts.pid is not None and not os.path.exists(f"/proc/{opts.pid}"):
