@@ -363,8 +363,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         except OSError as exc:
             manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
+        # A server that already ran (--pid) was handed nothing: nothing to check, nothing to warn of.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
-                  and k != watchdog.MARKER and k not in agent_vars}
+                  and k != watchdog.MARKER and k not in agent_vars} if opts.pid is None else {}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         if opts.pid is not None and exit_code is None and ended_by == "target-exit" \
