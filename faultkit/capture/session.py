@@ -25,7 +25,7 @@ from .._signals import exit_words
 from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from . import agent, coredump, facts, kmsg, watchdog
+from . import agent, coredump, facts, kmsg, program, watchdog
 from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
@@ -103,7 +103,15 @@ def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | No
         if opts.attach_workers or opts.attach_match:
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
                                       opts.attach_match, delay, core_limit, cgroup_procs=cgroup_procs)
-        return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
+        # A debugger starts only a machine program: a `#!` script, an entry point or a shim is
+        # debugged as its interpreter with the script's arguments (execs followed), or refused.
+        prog = program.resolve(target_argv(opts.command), {**os.environ, **env})
+        if prog.problem:
+            raise CaptureError(f"--with {opts.backend}: {prog.problem}; a debugger can start only a machine "
+                               f"program (give its interpreter: --with {opts.backend} -- python3 SCRIPT ...)", 126)
+        backend = DebugLaunchBackend(binary, prog.argv, opts.out, {**env, **prog.env}, opts.command_deadline_s)
+        backend.resolved = prog.chain
+        return backend
     if opts.backend == "rocprofv3":
         tool = opts.debugger or "rocprofv3"
         if shutil.which(tool) is None:
@@ -134,14 +142,37 @@ def stale_guard(opts: CaptureOptions) -> None:
             wanted = wanted[2].split()
     if not wanted:
         return
-    program = _resolved(wanted[0], None)
+    # A script, an entry point or a shim runs as its interpreter: compare with what really runs.
+    forms = [wanted]
+    real = program.resolve(wanted, {**os.environ, **opts.env})
+    if not real.problem and real.argv != wanted:
+        forms.append(real.argv)
+    programs = [_resolved(f[0], None) for f in forms]
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         args = cmdline_of(int(name))
-        if args and args[1:] == wanted[1:] and program in _programs_of(int(name), args):
+        if not args:
+            continue
+        if any(_same_args(int(name), args[1:], f[1:]) and prog in _programs_of(int(name), args)
+               for f, prog in zip(forms, programs)):
             raise CaptureError(f"pid {name} already runs the same command ({redaction.text(' '.join(args))[:120]}); "
                                f"stop it or pass --allow-running.")
+
+
+def _same_args(pid: int, running: list[str], wanted: list[str]) -> bool:
+    """The same arguments, a script's path compared as the file it names (the kernel hands the
+    interpreter the path as it was given: `./serve.py` in one directory is `/srv/serve.py`)."""
+    if running == wanted:
+        return True
+    if len(running) != len(wanted):
+        return False
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return all(a == b or ("/" in a and "/" in b and os.path.realpath(os.path.join(cwd, a)) == os.path.realpath(b))
+               for a, b in zip(running, wanted))
 
 
 def _resolved(prog: str, cwd: str | None) -> str:
