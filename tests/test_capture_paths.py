@@ -38,3 +38,29 @@ def test_a_relative_output_hands_the_target_only_absolute_paths_inside_the_bundl
         for part in value.split(os.pathsep):
             if "rel/b" in part or part.startswith(("rel", "./")):
                 assert os.path.isabs(part) and Path(part).resolve().is_relative_to(bundle), (name, part)
+
+
+# ---- issue 31 B: a capture ends at its --timeout, and -q says nothing but warnings and errors ----
+
+def test_a_timeout_ends_at_its_deadline_with_the_stacks_taken_before_it(tmp_path):
+    """`--timeout 20s` ended at 26 s: the stacks were sampled after the deadline. They are taken
+    before it now; the end is the deadline and a short stop (an idle sleeper stops at SIGINT)."""
+    import subprocess
+    import time
+    out = tmp_path / "b"
+    root = Path(__file__).resolve().parent.parent
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "--timeout", "8s", "-o", str(out),
+                           "--", sys.executable, "-c", "import time; print('up', flush=True); time.sleep(100)"],
+                          cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    took = time.monotonic() - t0
+    m = json.loads((out / "manifest.json").read_text())
+    assert proc.returncode == 124 and m["ended_by"] == "timeout"
+    ran = (m["end"]["monotonic_ns"] - m["start"]["monotonic_ns"]) / 1e9
+    assert 8 <= ran <= 8 + 2.5, ran                       # the deadline, and a bounded stop
+    assert [h["tag"] for h in m["hang_check"]] == ["timeout-1"]     # the stacks were still taken
+    assert (out / "stacks" / "samples-timeout-1.json").is_file()
+    # -q: neither the progress ("stacks of ...", "stopping: SIGINT sent ...") nor the summary
+    assert proc.stderr == "" and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert took < 8 + 2.5 + 8                             # faultkit's own start and end stay small too

@@ -330,12 +330,20 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         start = time.monotonic()
         idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
         status_at = 0.0                   # when the status line was last drawn
+        # The stacks a timeout keeps are taken before its deadline, so the capture ends at it.
+        lead = _end_sampling_s(hang, bool(agent_vars))
+        sample_at = None if opts.timeout_s is None else max(0.0, opts.timeout_s - min(lead, opts.timeout_s / 2))
+        sampled_early = False
         while ended_by is None:
             sampler.sample()
             if console is not None and time.monotonic() - status_at >= 1.0:
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
+            if ended_by is None and sample_at is not None and not sampled_early \
+                    and time.monotonic() - start >= sample_at:
+                sampled_early = True
+                _timeout_stacks(manifest, hang, sampler, out, agent_vars)
             silent = time.monotonic() - max(backend.output.last_output, idle_at)
             if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
                 # Silence is a hang only where the stacks show one: an idle server is let run.
@@ -345,12 +353,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                     idle_at = time.monotonic()
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
-        if agent_vars and ended_by in ("timeout", "hang", "interrupted"):
+        if sampled_early and ended_by != "timeout":
+            _drop_timeout_stacks(manifest, hang, out)      # it ended otherwise after all: they say nothing
+        if ended_by == "timeout" and not sampled_early:
+            _timeout_stacks(manifest, hang, sampler, out, agent_vars)
+        if agent_vars and ended_by in ("hang", "interrupted"):
             # Every Python thread's stack of each live process, before anything stops it.
             manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
                                                                   if os.path.exists(f"/proc/{r.pid}")])
-        if ended_by == "timeout":        # stacks before anything is stopped (a hang was sampled already)
-            hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
         if hang.findings:
             manifest["hang_check"] = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted") and not sigint.forced.is_set():
@@ -440,6 +450,30 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if check and not check["ok"]:
         echo(f"WARNING: requested environment {describe_env_check(check)}")
     return manifest
+
+
+AGENT_STACKS_WAIT_S = 1.0
+
+
+def _end_sampling_s(hang: HangCheck, agent_on: bool) -> float:
+    """About how long the stacks of a timeout take: the agent's dump, two samples `interval` apart,
+    and the tools' own time (a second or two each round)."""
+    return (AGENT_STACKS_WAIT_S if agent_on else 0.0) + hang.interval_s + 2.0
+
+
+def _timeout_stacks(manifest: dict, hang: HangCheck, sampler: TreeSampler, out: Path, agent_vars: dict) -> None:
+    """Every live process's stacks for a capture its --timeout ends, before anything is stopped:
+    the agent's (each Python thread) and two samples judged by the hang check."""
+    if agent_vars:
+        manifest["stacks_asked"] = agent.ask_for_stacks(out, _live(sampler), AGENT_STACKS_WAIT_S)
+    hang.confirm(lambda: _live(sampler), "timeout", _gone(sampler))
+
+
+def _drop_timeout_stacks(manifest: dict, hang: HangCheck, out: Path) -> None:
+    for f in [f for f in hang.findings if str(f.get("tag", "")).startswith("timeout-")]:
+        hang.findings.remove(f)
+        (out / layout.STACKS_DIR / layout.STACK_SAMPLES.format(tag=f["tag"])).unlink(missing_ok=True)
+    manifest.pop("stacks_asked", None)
 
 
 def _shown_command(command, redact: bool) -> str:
