@@ -162,6 +162,13 @@ def test_an_idle_spawn_server_is_let_run_to_its_timeout(tmp_path):
     tracker = next(p for p in doc["hang"]["processes"] if "resource_tracker" in (p["command"] or ""))
     assert [t["background"] for t in tracker["threads"]] == [True]
     assert doc["hang"]["state"] == "idle"
+    # the server's KeyboardInterrupt tracebacks are how faultkit's own SIGINT stop looked inside it
+    log = (out / "server.log").read_text()
+    assert log.count("KeyboardInterrupt") >= 1 and m["stopped_with"][0] == "SIGINT"
+    assert not [r for r in doc["report_points"] if "KeyboardInterrupt" in (r["exception"] or "")], doc["report_points"]
+    # an idle end's next step is about the hang, not a request for a crash log
+    assert not any(s.startswith("No fault was found") for s in doc["next_steps"]), doc["next_steps"]
+    assert any(s.startswith("The target was idle when the capture ended") for s in doc["next_steps"])
     # one exit status: what the CLI exited with is the JSON's
     assert res.exit_code == 124
     assert doc["capture"]["exit_code"] == 124 and doc["capture"]["target_exit_code"] == m["exit_code"]
@@ -221,6 +228,9 @@ def test_a_parent_joining_a_worker_that_waits_for_a_task_nobody_sends_is_hung(tm
     assert "nothing outside it can start work" in h["summary"], h["summary"]
     assert f"job.py:{line_of(FORGOTTEN_SENTINEL, '# JOIN')}" in h["summary"]          # the parent's join
     assert f"job.py:{line_of(FORGOTTEN_SENTINEL, '# TASK')} worker" in h["summary"]   # what its child waits in
+    doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
+    assert doc["next_steps"][0].startswith("Every process waits on another of its tree"), doc["next_steps"]
+    assert not any(s.startswith("No fault was found") for s in doc["next_steps"])
 
 
 def test_two_threads_deadlocked_on_two_locks_are_hung(tmp_path):
@@ -235,3 +245,5 @@ def test_two_threads_deadlocked_on_two_locks_are_hung(tmp_path):
     h = m["hang_check"][0]
     assert (h["state"], h["level"]) == ("hung", "possible") and "blocked on the host" in h["summary"]
     assert any(f"dead.py:{line_of(DEADLOCK, mark)}" in h["summary"] for mark in ("# ONE", "# TWO")), h["summary"]
+    doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
+    assert doc["next_steps"][0].startswith("A thread waits on a lock that is not released"), doc["next_steps"]

@@ -120,3 +120,23 @@ def test_the_environment_check_lists_no_shim_helper_shell(tmp_path):
     assert all(os.path.basename(records[p][0]) not in ("bash", "sh") for p in checked), \
         [records[p][:3] for p in checked]
     assert m["root_pid"] in checked                       # the python the shim became is what was verified
+
+
+@needs_gdb
+def test_a_gdb_attach_reports_the_stopped_threads_backtrace_once(tmp_path):
+    """The capture asks `bt full` and then `thread apply all bt`: the report showed the stopped
+    thread's frames twice (issue 31 B)."""
+    prog = tmp_path / "crash_later.py"
+    prog.write_text("import ctypes, time\nprint('up', flush=True)\ntime.sleep(2)\nctypes.string_at(0)\n")
+    out = tmp_path / "b"
+    res = capture("--with", "gdb", "--attach-match", "crash_later", "-o", str(out), "--", sys.executable, str(prog))
+    assert res.exit_code == 139, manifest(out)["exit"]
+    transcript = next(out.glob("debugger-*.txt")).read_text()
+    assert "(gdb) bt full" in transcript and "(gdb) thread apply all bt" in transcript
+    md = CliRunner().invoke(main, ["triage", str(out)]).output
+    points = md.split("## Report points", 1)[1].split("\n## ", 1)[0]
+    frames = [ln for ln in points.splitlines() if ln.startswith("#")]
+    assert frames and frames[0].startswith("#0  ") and "string_at" in points
+    assert sum(ln.startswith("#0 ") for ln in frames) == 1, frames
+    levels = [int(ln[1:].split()[0]) for ln in frames]
+    assert levels == list(range(len(levels))), levels

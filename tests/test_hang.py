@@ -439,11 +439,12 @@ def test_capture_hang_after_lets_an_idle_server_run(tmp_path, programs):
     pyspy_or_skip(programs["idle"].pid)
     out = tmp_path / "b"
     t0 = time.monotonic()
-    res = CliRunner().invoke(main, ["capture", "--hang-after", "1s", "--timeout", "7s", "-q", "--allow-running", "-o", str(out), "--",
+    # 12 s: room for one hang check (about 5 s) before the timeout's own stacks (taken before its deadline)
+    res = CliRunner().invoke(main, ["capture", "--hang-after", "1s", "--timeout", "12s", "-q", "--allow-running", "-o", str(out), "--",
                                     sys.executable, str(programs["idle"].source), IDLE])
     m = json.loads((out / "manifest.json").read_text())
     assert m["ended_by"] == "timeout", res.output            # not stopped at the first second of silence
-    assert time.monotonic() - t0 >= 7
+    assert time.monotonic() - t0 >= 12
     checks = m["hang_check"]
     assert checks[0]["tag"] == "hang-1" and checks[0]["state"] == "idle"
     assert checks[-1]["tag"] == "timeout-1"

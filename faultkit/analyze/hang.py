@@ -318,3 +318,32 @@ def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
     lead = {"idle": "idle, not hung", "busy": "working, not stuck"}.get(hf.state, f"hang ({hf.level})")
     out.append(Claim(None, Basis("hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
     return out
+
+
+def hang_steps(hf: HangFinding | None) -> list[str]:
+    """A hang's next steps, from what its stacks say (none where there are no stacks): what a
+    no-fault report says instead of asking for a crash log."""
+    if hf is None or hf.state == UNKNOWN and not hf.processes:
+        return []
+    if hf.state == "hung" and any(t.wait.category in (GPU, COLLECTIVE) for t in hf.stuck):
+        return ["A thread waits on the GPU or a collective and does not move: see what each GPU runs at that moment "
+                "with `faultkit capture --hang-after 5m -- <launch command>` (each GPU process is asked for a core "
+                "dump of its running kernels before anything is stopped), and compare the ranks' last collectives "
+                "(the flight records in the bundle's collectives/)."]
+    if hf.state == "hung" and any(p.state == BLOCKED for p in hf.processes):
+        return ["A thread waits on a lock that is not released: the thread holding it is among the others in the "
+                "hang analysis (one that took the lock and now waits on something else); `py-spy dump --locals "
+                "--pid PID` shows which lock each frame holds."]
+    if hf.state == "hung":
+        return ["Every process waits on another of its tree and none on the outside: find the message that is "
+                "never sent (a task's end marker, a reply, a child's result) between the waits the hang analysis "
+                "lists."]
+    if hf.state == "idle":
+        return ["The target was idle when the capture ended (every thread waited for work): no request was in "
+                "flight. Send it the request that hangs while capturing with `--hang-after` (an idle server is let "
+                "run; a stuck one is stopped with its stacks)."]
+    if hf.state == "busy":
+        return ["The target was working when the capture ended (a thread on a CPU, or stacks that moved): give it "
+                "longer (`--timeout`), or take its stacks again with `faultkit dump BUNDLE` while it runs."]
+    return ["The stacks could not tell a hang (see the hang analysis): take them again with `faultkit dump --pid PID` "
+            "where py-spy or gdb can read the processes."]

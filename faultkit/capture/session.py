@@ -345,7 +345,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 sampled_early = True
                 _timeout_stacks(manifest, hang, sampler, out, agent_vars)
             silent = time.monotonic() - max(backend.output.last_output, idle_at)
-            if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
+            # A hang check that could not finish before the timeout's own stacks is left to them.
+            room = sample_at is None or time.monotonic() - start + hang.interval_s + 1.0 <= sample_at
+            if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s and room:
                 # Silence is a hang only where the stacks show one: an idle server is let run.
                 if hang.confirm(lambda: _live(sampler), gone=_gone(sampler)):
                     ended_by = "hang"

@@ -327,7 +327,7 @@ def _report_points_section(inc: Incident) -> Section:
         # a host crash under a debugger: its backtrace is the host stack (the crash site itself)
         s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
                             f"({host.stop.origin}): a CPU crash, so this is where it happened.")
-        s.code = [f.text for f in inc.debugger.backtrace[:40]]
+        s.code = [f.text for f in inc.debugger.first_backtrace()[:40]]
     else:
         s.paragraphs.append("No host stack was found.")
     return s
