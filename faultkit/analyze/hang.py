@@ -251,12 +251,14 @@ def closed_tree(procs: list[ProcessFinding]) -> str | None:
     if waiting is None:
         return None
     p, t = waiting
-    kids = [q for q in live if q.ppid == p.pid]
-    on = next(((q, u) for q in kids for u in q.threads if not u.wait.background), None) if \
-        t.wait.kind == "subprocess" else next(((p, u) for u in p.threads if u is not t and not u.wait.background),
-                                               None)
-    them = (f"; {'its child ' if on[0] is not p else ''}{on[0].label + chr(39) + 's ' if on[0] is not p else ''}"
-            f"{on[1].describe()}" if on else "")
+    if t.wait.kind == "subprocess":      # what its child waits in
+        on = next(((q, u) for q in live if q.ppid == p.pid for u in q.threads if not u.wait.background), None)
+    else:                                # a join: what its other threads wait in
+        on = next(((p, u) for u in p.threads if u is not t and not u.wait.background), None)
+    them = ""
+    if on is not None:
+        whose = "" if on[0] is p else f"its child {on[0].label}'s "
+        them = f"; {whose}{on[1].describe()}"
     return (f"{p.label} waits on another of its tree and nothing outside it can start work (no thread waits on a "
             f"socket, a message queue, an event loop or a timer): its {t.describe()}{them}")
 
