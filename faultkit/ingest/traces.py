@@ -29,11 +29,12 @@ def read_trace_paths(paths: list[str | os.PathLike], since_ns: int | None = None
         try:
             read_trace_file(f, trace, since_ns, until_ns)
         except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other files
-            trace.problems.append(Problem(str(f), f"internal reader error ({exc!r}); this file is left out"))
+            trace.problems.append(Problem(str(f), f"internal reader error ({exc!r}); this file is left out",
+                                          internal=True))     # a reader's bug: the never-raise tests see it
     try:
         return trace.finish()
     except Exception as exc:  # noqa: BLE001
-        trace.problems.append(Problem("<trace>", f"internal reader error ({exc!r}) joining the tables"))
+        trace.problems.append(Problem("<trace>", f"internal reader error ({exc!r}) joining the tables", internal=True))
         return trace
 
 
