@@ -12,7 +12,7 @@ race being chased), so the work per block is a few passes at memory speed:
 - one row per block in the times table: the number of the first line the block completes and the
   three clocks of its arrival; the lines up to the next row's arrived then (the per-line times derive
   from the block times and the newline offsets). Newlines are counted by numpy (about 5x bytes.count);
-- one pass of the fault and core-dump words over the block (fault_lines.PREFILTER, Hyperscan), plus
+- one pass of the fault and core-dump words over the block (fault_lines.PREFILTER, find_words), plus
   the seam with the line in progress; only a block with a hit is decoded and matched line by line;
 - the live view (`mirror`) gets the block after the log has it; it copies what it keeps and drops
   what does not fit (capture.console), so a slow viewer never slows the file path.
@@ -35,11 +35,12 @@ import numpy as np
 
 from .. import layout
 from .. import redact as redaction
-from ..fault_lines import DUMP_END, DUMP_START, FAULT_LINE, PREFILTER
+from ..fault_lines import DUMP_END, DUMP_START, DUMP_WORDS, FAULT_LINE, FAULT_PHRASES, PREFILTER
 
 BLOCK = 1 << 20            # one read, and the size of the target's output pipe (launcher.PIPE_SIZE)
 MAX_PENDING = 1 << 20      # a line this long without a newline is watched (and, redacted, written) in pieces
-SEAM = 64                  # longer than any prefilter word: a word split between two reads is still seen
+# at least the longest prefilter word: a word split between two reads is still seen
+SEAM = max(64, *map(len, FAULT_PHRASES), *map(len, DUMP_WORDS))
 NEWLINE = 10
 
 
