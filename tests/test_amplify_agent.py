@@ -153,3 +153,15 @@ def test_sys_monitoring_path_on_python_312(tmp_path):
     assert freed_after(r.stdout) == ["[]", "[0]", "[0, 1]", "[0, 1, 2]"]
     h = headers(tmp_path)[0]
     assert h["amplify"]["mechanism"] == "sys.monitoring" and h["amplify"]["hits"] == {"step": 1}
+
+
+def test_release_claims_nothing_without_cuda(tmp_path):
+    """The release amplifier is armed only once it really released (CUDA started): on a CPU-only torch
+    the site is hit, nothing is released, and the header does not say it was armed."""
+    r = run(STEPS, tmp_path, {files.ENV_RELEASE: "step"})
+    assert r.returncode == 0, r.stderr
+    h = headers(tmp_path)[0]
+    assert h["amplify"]["hits"] == {"step": 1} and h["amplify"]["release"] == {"sites": ["step"], "released": 0}
+    assert files.ARMED_RELEASE not in h["armed"]
+    from faultkit.amplify.reach import _agent_note
+    assert _agent_note(h, files.ARMED_RELEASE) == " (CUDA never started in it: nothing cached to release)"

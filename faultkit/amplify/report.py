@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..trials.stats import arm_rate
 from . import arms as A
-from .engine import PLAIN, ArmState, crashed_dirs
+from .engine import ArmState, crashed_dirs
 from .sequential import RULE, fisher_p, fixed_n_for_same_decision, threshold
 from .verdict import ArmOutcome, decide, fmt_p
 
@@ -28,9 +28,11 @@ def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
         except Exception as exc:          # a report without the finding, never a traceback
             out.append(f"(trial {d.name}: triage failed: {type(exc).__name__})")
             continue
-        text = inc.black_box.finding() if inc.black_box else None
-        if text:
-            out.append(f"{text} [{d.name}]")
+        # an address the map places in a block or segment; "in no allocation" names nothing (caching off
+        # bypasses the allocator and its trace, so its crashes leave the map empty)
+        named = [o for o in (inc.black_box.owners if inc.black_box else []) if o.verdict in ("freed", "past-end", "live")]
+        if named:
+            out.append(f"{named[0].text} [{d.name}]")
     return out
 
 

@@ -25,6 +25,10 @@ MEANING: dict[tuple[str, str], tuple[str, str]] = {
                      "it read was plausible until poisoned)"),
     ("poison", DOWN): ("poisoning freed blocks removed the crash", "a read of freed memory whose stale contents "
                        "were what crashed (poison reads differently)"),
+    ("release", UP): ("releasing the cache at the site raised the crash rate", "a use of freed device memory "
+                      "(a stale pointer or index into a block freed before the call)"),
+    ("release", DOWN): ("releasing the cache at the site removed the crash", "a block reused while something "
+                        "still read it (released blocks come back at new addresses)"),
     ("hold-back", DOWN): ("holding freed blocks back removed the crash", "a freed block reused too soon while "
                           "something still read it"),
     ("hold-back", UP): ("holding freed blocks back raised the crash rate", "memory pressure or a changed "
