@@ -4,6 +4,7 @@ does), the agent's hold-back in the real worker, and trials that are not counted
 did not reach the worker."""
 
 import json
+import os
 import random
 import socket
 import sys
@@ -106,6 +107,18 @@ def test_hold_back_removes_the_crash_through_the_agent(tmp_path):
     report = json.loads((out / "amplify-report.json").read_text())
     arm = next(a for a in report["arms"] if a["arm"] == "hold-back")
     assert any("agent armed amplify-hold" in p for p in arm["reached_proof"])
+    # the same command again resumes: every trial is finished, none runs again, the verdict is the same
+    mtimes = {p: p.stat().st_mtime for p in out.glob("trial-*/result.json")}
+    again = amplify(out, "--arm", "hold-back", "--site", "uaf_server:decode_step", "--port", str(port), "-n", "6",
+                    server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 1",
+                    client=f"{SAMPLE} --client --port {port} --requests 3")
+    assert again.exit_code == 0 and {p: p.stat().st_mtime for p in out.glob("trial-*/result.json")} == mtimes
+    assert json.loads((out / "amplify-report.json").read_text())["verdict"]["text"] == report["verdict"]["text"]
+    # another experiment in the same folder is refused, its trials kept
+    other = amplify(out, "--arm", "hold-back", "--site", "uaf_server:decode_step", "--port", str(port), "-n", "6",
+                    server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 0.5",
+                    client=f"{SAMPLE} --client --port {port} --requests 3")
+    assert other.exit_code == 1 and "different experiment" in other.output
 
 
 def test_an_amplifier_that_does_not_reach_the_worker_is_not_counted(tmp_path):
@@ -170,3 +183,31 @@ def test_refusals(tmp_path, args, said, monkeypatch):
     res = CliRunner().invoke(main, ["amplify", "run", "-o", str(tmp_path / "a"), *args, "--", "true"])
     assert res.exit_code == 1 and said in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_checker_runs_one_trial_apart(tmp_path, monkeypatch):
+    """compute-sanitizer where installed: here a shim of it on PATH (prints the tool's banner, then
+    runs the command it was given, as the tool does)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "compute-sanitizer"
+    shim.write_text("#!/bin/sh\n"
+                    "echo '========= COMPUTE-SANITIZER'\n"
+                    "while [ \"${1#-}\" != \"$1\" ]; do case $1 in --tool|--target-processes|--print-limit) shift;; esac;"
+                    " shift; done\n"
+                    "exec \"$@\"\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    script = tmp_path / "idle.py"
+    script.write_text("print('served', flush=True)\n")
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "memcheck", "--arm", "launch-blocking", "-n", "2",
+                  server=f"{sys.executable} {script}")
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "amplify-report.json").read_text())
+    (c,) = report["checkers"]
+    assert c["arm"] == "memcheck" and c["outcome"] == "no-crash" and c["checker_output_seen"]
+    log = (out / "checkers" / "memcheck" / "server.log").read_text()
+    assert "COMPUTE-SANITIZER" in log and "served" in log
+    assert "memcheck" not in {a["arm"] for a in report["arms"]}            # not a rate arm
+    assert "## Checkers (one trial each)" in (out / "amplify-report.md").read_text()
