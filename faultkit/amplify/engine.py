@@ -30,7 +30,7 @@ from ..trials.runner import (PLAN, RESULT, Arm, TrialsError, load_or_create_plan
 from ..agent import files as agent_files
 from . import arms as A
 from . import reach
-from .sequential import DECIDED, RUNNING, UNDECIDABLE, look
+from .sequential import RUNNING, look
 
 PLAIN = "plain"
 ROUNDS_LOG = "rounds.json"
