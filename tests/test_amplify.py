@@ -211,3 +211,12 @@ def test_a_checker_runs_one_trial_apart(tmp_path, monkeypatch):
     assert "COMPUTE-SANITIZER" in log and "served" in log
     assert "memcheck" not in {a["arm"] for a in report["arms"]}            # not a rate arm
     assert "## Checkers (one trial each)" in (out / "amplify-report.md").read_text()
+
+
+def test_a_server_that_does_not_start_is_never_counted(tmp_path):
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "caching-off", "-n", "3", server=f"{sys.executable} {tmp_path / 'missing.py'}")
+    assert res.exit_code == 1 and "the plain arm failed to start" in res.output and "script not found" in res.output
+    assert "Traceback" not in res.output
+    first = json.loads(next(out.glob("trial-*/result.json")).read_text())
+    assert first["outcome"] == "failed-to-start"
