@@ -108,7 +108,7 @@ def _waiting(facts: dict, rate: list[ArmState], verdict: dict) -> dict:
         until = sum(float((rounds.get(str(r)) or {}).get("wall_s") or 0.0) for r in range(st.decided_round))
         mean = _mean_duration(st)
         out["arms"].append({"arm": st.arm.name, "state": st.state, "after_rounds": st.decided_round,
-                            "waited_s": round(until, 1),
+                            "of_rounds": facts["options"].rounds, "waited_s": round(until, 1),
                             "seconds_per_crash": round(mean * n / c, 1) if c and mean else None,
                             "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn))})
     return out
@@ -162,11 +162,14 @@ def render_markdown(s: dict) -> str:
     elif w["plain_trials"]:
         out.append(f"Plain trials gave no crash in {w['plain_trials']}.")
     for a in w["arms"]:
-        line = f"- {a['arm']}: {a['state']} after {a['after_rounds']} round(s), {a['waited_s']:.0f} s"
+        line = (f"- {a['arm']}: {a['state']} after {a['after_rounds']} of at most {a['of_rounds']} rounds, "
+                f"{a['waited_s']:.0f} s: {2 * a['after_rounds']} trials of it and the plain arm where the full plan "
+                f"(every round) takes {2 * a['of_rounds']}")
         if a["seconds_per_crash"]:
             line += f"; a crash every {a['seconds_per_crash']:.0f} s there"
         if a["fixed_design_trials_per_arm"]:
-            line += f"; a fixed design without looks needs {a['fixed_design_trials_per_arm']} trials per arm at these rates"
+            line += (f"; knowing these rates in advance, a fixed design at alpha {s['alpha']} would need "
+                     f"{a['fixed_design_trials_per_arm']} per arm")
         out.append(line)
     if s["checkers"]:
         out += ["", "## Checkers (one trial each)", ""]
