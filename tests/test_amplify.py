@@ -79,6 +79,9 @@ def test_caching_off_turns_an_intermittent_uaf_into_every_time(tmp_path):
     assert report["verdict"]["classes"] == ["memory-reuse"]
     assert report["verdict"]["fastest"]["arm"] == "caching-off"
     assert "Bonferroni" in report["rule"] and "alpha/10" in report["rule"]
+    jsonschema = pytest.importorskip("jsonschema")
+    doc = json.loads((ROOT / "docs" / "schemas" / "amplify-report.schema.json").read_text())
+    assert not [e.message for e in jsonschema.Draft202012Validator(doc).iter_errors(report)]
     md = (out / "amplify-report.md").read_text()
     assert "| caching-off | memory-reuse | " in md and f"decided after round {n}" in md
     # the report of the folder replays the same looks
