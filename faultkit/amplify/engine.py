@@ -73,6 +73,7 @@ class ArmState:
     amp: A.Amplifier | None
     state: str = RUNNING
     decided_round: int | None = None
+    at_decision: tuple | None = None     # ((crashes, n), (plain crashes, plain n), p) at the look that stopped it
     results: list[TrialResult] = field(default_factory=list)
     reached: dict[int, reach.Reach] = field(default_factory=dict)
 
@@ -342,6 +343,7 @@ def _looks(opts: Options, rate: list[ArmState], r: int, echo) -> None:
         res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
         if res.state != RUNNING:
             st.state, st.decided_round = res.state, r + 1
+            st.at_decision = (st.rate(), plain.rate(), res.p)
             (ca, na), (cp, np_) = st.rate(), plain.rate()
             echo(f"  arm {st.arm.name} {res.state} after round {r + 1}: {ca}/{na} vs plain {cp}/{np_} "
                  f"(p = {res.p:.2g}, threshold {res.threshold:.2g})")

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..trials.stats import arm_rate
 from . import arms as A
 from .engine import ArmState, crashed_dirs
-from .sequential import RULE, fisher_p, fixed_n_for_same_decision, threshold
+from .sequential import RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
 from .verdict import ArmOutcome, decide, fmt_p
 
 SCHEMA = "faultkit.amplify.report/1"
@@ -76,12 +76,17 @@ def summarise(facts: dict, black_box: bool = True) -> dict:
             bb = []
             if black_box and c and amp.cause == A.MEMORY_REUSE and n and c / n > (pc / pn if pn else 0):
                 bb = black_box_findings(crashed_dirs(opts.out, st), opts.black_box_trials)
-            outcomes.append(ArmOutcome(st.arm.name, amp.cause, c, n, pc, pn, row["p_vs_plain"], st.state,
+            # the verdict quotes the look that stopped the arm (the plain arm may run on for other arms)
+            (dc, dn), (dpc, dpn), dp = st.at_decision or ((c, n), (pc, pn), row["p_vs_plain"])
+            outcomes.append(ArmOutcome(st.arm.name, amp.cause, dc, dn, dpc, dpn, dp, st.state,
                                        row["median_time_to_crash_s"], len(not_counted), bb))
+            row["at_decision"] = {"crashes": dc, "trials": dn, "plain_crashes": dpc, "plain_trials": dpn, "p": dp}
             row["black_box"] = bb
     verdict = decide(outcomes, opts.alpha, rounds, (pc, pn))
     return {"schema": SCHEMA, "command": opts.command, "client": opts.client, "seed": opts.seed,
-            "rule": RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha),
+            "rule": RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha,
+                                bonferroni=bonferroni(opts.alpha, rounds)),
+            "threshold": threshold(opts.alpha, rounds),
             "alpha": opts.alpha, "max_rounds": rounds, "rounds_run": len(facts["rounds"]),
             "slots": [{"gpus": list(s.gpus), "port": s.port} for s in facts["slots"]],
             "arms": arms_out, "skipped": facts["skipped"], "verdict": verdict,
