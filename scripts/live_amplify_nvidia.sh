@@ -3,7 +3,7 @@
 # use-after-free of scripts/uaf_server.py on CUDA (torch's caching allocator, a Triton gather through a
 # stale table address), amplified by caching off and by the agent's poison and release, the agent's hold-back, and a
 # check that poison and hold-back change nothing a correct program computes. Prints what the docs need.
-# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all]   (OUTDIR defaults to $OUT)
+# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten]   (OUTDIR defaults to $OUT)
 # Budget: about 7 minutes on one H200 (build ~1 min once, uaf ~4 min, hold ~1.5 min, nochange ~30 s); the
 # sections can be run one at a time (second argument).
 set -u
@@ -92,6 +92,15 @@ for p in sorted(glob.glob('$O/uaf/trial-*-release/result.json')) + sorted(glob.g
         echo "--- triage of $crashed"; $FK triage "$crashed" | sed -n '1,40p'
         ls -la "$crashed" "$crashed/cores" "$crashed/agent" 2>&1 | head -30
     fi ;; esac
+
+case "$what" in ten)     # not in "all" (about 4 minutes): the 10 plain against 10 amplified, no early stop
+    stamp "ten: plain vs release, all 10 rounds (--no-early-stop)"
+    rm -rf "$O/ten"
+    $FK amplify run --arm release --site uaf_server:decode_step -n 10 --no-early-stop --port 30125 --timeout 120s \
+        --client "$SAMPLE --client --port 30125 --requests 3" -o "$O/ten" -- \
+        $SAMPLE --port 30125 --device $DEVICE --seed 4
+    echo "amplify rc=$?"
+    summary "$O/ten" ;; esac
 
 case "$what" in all|hold)
     stamp "hold: the table reused on every trial (--reuse-rate 1); hold-back at decode_step, at most 5 rounds"

@@ -225,3 +225,19 @@ def test_a_server_that_does_not_start_is_never_counted(tmp_path):
     assert "Traceback" not in res.output
     first = json.loads(next(out.glob("trial-*/result.json")).read_text())
     assert first["outcome"] == "failed-to-start"
+
+
+def test_no_early_stop_runs_every_round_and_looks_once(tmp_path):
+    port = free_port()
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "caching-off", "--no-early-stop", "--port", str(port), "-n", "6",
+                  server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 0",
+                  client=f"{SAMPLE} --client --port {port} --requests 2")
+    assert res.exit_code == 0, res.output
+    by = results(out)
+    # with looks, 4/4 vs 0/4 (p = 0.029) would have stopped it after round 4; here all 6 rounds ran
+    assert len(by["plain"]) == len(by["caching-off"]) == 6
+    report = json.loads((out / "amplify-report.json").read_text())
+    arm = next(a for a in report["arms"] if a["arm"] == "caching-off")
+    assert (arm["crashes"], arm["state"], arm["stopped_after_round"]) == (6, "decided", 6)
+    assert report["rule"].startswith("fixed design") and report["threshold"] == 0.05

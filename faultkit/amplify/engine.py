@@ -59,6 +59,7 @@ class Options:
     coredump: bool = True
     alloc_history: bool = False
     black_box_trials: int = 1
+    early_stop: bool = True       # False: every round runs and one look at the end decides (at alpha)
 
 
 @dataclass
@@ -340,7 +341,13 @@ def _looks(opts: Options, rate: list[ArmState], r: int, echo) -> None:
                 echo(f"  arm {st.arm.name}: the amplifier reached none of its first {len(started)} trials: stopped "
                      f"({st.reached[started[-1].index].why})")
             continue                  # nothing counted yet: nothing to look at
-        res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
+        if not opts.early_stop:
+            if r + 1 < opts.rounds:
+                continue
+            # one look, after the last round: Fisher's test at alpha itself (a fixed design)
+            res = look(st.rate(), plain.rate(), 1, 1, opts.alpha)
+        else:
+            res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
         if res.state != RUNNING:
             st.state, st.decided_round = res.state, r + 1
             st.at_decision = (st.rate(), plain.rate(), res.p)

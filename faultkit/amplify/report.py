@@ -11,7 +11,7 @@ from pathlib import Path
 from ..trials.stats import arm_rate
 from . import arms as A
 from .engine import ArmState, crashed_dirs
-from .sequential import RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
+from .sequential import FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
 from .verdict import ArmOutcome, decide, fmt_p
 
 SCHEMA = "faultkit.amplify.report/1"
@@ -84,9 +84,10 @@ def summarise(facts: dict, black_box: bool = True) -> dict:
             row["black_box"] = bb
     verdict = decide(outcomes, opts.alpha, rounds, (pc, pn))
     return {"schema": SCHEMA, "command": opts.command, "client": opts.client, "seed": opts.seed,
-            "rule": RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha,
-                                bonferroni=bonferroni(opts.alpha, rounds)),
-            "threshold": threshold(opts.alpha, rounds),
+            "rule": (RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha,
+                                 bonferroni=bonferroni(opts.alpha, rounds)) if opts.early_stop else
+                     FIXED_RULE.format(n=rounds, alpha=opts.alpha)),
+            "threshold": threshold(opts.alpha, rounds) if opts.early_stop else opts.alpha,
             "alpha": opts.alpha, "max_rounds": rounds, "rounds_run": len(facts["rounds"]),
             "slots": [{"gpus": list(s.gpus), "port": s.port} for s in facts["slots"]],
             "arms": arms_out, "skipped": facts["skipped"], "verdict": verdict,

@@ -36,6 +36,8 @@ RULE = ("group-sequential: a look after every round (at most {n} rounds); an amp
         "equally often stays under {alpha} (per arm; across k arms at most k x {alpha}); a look where a trial was "
         "not counted uses alpha/{n} = {bonferroni:.2g} (Bonferroni, valid for any counts); an arm stops as "
         "undecidable when no outcome of the remaining rounds could reach the threshold (curtailment)")
+FIXED_RULE = ("fixed design (--no-early-stop): all {n} rounds run, then one look: Fisher's exact test (two-sided) "
+              "against the plain arm at alpha = {alpha}")
 MAX_CALIBRATED = 60          # beyond this many rounds the enumeration costs seconds: Bonferroni is used
 GRID = np.linspace(0.005, 0.995, 199)       # the common crash rates the calibration maximises over
 MARGIN = 0.98
