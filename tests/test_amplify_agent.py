@@ -119,6 +119,9 @@ def test_poison_without_cuda_says_so(tmp_path):
     r = run("import torch\nprint(torch.ones(2).sum())\n", tmp_path, {files.ENV_POISON: "0x7f"})
     assert r.returncode == 0, r.stderr
     h = headers(tmp_path)[0]
+    # the poison's own settings parse without CUDA too: an unset minimum size once raised a TypeError in
+    # the torch hook, which then armed nothing at all (seen live on the H200: every poison trial not reached)
+    assert h["failures"] == []
     assert files.ARMED_POISON not in h["armed"] and "torch" in h
     from faultkit.amplify.reach import _agent_note
     assert _agent_note(h, files.ARMED_POISON) == " (CUDA never started in it)"
