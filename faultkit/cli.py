@@ -307,6 +307,7 @@ def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False
     from .export.job_report import JOB_RENDERERS
     from .job_triage import triage_job
     from .triage import triage as run_triage
+    fmt = output_format(output, fmt, REPORT_SUFFIXES, "md")      # as every report: -f, else -o's extension, else md
     if fmt not in JOB_RENDERERS:
         raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
     report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
