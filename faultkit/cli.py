@@ -401,11 +401,14 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
               help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
 @verbose_option
 @quiet_option
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, alternative, out,
                verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
 
@@ -438,7 +441,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
                              parse_regex(ready_pattern, "--ready-pattern"),
                              echo=(lambda m: None) if quiet else lambda m: click.echo(m, err=True),
                              metric=parse_regex(metric, "--metric"), warn=lambda m: click.echo(m, err=True),
-                             verbose=verbose)
+                             verbose=verbose, alternative=alternative)
     except StartFailure as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_NOT_STARTED)
@@ -470,9 +473,12 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
               help="report format [default: from -o's extension (.md, .html, .json), else md]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="with --counts: the test's sidedness [default: greater, the arm named first crashes more "
+                   "often]; a folder's report takes its plan's")
 @verbose_option
 @quiet_option
-def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
+def trials_report(folder, count_specs, metric, fmt, output, alternative=None, verbose=False, quiet=False) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
 
@@ -495,8 +501,11 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             counts[m.group(1)] = (int(m.group(2)), int(m.group(3)))
         if len(counts) < 2:
             raise click.BadParameter("give two or more arms", param_hint="--counts")
-        summary = summarise_counts(counts)
+        summary = summarise_counts(counts, **({"alternative": alternative} if alternative else {}))
     else:
+        if alternative:
+            raise click.UsageError("--alternative goes with --counts: a trials folder's report uses the sidedness "
+                                   "its plan.json recorded")
         plan, results, problems = load_results(Path(folder))
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
@@ -519,9 +528,12 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @verbose_option
 @quiet_option
-def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> None:
+def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, quiet=False) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
     The answer goes to stdout; -q and -v change nothing here (nothing else is said).
 
@@ -543,7 +555,7 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
             raise click.BadParameter(f"{spec!r}: expected ARM=P with 0 <= P <= 1", param_hint="--rate")
     if len(parsed) != 2:
         raise click.BadParameter("give exactly two --rate", param_hint="--rate")
-    s = plan_summary(parsed, alpha, target, n)
+    s = plan_summary(parsed, alpha, target, n, **({"alternative": alternative} if alternative else {}))
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
         return
