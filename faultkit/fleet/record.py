@@ -93,7 +93,9 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
         return [], [f"{ctx.report or 'report'}: not a faultkit triage report (schema faultkit.triage/N)"]
     faults = [f for f in report.get("faults") or [] if isinstance(f, dict)]
     if not faults:
-        return [], []
+        # no fault, but the kernel log's hardware signs (RAS errors, VRAM lost at a mode-1 reset): a
+        # hardware incident, one record per GPU that showed them, for the hardware rule to see
+        return _hardware_only(hardware_signs([], report.get("kernel_events") or []), report, ctx), []
     incidents = [i for i in report.get("incidents") or [] if isinstance(i, dict)]
     if not incidents:     # older reports: the whole report is one incident
         incidents = [{"faults": list(range(len(faults))), "verdict": report.get("verdict") or {}}]
@@ -118,6 +120,25 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
             driver=ctx.driver, framework=ctx.framework, model=ctx.model, chain=" > ".join(_chain(mine)),
             hardware=",".join(sorted(signs.get(str(gpu), set()) | signs.get(None, set()))), report=ctx.report))
     return out, problems
+
+
+def _hardware_only(signs: dict, report: dict, ctx: Context) -> list[IncidentRecord]:
+    out: list[IncidentRecord] = []
+    if not signs:                      # a clean run: the registry holds incidents only
+        return out
+    shared = signs.get(None, set())
+    gpus = sorted(g for g in signs if g is not None) or [None]
+    for gpu in gpus:
+        mine = sorted(signs.get(gpu, set()) | shared)
+        code = ",".join(mine)
+        fingerprint = json.dumps([ctx.node, ctx.report, "hardware", gpu, code])
+        out.append(IncidentRecord(
+            incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node, seen_at=ctx.seen_at,
+            signature=signature_of(None, "hardware", code, None), kernel=None, kernel_key=None, level="unknown",
+            fault_kind="hardware", code=code, engine=None, gpu=gpu, pid=None, job=ctx.job, runtime=ctx.runtime,
+            driver=ctx.driver, framework=ctx.framework, model=ctx.model, chain=" > ".join(mine), hardware=code,
+            report=ctx.report))
+    return out
 
 
 def _pid(head: dict, incident: dict) -> int | None:
