@@ -16,7 +16,7 @@ from ..analyze.trace_claims import label
 from ..durations import relative
 from . import black_box
 from .last_moments import last_moments_svg
-from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
+from .markup import authored, code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout, sources
 from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
@@ -171,7 +171,7 @@ def sections(inc: Incident) -> list[Section]:
              Section(**parts) if (parts := black_box.section_parts(inc)) else None,
              *[_stop_section(f) for f in inc.stops[:4]], *[Section(**p) for p in sources.sections(inc)],
              *(_trace_sections(inc.traces) if inc.traces else []),
-             _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
+             _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=[authored(s) for s in inc.next_steps]),
              _inputs_section(inc)]
     return [s for s in built if s is not None]
 
@@ -415,7 +415,7 @@ def _hang_section(inc: Incident) -> Section | None:
     if h is None:
         return None
     s = Section("Hang analysis")
-    s.paragraphs.append(f"**{h.state}**" + (f" ({h.level})" if h.level else "") + f": {h.summary}")
+    s.paragraphs.append(strong(h.state) + (f" ({h.level})" if h.level else "") + f": {h.summary}")
     s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
     if h.processes:
         s.table = (["process", "state", "threads waiting (what on, where)"],
