@@ -277,6 +277,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)
+TEXT_SUFFIXES = {".json": "json"}          # show, doctor: text unless the file is .json
 REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
@@ -635,7 +636,8 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True))
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the summary to this file (0600)")
 @verbose_option
 @quiet_option
@@ -652,6 +654,7 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     from .show import render_json, render_text, summarise
 
     s = summarise(bundle)
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     text = (render_json if fmt == "json" else render_text)(s)
     if verbose:
         for p in s.problems:
@@ -664,7 +667,8 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
 @main.command()
 @click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
               help="where bundles will be written: its disk is the one checked")
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the checks to this file (0600)")
 @verbose_option
 @quiet_option
@@ -681,6 +685,7 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
     from .doctor import OK, INFO, exit_status, render_json, render_text, run_checks
 
     checks = run_checks(Path(folder))
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks
     emit((render_json if fmt == "json" else render_text)(shown), output, quiet)
     sys.exit(exit_status(checks))
