@@ -697,9 +697,11 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
               help="the archive to write (.tar.gz, 0600)")
 @click.option("--with-cores", is_flag=True, help="include core dumps (process memory; often gigabytes)")
 @click.option("--with-env", is_flag=True, help="include every process's environment (environ.json)")
+@click.option("--with-kernel-history", is_flag=True,
+              help="include the machine's kernel log from before the capture (default: the capture's window only)")
 @verbose_option
 @quiet_option
-def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
+def pack(bundle, output, with_cores, with_env, with_kernel_history, verbose, quiet) -> None:
     """A shareable copy of a bundle for an issue tracker: no cores or environments unless asked,
     every text file redacted again, and pack-manifest.json listing what was left out and why.
 
@@ -711,7 +713,7 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
     from .pack import PackError, pack as run_pack
 
     try:
-        res = run_pack(Path(bundle), Path(output), with_cores, with_env)
+        res = run_pack(Path(bundle), Path(output), with_cores, with_env, with_kernel_history)
     except PackError as exc:
         raise click.ClickException(str(exc))
     if verbose:
