@@ -330,6 +330,10 @@ def _report_points_section(inc: Incident) -> Section:
         s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
                             f"({host.stop.origin}): a CPU crash, so this is where it happened.")
         s.code = [f.text for f in inc.debugger.backtrace[:40]]
+    elif inc.black_box is not None and inc.black_box.threads:
+        # the in-process agent wrote every thread's stack at the abort: said above, not missing
+        s.paragraphs.append("No report point in the logs: the black box above holds every thread's stack at the "
+                            "abort, the thread that received the signal marked.")
     else:
         s.paragraphs.append("No host stack was found.")
     return s
@@ -448,7 +452,11 @@ def _cores_section(inc: Incident) -> Section | None:
         s.paragraphs.append("Running when the dumps were taken (no exception: a snapshot of a hung or busy GPU):")
         s.bullets += [f"pid {r.pid}: {kernel(r.kernel)}" + (f" at {r.where}" if r.where else "") + f" ({r.origin})"
                       for r in inc.running]
-    if armed.get("cuda"):
+    # the CUDA driver's behaviour matters where CUDA was in play (a CUDA core, a CUDA fault), never
+    # on a host-only crash
+    cuda_seen = any(c.platform == "cuda" for c in inc.cores) or any(
+        f.kind == "cuda-error" or f.kind.startswith("xid-") for f in inc.faults)
+    if armed.get("cuda") and cuda_seen:
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
                             "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
                             "never appear; atexit and Python-level signal handlers do not run, while faulthandler's "
