@@ -238,8 +238,20 @@ def _meaning_section(inc: Incident) -> Section | None:
     for f in inc.faults:
         if f.meaning and f.meaning not in seen:
             seen.add(f.meaning)
-            s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}")
+            s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}" + _sanitizer_where(f.detail or {}))
     return s if s.bullets else None
+
+
+def _sanitizer_where(d: dict) -> str:
+    """compute-sanitizer's thread, block and host launch frames (the JSON's detail), said in words."""
+    fmt = lambda v: "(" + ",".join(map(str, v)) + ")"  # noqa: E731
+    parts = []
+    if d.get("thread") and d.get("block"):
+        parts.append(f"by thread {fmt(d['thread'])} in block {fmt(d['block'])}")
+    if d.get("host_frames"):
+        parts.append(f"launched from {'; '.join(code(h) for h in d['host_frames'][:3])}")
+    text = ", ".join(parts)
+    return f" {text[0].upper()}{text[1:]}." if parts else ""
 
 
 def _decoded_section(inc: Incident) -> Section | None:

@@ -109,7 +109,7 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
         kernel = _kernel_of(verdict, level)
         key = kernel_key(kernel) if kernel else None
         head = _first(mine)
-        gpu = head.get("gpu")
+        gpu = _gpu_of(head, mine)
         fingerprint = json.dumps([ctx.node, ctx.report, n, [f.get("detail", {}).get("origin") for f in mine]])
         out.append(IncidentRecord(
             incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node,
@@ -177,10 +177,23 @@ def _ordered(faults: list[dict]) -> list[dict]:
 
 def _first(faults: list[dict]) -> dict:
     """The incident's head: the earliest fault that is a cause, not a consequence (an Xid 43 'GPU
-    stopped processing' follows the fault that caused it)."""
+    stopped processing' follows the fault that caused it), and a device-side finding before the
+    host's report of it (compute-sanitizer's invalid write, not the error 719 the host saw after)."""
     ordered = _ordered(faults)
     causes = [f for f in ordered if (f.get("detail") or {}).get("xid") not in FOLLOW_ON_XIDS]
-    return (causes or ordered)[0]
+    device = [f for f in causes if f.get("kind") not in HOST_REPORTED_KINDS]
+    return (device or causes or ordered)[0]
+
+
+# What the host reports of a device error after the fact (a runtime's error string, a CUDA error
+# at the next synchronizing call): the finding it reports, where there is one, heads the incident.
+HOST_REPORTED_KINDS = frozenset({"gpu-runtime-error", "cuda-error"})
+
+
+def _gpu_of(head: dict, faults: list[dict]):
+    """The GPU as the machine names it: the kernel log's PCI address where the incident has one (a
+    runtime's GPU index or HSA node is local to its process), else the head's."""
+    return next((f.get("gpu") for f in faults if f.get("source") == "kernel-log" and f.get("gpu")), head.get("gpu"))
 
 
 # Xids that report the end of work another event caused (NVIDIA's Xid catalogue: 43 "GPU stopped
