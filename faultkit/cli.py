@@ -311,7 +311,7 @@ def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False
     from .triage import triage as run_triage
     fmt = output_format(output, fmt, REPORT_SUFFIXES, "md")      # as every report: -f, else -o's extension, else md
     if fmt not in JOB_RENDERERS:
-        raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
+        raise click.UsageError(f"a job's report is Markdown, HTML or JSON, not {fmt}")
     report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
     text = JOB_RENDERERS[fmt](report)
     if output:

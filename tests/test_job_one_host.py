@@ -162,9 +162,12 @@ def test_readme_job_triage_names_the_crashed_rank_on_one_host(one_host_job):
             assert 1.0 < c["after_s"] < 10              # the timeouts came seconds after rank 1's death
 
 
-def test_a_job_report_takes_no_html(one_host_job):
+def test_a_job_report_in_html_from_the_extension(one_host_job):
     tmp, env = one_host_job
     res = subprocess.run(_readme_job_triage() + " -o job.html", shell=True, cwd=tmp, env=env, capture_output=True,
                          text=True, timeout=300)
-    assert res.returncode == 2 and "a job's report is Markdown or JSON, not html" in res.stderr
-    assert not (tmp / "job.html").exists()
+    assert res.returncode == 0, res.stderr
+    page = (tmp / "job.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and re.search(r"<strong>first mover</strong>: [^<,]*r1</p>", page)
+    assert "collective-timeout: RuntimeError" in page and "Timed out waiting 2000ms" in page
+    assert "<h2>The first mover's own report" in page and "<h3>faultkit triage report</h3>" in page
