@@ -171,3 +171,17 @@ def test_a_job_report_in_html_from_the_extension(one_host_job):
     assert page.startswith("<!DOCTYPE html>") and re.search(r"<strong>first mover</strong>: [^<,]*r1</p>", page)
     assert "collective-timeout: RuntimeError" in page and "Timed out waiting 2000ms" in page
     assert "<h2>The first mover's own report" in page and "<h3>faultkit triage report</h3>" in page
+
+
+def test_the_job_markdown_shows_the_evidence_as_written(one_host_job):
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="pip install cmarkgfm (GitHub's own renderer)")
+    import html as html_mod
+    tmp, env = one_host_job
+    md = subprocess.run(_readme_job_triage(), shell=True, cwd=tmp, env=env, capture_output=True, text=True,
+                        timeout=300).stdout
+    page = cmarkgfm.github_flavored_markdown_to_html(md, options=cmarkgfm.Options.CMARK_OPT_UNSAFE)
+    seen = html_mod.unescape(re.sub(r"<[^>]+>", "", page))
+    # gloo's own words, with its `[/__w/...]` path (the `__` would open bold unescaped)
+    line = next(ln for ln in (tmp / "run" / "r0" / "server.log").read_text().splitlines() if "Timed out waiting" in ln)
+    path = re.search(r"\[(/__w/\S+?)\]", line).group(1)
+    assert path in seen and "\\" not in seen.split("The first mover's own report")[0]

@@ -7,6 +7,7 @@ import html
 import json
 import re
 
+from .markup import md
 from .report import render_html, render_markdown, to_json
 
 SCHEMA = "faultkit.job/1"
@@ -39,7 +40,8 @@ def render_job_json(r) -> str:
 
 
 def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    """Evidence in a table cell or a line: escaped for Markdown (markup.md), never interpreted."""
+    return md(str(text).replace("\n", " "), cell=True)
 
 
 def render_job_markdown(r) -> str:
