@@ -277,6 +277,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)
+TEXT_SUFFIXES = {".json": "json"}          # show, doctor: text unless the file is .json
 REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
@@ -308,8 +309,9 @@ def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False
     from .export.job_report import JOB_RENDERERS
     from .job_triage import triage_job
     from .triage import triage as run_triage
+    fmt = output_format(output, fmt, REPORT_SUFFIXES, "md")      # as every report: -f, else -o's extension, else md
     if fmt not in JOB_RENDERERS:
-        raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
+        raise click.UsageError(f"a job's report is Markdown, HTML or JSON, not {fmt}")
     report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
     text = JOB_RENDERERS[fmt](report)
     if output:
@@ -401,6 +403,9 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
               help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
 @click.option("--on", "engine", type=click.Choice(["local", "slurm", "ray"]), default="local", show_default=True,
@@ -415,7 +420,7 @@ def trials() -> None:
 @click.option("--no-wait", is_flag=True, help="with --on slurm: submit and return; `trials report` reports so far")
 @verbose_option
 @quiet_option
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, alternative, out,
                engine="local", gpus_per_trial=0, slurm_args=(), ray_address=None, engine_retries=1, no_wait=False,
                verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
@@ -452,14 +457,15 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         if engine == "local":
             results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
                                  parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
-                                 metric=parse_regex(metric, "--metric"), warn=warn, verbose=verbose)
+                                 metric=parse_regex(metric, "--metric"), warn=warn, verbose=verbose,
+                                 alternative=alternative)
         else:
             from .trials.distributed import run_on
             results = run_on(engine, Path(out), list(arms.values()), n, seed, client, port,
                              parse_duration(trial_timeout), parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
                              warn=warn, metric=parse_regex(metric, "--metric"), gpus_per_trial=gpus_per_trial,
                              engine_args=list(slurm_args), retries=engine_retries, wait=not no_wait,
-                             ray_address=ray_address)
+                             ray_address=ray_address, alternative=alternative)
     except StartFailure as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_NOT_STARTED)
@@ -522,9 +528,12 @@ def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
               help="report format [default: from -o's extension (.md, .html, .json), else md]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="with --counts: the test's sidedness [default: greater, the arm named first crashes more "
+                   "often]; a folder's report takes its plan's")
 @verbose_option
 @quiet_option
-def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
+def trials_report(folder, count_specs, metric, fmt, output, alternative=None, verbose=False, quiet=False) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
 
@@ -547,8 +556,11 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             counts[m.group(1)] = (int(m.group(2)), int(m.group(3)))
         if len(counts) < 2:
             raise click.BadParameter("give two or more arms", param_hint="--counts")
-        summary = summarise_counts(counts)
+        summary = summarise_counts(counts, **({"alternative": alternative} if alternative else {}))
     else:
+        if alternative:
+            raise click.UsageError("--alternative goes with --counts: a trials folder's report uses the sidedness "
+                                   "its plan.json recorded")
         plan, results, problems = load_results(Path(folder))
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
@@ -574,9 +586,12 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @verbose_option
 @quiet_option
-def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> None:
+def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, quiet=False) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
     The answer goes to stdout; -q and -v change nothing here (nothing else is said).
 
@@ -598,7 +613,7 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
             raise click.BadParameter(f"{spec!r}: expected ARM=P with 0 <= P <= 1", param_hint="--rate")
     if len(parsed) != 2:
         raise click.BadParameter("give exactly two --rate", param_hint="--rate")
-    s = plan_summary(parsed, alpha, target, n)
+    s = plan_summary(parsed, alpha, target, n, **({"alternative": alternative} if alternative else {}))
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
         return
@@ -626,7 +641,8 @@ main.add_command(_amplify(parse_duration, parse_regex, emit))
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True))
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the summary to this file (0600)")
 @verbose_option
 @quiet_option
@@ -643,6 +659,7 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     from .show import render_json, render_text, summarise
 
     s = summarise(bundle)
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     text = (render_json if fmt == "json" else render_text)(s)
     if verbose:
         for p in s.problems:
@@ -655,7 +672,8 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
 @main.command()
 @click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
               help="where bundles will be written: its disk is the one checked")
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the checks to this file (0600)")
 @verbose_option
 @quiet_option
@@ -672,6 +690,7 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
     from .doctor import OK, INFO, exit_status, render_json, render_text, run_checks
 
     checks = run_checks(Path(folder))
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks
     emit((render_json if fmt == "json" else render_text)(shown), output, quiet)
     sys.exit(exit_status(checks))
@@ -683,9 +702,11 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
               help="the archive to write (.tar.gz, 0600)")
 @click.option("--with-cores", is_flag=True, help="include core dumps (process memory; often gigabytes)")
 @click.option("--with-env", is_flag=True, help="include every process's environment (environ.json)")
+@click.option("--with-kernel-history", is_flag=True,
+              help="include the machine's kernel log from before the capture (default: the capture's window only)")
 @verbose_option
 @quiet_option
-def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
+def pack(bundle, output, with_cores, with_env, with_kernel_history, verbose, quiet) -> None:
     """A shareable copy of a bundle for an issue tracker: no cores or environments unless asked,
     every text file redacted again, and pack-manifest.json listing what was left out and why.
 
@@ -697,7 +718,7 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
     from .pack import PackError, pack as run_pack
 
     try:
-        res = run_pack(Path(bundle), Path(output), with_cores, with_env)
+        res = run_pack(Path(bundle), Path(output), with_cores, with_env, with_kernel_history)
     except PackError as exc:
         raise click.ClickException(str(exc))
     if verbose:

@@ -1,7 +1,9 @@
 """`faultkit pack BUNDLE -o incident.tar.gz`: a copy of a capture bundle fit to attach to an issue.
 
-Left out unless asked: core dumps (`--with-cores`: process memory, and gigabytes) and the process
-environments (`--with-env`). Every text file that goes in is redacted again with `redact.py`
+Left out unless asked: core dumps (`--with-cores`: process memory, and gigabytes), the process
+environments (`--with-env`) and the machine's kernel history (`--with-kernel-history`: the boot's
+kernel log before the capture; by default the end snapshot keeps only the lines new since the capture
+began, the capture's window, as triage reads it). Every text file that goes in is redacted again with `redact.py`
 (a bundle made with `--no-redact`, or by an older faultkit, must not leak through the copy); a
 binary file that shows a secret-shaped value is left out, since it cannot be redacted. What was
 left out, and why, is listed in `pack-manifest.json` inside the archive. The archive is 0600.
@@ -42,7 +44,8 @@ class Packed:
         return {"schema": SCHEMA, **asdict(self)}
 
 
-def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = False) -> Packed:
+def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = False,
+         with_kernel_history: bool = False) -> Packed:
     if not bundle.is_dir():
         raise PackError(f"{bundle}: not a bundle folder (pack reads the folder a capture wrote)")
     captured = (bundle / layout.MANIFEST).is_file()
@@ -72,6 +75,14 @@ def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = 
             result.included.append({"name": rel, "bytes": size, "redacted": 0, "checked": False})
             continue
         data = path.read_bytes()
+        if captured and not with_kernel_history and rel in (layout.KERNEL_BEFORE, layout.KERNEL_AFTER):
+            data = _window(bundle, rel, data)
+            if data is None:
+                why = ("the machine's kernel log before the capture (its whole boot)" if rel == layout.KERNEL_BEFORE
+                       else "the end snapshot of the whole boot's kernel log, with no start snapshot to cut it to "
+                            "the capture's window")
+                result.left_out.append({"name": rel, "bytes": size, "why": f"{why}: add --with-kernel-history"})
+                continue
         cleaned, changed, ok = clean(rel, data)
         if not ok:
             result.left_out.append({"name": rel, "bytes": size, "why": "binary file holding a secret-shaped value: "
@@ -81,6 +92,18 @@ def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = 
         result.included.append({"name": rel, "bytes": len(cleaned), "redacted": changed, "checked": True})
     _write(output, root, bundle, members, result)
     return result
+
+
+def _window(bundle: Path, rel: str, data: bytes) -> bytes | None:
+    """The capture's window of a kernel-log snapshot: the end snapshot's lines that the start
+    snapshot did not hold (None: nothing of it belongs to the window, or it cannot be cut)."""
+    if rel == layout.KERNEL_BEFORE:
+        return None
+    try:
+        before = set((bundle / layout.KERNEL_BEFORE).read_bytes().split(b"\n"))
+    except OSError:
+        return None
+    return b"\n".join(ln for ln in data.split(b"\n") if ln not in before or not ln)
 
 
 def _files(bundle: Path, skip: set[Path], result: Packed):

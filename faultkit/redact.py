@@ -240,7 +240,7 @@ def _names(s: str) -> str:
         s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
     if "=" in s:
         s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
-                       and not POINTER.fullmatch(m["value"]))
+                       and not POINTER.fullmatch(m["value"].rstrip(",)")))   # `f (keywords=0x0, n=3)`: a pointer
     if ":" not in s:
         return s
     return KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])

@@ -29,6 +29,10 @@ def collect(out: Path) -> dict:
         facts["iommu"] = [w for w in facts["kernel_cmdline"].split() if "iommu" in w]
     except OSError:
         pass
+    try:   # one boot id: one monotonic clock (the job triage aligns ranks of one machine by it)
+        facts["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        pass
     facts["rocm_version"] = rocm_version_text()
     tools = {}
     for name, cmd in TOOLS:

@@ -24,6 +24,7 @@ from .. import layout, redact
 from ..ingest.kernel_log import parse_kernel_log
 from ..ingest.runtime_log import parse_runtime_log
 from .emit import Metrics, OtelLogs, private_json
+from .hardware import judge_incident
 from .record import Context, IncidentRecord, records_from_report
 from .sources import FileSource, KmsgSource, load_cursors, save_cursors
 
@@ -217,7 +218,7 @@ class Watcher:
             private_json(folder / "report.json", report)
             records, _ = records_from_report(report, Context(node=self.opts.node, seen_at=o.opened,
                                                              report=str(folder / "report.json")))
-        suspect = suspicion_of(records, o)
+        suspect = suspicion_of(records, o, self.opts.node)
         head = records[0] if records else None
         summary.update(signature=head.signature if head else "", kernel=head.kernel if head else None,
                        level=head.level if head else "unknown", suspect=suspect)
@@ -243,13 +244,10 @@ class Watcher:
             self.server[0].shutdown()
 
 
-def suspicion_of(records: list[IncidentRecord], o: Open) -> str:
-    """On one node the agent can only see hardware signs in the incident itself; many nodes' patterns
-    are the registry's to judge."""
-    hw = {r.hardware for r in records if r.hardware}
-    if hw:
-        return "hardware"
-    return "software" if any(r.kernel for r in records) else "unknown"
+def suspicion_of(records: list[IncidentRecord], o: Open, node: str = "") -> str:
+    """The registry's rule on this one incident (fleet.hardware.judge_incident): one decision, one
+    word. Many nodes' patterns (a software bug) are the registry's to see."""
+    return judge_incident(node, records, sorted(o.gpus), list(o.kinds)).kind
 
 
 def one_line(s: dict) -> str:
