@@ -223,12 +223,14 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
     from .export.hang_text import render_json, render_text
+    from .private_files import private_dir
 
     if reads:
         from .ingest.stacks import as_samples, parse_any
+        from .redact import text as redact_text
         if pids or bundle:
             raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
-        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
         for d in dumps:
             for why in d.problems:
                 click.echo(f"warning: {why}", err=True)
@@ -254,7 +256,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
 
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
     s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
     hf = analyse(s.samples, s.interval_s if samples > 1 else None)
     last = s.samples[-1] if s.samples else []

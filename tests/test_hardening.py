@@ -286,3 +286,31 @@ def test_mutated_rocprofv3_csvs_never_raise(corpus, tmp_path):
         target.write_bytes(mutate(src.read_bytes(), rng))
         read_trace_paths([target])
         no_internal_errors(triage([str(target)]).problems)
+
+
+DUMP_SECRETS = ["dump-key-0201", "dump-mysql-0202", "dump-curl-0203", "dump-sig-0204"]
+
+
+def test_dump_hides_command_lines_and_keeps_its_files_private(tmp_path):
+    """Issue 36: `dump` printed and kept the target's command line unredacted, in a 0755 folder of
+    0644 files."""
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.1)", "--api-key",
+                               "dump-key-0201", "-pdump-mysql-0202", "-u", "admin:dump-curl-0203",
+                               "https://acct.blob.core.windows.net/c?sv=2021&sig=dump-sig-0204"])
+    try:
+        out = tmp_path / "stacks"
+        res = run_cli("dump", "--pid", str(target.pid), "--samples", "1", "-o", str(out))
+        js = run_cli("dump", "--pid", str(target.pid), "--samples", "1", "--format", "json")
+    finally:
+        target.kill()
+        target.wait()
+    assert res.returncode in (0, 1), res.stderr
+    assert f"Process {target.pid}" in res.stdout and "--api-key <redacted>" in res.stdout, res.stdout
+    assert "-u admin:<redacted>" in res.stdout and "sig=<redacted>" in res.stdout
+    for text in (res.stdout, res.stderr, js.stdout, js.stderr):
+        assert not [s for s in DUMP_SECRETS if s in text], text
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files, "dump -o kept nothing"
+    assert not [(p.name, s) for p in files for s in DUMP_SECRETS if s.encode() in p.read_bytes()]
+    assert oct(out.stat().st_mode & 0o777) == "0o700"
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
