@@ -314,3 +314,28 @@ def test_dump_hides_command_lines_and_keeps_its_files_private(tmp_path):
     assert not [(p.name, s) for p in files for s in DUMP_SECRETS if s.encode() in p.read_bytes()]
     assert oct(out.stat().st_mode & 0o777) == "0o700"
     assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
+
+
+def test_output_patterns_cannot_leave_the_folder(tmp_path):
+    """Issue 36: `%h` was not sanitized (a host name `../../x` put the bundle two levels up) and `%j`
+    accepted `..`."""
+    import shutil
+    runs = tmp_path / "a" / "b" / "runs"
+    runs.mkdir(parents=True)
+    env = {**os.environ, "SLURM_JOB_ID": "..", "SLURM_PROCID": "0"}
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(runs / "%j" / "b"),
+                          "--", "true"], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert [p.name for p in runs.iterdir()] == ["__"] and (runs / "__" / "b" / "manifest.json").is_file()
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare to give the capture a host name of its own")
+    # the host name of a UTS namespace of its own (sethostname takes any bytes but NUL)
+    code = ("import socket, sys; socket.sethostname('../../x'); sys.argv[0] = 'faultkit'; "
+            "from faultkit.cli import run; run()")
+    res = subprocess.run(["unshare", "-u", sys.executable, "-c", code, "capture", "-q", "-o", str(runs / "%h"), "--",
+                          "true"], capture_output=True, text=True, timeout=120)
+    if "Operation not permitted" in res.stderr:
+        pytest.skip("unshare -u needs CAP_SYS_ADMIN here")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in runs.iterdir()) == [".._.._x", "__"]
+    assert not (tmp_path / "a" / "x").exists() and not (tmp_path / "x").exists()
