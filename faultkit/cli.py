@@ -170,7 +170,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
             if verbose:
                 for p in inc.problems:
-                    click.echo(f"problem: {p}", err=True)
+                    click.echo(clean(f"problem: {p}"), err=True)
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
@@ -233,7 +233,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
         for d in dumps:
             for why in d.problems:
-                click.echo(f"warning: {why}", err=True)
+                click.echo(clean(f"warning: {why}"), err=True)
         rounds = as_samples([d for d in dumps if d.threads])
         hf = analyse(rounds)
         sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
@@ -262,15 +262,15 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     last = s.samples[-1] if s.samples else []
     sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
     if folder is not None and not quiet:
-        click.echo(f"kept {len(s.files)} file(s) in {folder}", err=True)
+        click.echo(clean(f"kept {len(s.files)} file(s) in {folder}"), err=True)
     if verbose and any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
     if not any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
@@ -441,7 +441,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
                              metric=parse_regex(metric, "--metric"), warn=lambda m: click.echo(m, err=True),
                              verbose=verbose)
     except StartFailure as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except TrialsError as exc:
         raise click.ClickException(str(exc))
@@ -502,8 +502,8 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
         if verbose:
-            click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
-                                                                 ", no plan") + f" from {folder}", err=True)
+            click.echo(clean(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
+                                                                       ", no plan") + f" from {folder}"), err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
@@ -587,7 +587,7 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     text = (render_json if fmt == "json" else render_text)(s)
     if verbose:
         for p in s.problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(clean(f"problem: {p}"), err=True)
     emit(text, output, quiet)
     if not s.is_bundle:
         sys.exit(EXIT_INPUT)
@@ -643,11 +643,11 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
         raise click.ClickException(str(exc))
     if verbose:
         for f in res.included:
-            click.echo(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
-                                                                         else "") + ")", err=True)
+            click.echo(clean(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
+                                                                         else "") + ")"), err=True)
     for f in res.left_out:
         if verbose or not quiet:
-            click.echo(f"left out {f['name']}: {f['why']}", err=True)
+            click.echo(clean(f"left out {f['name']}: {f['why']}"), err=True)
     redacted = sum(f["redacted"] for f in res.included)
     if not quiet:
         click.echo(f"wrote {output}: {len(res.included)} files" + (f", {redacted} secret(s) redacted" if redacted
@@ -761,7 +761,7 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:
         if exc.status in (126, 127):                # refused like a shell: one line, its status
-            click.echo(f"faultkit capture: {exc}", err=True)
+            click.echo(clean(f"faultkit capture: {exc}"), err=True)
             sys.exit(exc.status)
         raise click.ClickException(str(exc))
     if quiet:
@@ -825,13 +825,13 @@ def error_folders(argv: list[str]) -> list[Path]:
 # ---------------- the fleet: `watch` (a node agent) and `registry` (incidents of many nodes) ----------------
 
 
-def _store(db):
+def _store(db, read_only=False):
     try:
         from .fleet.store import RegistryError, open_store
     except ImportError as exc:      # pragma: no cover - the extra is part of the test install
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     try:
-        return open_store(db)
+        return open_store(db, read_only=read_only)
     except ImportError as exc:
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     except RegistryError as exc:
@@ -861,19 +861,22 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
     """Add triage reports (faultkit.triage/1 JSON), bundles or logs (triaged here). Adding the same
     report twice keeps one copy. Exit 1 when an input could not be read (the others are added)."""
     from .fleet.intake import intake
-    store, failed = _store(db), False
-    for path in inputs:
+    failed, read = False, []
+    for path in inputs:            # triaged first: a DuckDB registry is held only while adding
         records, problems = intake(path, node=node, job=job)
         for p in problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(f"problem: {clean(p)}", err=True)
         if verbose:
             for r in records:
-                click.echo(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
-                           f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})", err=True)
+                click.echo(clean(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
+                                 f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})"), err=True)
         failed |= bool(problems) and not records
+        read.append((path, records))
+    store = _store(db)
+    for path, records in read:
         added = store.add(records)
         if not quiet:
-            click.echo(f"{path}: {len(records)} incident(s), {added} new", err=True)
+            click.echo(clean(f"{path}: {len(records)} incident(s), {added} new"), err=True)
     store.close()
     if failed:
         sys.exit(EXIT_INPUT)
@@ -888,7 +891,7 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
 def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Signatures ranked by incidents, then nodes."""
     from .fleet.render import row_json, top_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     rows, total = store.top(limit), store.count()
     store.close()
     if fmt == "json":
@@ -906,7 +909,7 @@ def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one 
 def registry_show(signature, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """One signature: where and when, its driver-event chains, versions, and the hardware/software suspicion."""
     from .fleet.render import show_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     data = _show(store, signature)
     store.close()
     if data is None:
@@ -938,10 +941,10 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
     from .fleet.intake import intake
     records, problems = intake(source)
     for p in problems:
-        click.echo(f"problem: {p}", err=True)
+        click.echo(clean(f"problem: {p}"), err=True)
     if not records:
         raise click.ClickException(f"{source}: no fault found to compare")
-    store = _store(db)
+    store = _store(db, read_only=True)
     out = []
     for r in records:
         same = store.signature(r.signature)
@@ -958,15 +961,15 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
         return
     from .fleet.render import show_text
     for o in out:
-        click.echo(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})")
+        click.echo(clean(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})"))
         if o["same_signature"]:
             click.echo(show_text(o["same_signature"]), nl=False)
         else:
             click.echo("  not seen before in the registry")
         for x in o["same_kernel_other_fault"]:
-            click.echo(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})")
+            click.echo(clean(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})"))
         for x in o["same_gpu_other_signatures"]:
-            click.echo(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})")
+            click.echo(clean(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})"))
 
 
 @registry.command("export")
@@ -977,7 +980,7 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
 def registry_export(db, output, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Every incident (with its signature) as Parquet, for analysis elsewhere."""
     from .fleet.store import write_parquet
-    store = _store(db)
+    store = _store(db, read_only=True)
     try:
         n = write_parquet(store, output)
     except OSError as exc:
@@ -1041,10 +1044,12 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
                         textfile=textfile, otlp_endpoint=otlp_endpoint, registry_db=db)
     once = mode != "daemon"
     if not quiet and not once:
-        click.echo(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
-                   + f"; incidents into {opts.spool}", err=True)
+        click.echo(clean(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
+                         + f"; incidents into {opts.spool}"), err=True)
     try:
         w = run(opts, once=once, stop=lambda: stopping["now"])
+    except RuntimeError as exc:            # the registry named by --db cannot be used: said, no traceback
+        raise click.ClickException(clean(str(exc))) from None
     except OSError as exc:
         raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
     for p in w.problems:
@@ -1052,14 +1057,14 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
         click.echo(clean(s["line"]))
         if verbose:
-            click.echo(f"incident {s['id']}: {opts.spool / s['id']}", err=True)
+            click.echo(clean(f"incident {s['id']}: {opts.spool / s['id']}"), err=True)
     if mode == "npd":
         sys.exit(EXIT_NPD_PROBLEM if w.closed else EXIT_NPD_UNKNOWN if w.problems else 0)
     if mode == "slurm":
         hard = [s for s in w.closed if s["suspect"] == "hardware"]
         for s in hard:
-            click.echo(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
-                       f"{', '.join(sorted(s['kinds']))})")
+            click.echo(clean(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
+                       f"{', '.join(sorted(s['kinds']))})"))
         sys.exit(EXIT_SLURM_DRAIN if hard else 0)
 
 

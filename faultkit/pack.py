@@ -27,6 +27,7 @@ from pathlib import Path
 from . import layout
 from . import redact as redaction
 from .ingest.core_file import is_core_header
+from .private_files import PrivateFile, scratch_dir, write_private
 
 SCHEMA = "faultkit.pack/1"
 # Files of a bundle that are bookkeeping of the capture, not evidence or record.
@@ -236,9 +237,9 @@ def _decode(data: bytes) -> tuple[str | None, str]:
 def _database(data: bytes) -> Cleaned:
     """A SQLite database (rocpd's): a copy with every text value redacted as free text (its process
     table holds command lines and environments); refused where a binary value shows a secret."""
-    with tempfile.TemporaryDirectory(prefix="faultkit-pack-") as tmp:
+    with scratch_dir("faultkit-pack-") as tmp:
         src = Path(tmp) / "in.db"
-        src.write_bytes(data)
+        write_private(src, data)
         changed = 0
         try:
             db = sqlite3.connect(src)
@@ -294,31 +295,21 @@ def _json(v, counter: list[int], key: str | None = None):
 
 def _write(output: Path, root: str, bundle: Path, members: list[tuple[str, bytes | None]], result: Packed) -> None:
     try:
-        output.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".part")
+        out = PrivateFile(output, binary=True)          # atomic, 0600: the archive appears whole or not at all
     except OSError as exc:
         raise PackError(f"{output}: cannot write there ({exc.strerror or exc})")
-    os.fchmod(fd, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-            now = time.time()
-            for rel, data in members:
-                name = f"{root}/{rel}"
-                if data is None:
-                    info = tar.gettarinfo(str(bundle / rel), arcname=name)
-                    info.mode, info.uid, info.gid, info.uname, info.gname = 0o600, 0, 0, "", ""
-                    with open(bundle / rel, "rb") as src:
-                        tar.addfile(info, src)
-                else:
-                    _add(tar, name, data, now)
-            _add(tar, f"{root}/{layout.PACK_MANIFEST}", (json.dumps(result.to_json(), indent=2) + "\n").encode(), now)
-        os.replace(tmp, output)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with out, tarfile.open(fileobj=out.fh, mode="w:gz") as tar:
+        now = time.time()
+        for rel, data in members:
+            name = f"{root}/{rel}"
+            if data is None:
+                info = tar.gettarinfo(str(bundle / rel), arcname=name)
+                info.mode, info.uid, info.gid, info.uname, info.gname = 0o600, 0, 0, "", ""
+                with open(bundle / rel, "rb") as src:
+                    tar.addfile(info, src)
+            else:
+                _add(tar, name, data, now)
+        _add(tar, f"{root}/{layout.PACK_MANIFEST}", (json.dumps(result.to_json(), indent=2) + "\n").encode(), now)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:

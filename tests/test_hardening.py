@@ -339,3 +339,46 @@ def test_output_patterns_cannot_leave_the_folder(tmp_path):
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in runs.iterdir()) == [".._.._x", "__"]
     assert not (tmp_path / "a" / "x").exists() and not (tmp_path / "x").exists()
+
+
+def _amd_fault(pid: int) -> str:
+    # amdgpu's fault line (the form of the corpus's gfx9 block), one process each
+    return (f"[ 100.000000] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 "
+            f"pasid:32768, for process pt_main_thread pid {pid} thread pt_main_thread pid {pid})\n")
+
+
+def test_concurrent_registry_adds_all_land_and_readers_never_block(tmp_path):
+    """Issue 36: a DuckDB registry takes one writer; 7 of 8 concurrent `registry add`s failed."""
+    pytest.importorskip("duckdb")
+    db = tmp_path / "reg.duckdb"
+    logs = []
+    for i in range(8):
+        p = tmp_path / f"node{i}.log"
+        p.write_text(_amd_fault(5000 + i))
+        logs.append(p)
+    procs = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "add", "--db", str(db), "--node",
+                               f"n{i}", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, p in enumerate(logs)]
+    # readers at the same time
+    readers = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db), "-f", "json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=240) + (p.returncode,) for p in procs + readers]
+    assert [r[2] for r in results] == [0] * 10, [r[1] for r in results if r[2]]
+    top = run_cli("registry", "top", "--db", str(db), "-f", "json")
+    assert top.returncode == 0 and json.loads(top.stdout)["incidents"] == 8, top.stdout
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.glob("reg.duckdb*")} == {"0o600"}
+
+
+def test_a_sqlite_file_as_registry_is_said_and_nothing_is_fetched(tmp_path):
+    pytest.importorskip("duckdb")
+    import sqlite3
+    db = tmp_path / "other.db"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.commit()
+    home = tmp_path / "home"
+    home.mkdir()
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+    assert res.returncode == 1 and f"{db}: not a DuckDB registry (a SQLite database)" in res.stderr, res.stderr
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert not (home / ".duckdb").exists()            # no extension was fetched nor looked for
+    assert sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]    # untouched

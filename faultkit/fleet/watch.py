@@ -120,10 +120,9 @@ class Watcher:
         self.metrics = Metrics(opts.node)
         self.otel = (OtelLogs(opts.node, opts.otlp_endpoint, opts.otel_exporter)
                      if opts.otlp_endpoint or opts.otel_exporter is not None else None)
-        self.store = None
-        if opts.registry_db:
+        if opts.registry_db:                   # opened once now so a wrong --db is said at the start
             from .store import open_store
-            self.store = open_store(opts.registry_db)
+            open_store(opts.registry_db).close()
         self.server = self.metrics.serve(opts.metrics_port, opts.metrics_addr) if opts.metrics_port is not None else None
         # Each source's file name in an incident folder: two logs of one base name stay two files.
         self.file_names = evidence_names(self.sources)
@@ -241,9 +240,24 @@ class Watcher:
         self.metrics.incident(head, kind, next(iter(sorted(o.gpus)), None), suspect)
         if self.otel:
             self.otel.incident(summary)
-        if self.store is not None and records:
-            self.store.add(records)
+        if opts_db := self.opts.registry_db:
+            if records:
+                self._add(opts_db, records, folder)
         self.closed.append(summary)
+
+    def _add(self, db: str, records, folder) -> None:
+        """Into the registry, opened for this add only: a DuckDB file takes one writer, and a
+        registry held open for the agent's life would block every reader (and every other agent)."""
+        from .store import RegistryError, open_store
+        try:
+            store = open_store(db)
+            try:
+                store.add(records)
+            finally:
+                store.close()
+        except RegistryError as exc:        # the incident is in the spool; the registry can take it later
+            self._problem(f"{exc}; the incident stays in {folder} (faultkit registry add {folder}/report.json)",
+                          "registry")
 
     def close(self) -> None:
         self.flush()
@@ -251,8 +265,6 @@ class Watcher:
             s.close()
         if self.otel:
             self.otel.close()
-        if self.store is not None:
-            self.store.close()
         if self.server is not None:
             self.server[0].shutdown()
 
