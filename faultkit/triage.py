@@ -10,28 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
+from .analyze.debug_stop import resolve_with
 from .analyze.fault_time import LogClock, fault_time
 from .analyze.allocation_owner import black_box, fault_addresses
 from .analyze.faults import collect_faults, other_processes
 from .analyze.incident import KEY_EVENTS, Incident
-from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
 from .analyze.collectives import lagging_ranks
-from .analyze.hang import analyse as analyse_hang, counted_running, hang_claims
-from .analyze.running import core_claims, running_claims, running_kernels
+from .analyze.hang import analyse as analyse_hang
+from .analyze.running import running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
 from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
-from .ingest.debugger import parse_debugger
 from .ingest.agent_files import parse_agent
-from .ingest.detect import detect_kinds
-from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
+from . import sources
+from .sources import Setting, TextInput, detect_kinds
+from .ingest.flight_recorder import parse_flight_record
 from .ingest.stacks import parse_samples
-from .ingest.kernel_log import parse_kernel_log
-from .ingest.runtime_log import parse_runtime_log
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .model import CoreRecord, Problem
@@ -72,19 +69,15 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults = collect_faults(inc.runtime, inc.kernel)
     captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
     inc.faults, inc.other_faults = other_processes(inc.faults, captured)
-    inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
+    inc.faults += sources.faults(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
-    # Every analysis's claims, in the order ties are broken: what a tool watched first.
+    # Every source's claims (in the registry's order, the order ties are broken) go to the judge.
     manifest = inputs.manifest if inputs.captured else {}
     system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
     rocm = system.get("rocm_version") if isinstance(system.get("rocm_version"), str) else None
     ended_by = manifest.get("ended_by") if isinstance(manifest.get("ended_by"), str) else None
-    claims = (sanitizer_claims(inc.debugger) + stop_claims(inc.stops) + driver_claims(inc.runtime)
-              + log_claims(inc.runtime, rocm) + (inc.traces.claims() if inc.traces else [])
-              + running_claims(counted_running(inc.hang, inc.running), ended_by) + core_claims(inc.cores)
-              + hang_claims(inc.hang, bool(inc.faults)))
-    judged = judge(claims, inc.faults, ended_by)
+    judged = judge(sources.claims(inc, Setting(rocm, ended_by)), inc.faults, ended_by)
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
         inc.traces.rank()
@@ -214,21 +207,9 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
         kinds_seen |= kinds
         kinds_seen |= {f"mentions:{w.lower()}" for w in FRAMEWORKS if w in text}
         inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
-        if "kernel-log" in kinds:
-            kl = parse_kernel_log(text, f.name)
-            inc.kernel.extend(kl)
-            inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
-        if "runtime-log" in kinds or "debugger" in kinds:
-            inc.runtime.extend(parse_runtime_log(text, f.name))
-        if "Watchdog caught collective" in text:
-            inc.collectives += watchdog_collectives(text, f.name)
-        if "debugger" in kinds:
-            dl = parse_debugger(text, f.name)
-            logs[f.name] = dl
-            inc.debugger.extend(dl)
-            # Stops are judged per transcript: each worker's debugger has its own tables. A
-            # transcript of a core (opened here or saved beside it by a capture) says so.
-            inc.stops.extend(examine(dl, f.name, from_core=f.name in core_transcripts))
+        records = sources.read(inc, TextInput(f.name, text, frozenset(kinds), f.name in core_transcripts))
+        if "debugger" in records:
+            logs[f.name] = records["debugger"]
     return kinds_seen, objects, logs
 
 
