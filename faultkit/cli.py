@@ -504,7 +504,7 @@ def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
                           task_id=os.environ.get("SLURM_ARRAY_TASK_ID"), slurm_job=os.environ.get("SLURM_JOB_ID"))
         result = run_task(experiment.task(Path(folder), entry), plan, where)
     except (TaskError, RecordError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except KeyboardInterrupt:   # scancel, pre-emption, a time limit: SIGTERM to every process of the task
         click.echo(f"trial {index}: ended by a signal from {engine}; no result kept (not counted)", err=True)
