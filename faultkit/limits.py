@@ -133,8 +133,9 @@ def small_int(text: str | bytes | None, base: int = 10) -> int | None:
 
 
 def fits_int(v) -> bool:
-    """An int (not a bool) that fits 64 bits: what a field of a typed record may hold."""
-    return isinstance(v, int) and not isinstance(v, bool) and -INT_MAX - 1 <= v < 1 << 64
+    """An int (not a bool) that fits a signed 64-bit column (a pid, a count, a sequence number): what a
+    field of a typed record may hold."""
+    return isinstance(v, int) and not isinstance(v, bool) and -INT_MAX - 1 <= v <= INT_MAX
 
 
 MAX_FIELD = 4096         # characters of one string field from a structured input (a name, a state)

@@ -382,3 +382,30 @@ def test_a_sqlite_file_as_registry_is_said_and_nothing_is_fetched(tmp_path):
     assert "internal error" not in res.stderr and "Traceback" not in res.stderr
     assert not (home / ".duckdb").exists()            # no extension was fetched nor looked for
     assert sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]    # untouched
+
+
+@pytest.mark.parametrize("where, value, said", [
+    ("faults", 5, "`faults` is not a list"), ("detail", 5, "`detail` of the type int"),
+    ("pid", 2 ** 63, "`pid` of the type int or too large"), ("verdict", 5, "`verdict` of the type int"),
+    ("incidents", [5], "`incidents`: 1 entr(ies) not an object")])
+def test_registry_takes_wrong_typed_reports_with_a_message(tmp_path, where, value, said):
+    """Issue 36: `registry add`/`similar` on a report with `detail: 5`, `faults: 5` or a pid >= 2^63
+    ended in an internal error."""
+    pytest.importorskip("duckdb")
+    log = tmp_path / "server.log"
+    log.write_text(FAULT)
+    made = run_cli("triage", str(log), "-f", "json")
+    report = json.loads(made.stdout)
+    assert report["faults"], made.stderr
+    if where in ("detail", "pid"):
+        report["faults"][0][where] = value
+    else:
+        report[where] = value
+    bad = tmp_path / "report.json"
+    bad.write_text(json.dumps(report))
+    db = str(tmp_path / "reg.duckdb")
+    for args in (["registry", "add", "--db", db, str(bad)], ["registry", "similar", str(bad), "--db", db]):
+        r = run_cli(*args)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert f"problem: {said}" in r.stderr, r.stderr
+        assert r.returncode == (1 if where == "faults" else 0), r.stderr
