@@ -195,3 +195,19 @@ def test_agent_header_fields_of_every_type_and_size(tmp_path_factory, field):
         inc = build(collect([str(bundle)]))
         no_internal_errors(inc.problems)
         json.dumps(to_json(inc))
+
+
+def test_a_lane_with_no_named_slice_is_drawn(tmp_path):
+    """Issue 36: `timeline` raised IndexError where every slice of a track was unnamed."""
+    import numpy as np
+    import pandas as pd
+    from faultkit.export import timeline as T
+    from faultkit.export.pftrace_check import check_trace
+    tl = T.Timeline()
+    cols = pd.DataFrame({"start": np.array([1000, 2000, 3000]), "end": np.array([5000, 6000, 7000])})
+    T._slices_into(tl, cols, "k", "kernels", "p", pd.Series([None, None, None], dtype=object), {})
+    assert sum(len(t.starts) for t in tl.tracks.values()) == 3 and all((t.name_idx == -1).all()
+                                                                      for t in tl.tracks.values())
+    out = tmp_path / "t.pftrace"
+    T.write_pftrace(tl, str(out))
+    assert check_trace(out.read_bytes()).ok
