@@ -527,6 +527,16 @@ class DebuggerLog:
     registers: dict[str, int] = field(default_factory=dict)   # `info registers` of the focused thread/lane
     problems: list[Problem] = field(default_factory=list)
 
+    def first_backtrace(self) -> list[Frame]:
+        """The stopped thread's own `bt`: the frames up to where the next backtrace starts again at
+        level 0 (a capture's `thread apply all bt` repeats that thread after it)."""
+        out: list[Frame] = []
+        for f in self.backtrace:
+            if out and f.level == 0:
+                break
+            out.append(f)
+        return out
+
     def extend(self, other: "DebuggerLog") -> None:
         for name in self.__dataclass_fields__:
             value = getattr(other, name)

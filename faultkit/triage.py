@@ -81,7 +81,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
         inc.traces.rank()
-    inc.report_points = inc.runtime.report_points
+    inc.report_points = [r for r in inc.runtime.report_points if not _our_interrupt(r, manifest)]
     if inputs.agent:
         _join_black_box(inputs, inc)
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
@@ -89,7 +89,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces), inc.debugger.events)
+                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang)
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
@@ -129,6 +129,13 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
     if order or lags:
         samples, interval = rounds[order[-1]] if order else ([], None)
         inc.hang = analyse_hang(samples, interval, lags, inc.running)
+
+
+def _our_interrupt(point, manifest: dict) -> bool:
+    """A KeyboardInterrupt traceback of a target that capture itself stopped with SIGINT (at its
+    timeout, a hang, the user's Ctrl-C): how the stop looked from inside, not where an error was reported."""
+    stopped = manifest.get("stopped_with") if isinstance(manifest.get("stopped_with"), list) else []
+    return "SIGINT" in stopped and (point.exception or "").startswith("KeyboardInterrupt")
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:

@@ -8,9 +8,13 @@ latest gets LATEST. Only a single plausible, named kernel can make the trace's a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..judge.claims import BASES, Basis, Claim, Identities
 from ..judge.corroborate import LATEST
-from .in_flight import Suspect
+
+if TYPE_CHECKING:     # in_flight imports pandas; claims on its suspects need only their fields
+    from .in_flight import Suspect
 
 KINDS = {"running-at-fault": "trace-running", "launch-without-dispatch": "trace-launch",
          "dispatch-id-gap": "trace-dispatch-gap", "copy-without-record": "trace-copy", "copy-running": "trace-copy"}

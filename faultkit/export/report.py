@@ -22,6 +22,7 @@ from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
 from ..model import hex_or_none
+from .._signals import capture_exit_status
 
 SCHEMA = "faultkit.triage/1"
 
@@ -329,7 +330,7 @@ def _report_points_section(inc: Incident) -> Section:
         # a host crash under a debugger: its backtrace is the host stack (the crash site itself)
         s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
                             f"({host.stop.origin}): a CPU crash, so this is where it happened.")
-        s.code = [f.text for f in inc.debugger.backtrace[:40]]
+        s.code = [f.text for f in inc.debugger.first_backtrace()[:40]]
     else:
         s.paragraphs.append("No host stack was found.")
     return s
@@ -365,7 +366,10 @@ def capture_facts(m: dict | None) -> dict | None:
     return {
         "state": m.get("state"), "command": m.get("command"), "backend": m.get("backend"),
         "ended_by": m.get("ended_by"), "interrupted_by": m.get("interrupted_by"),
-        "exit": m.get("exit"), "exit_code": m.get("exit_code"),
+        # exit_code: what `faultkit capture` exited with (124 at a timeout or a hang, like the CLI);
+        # target_exit_code: the target's own status (negative: the signal that ended it)
+        "exit": m.get("exit"), "exit_code": capture_exit_status(m) if m.get("state") == "finished" else None,
+        "target_exit_code": m.get("exit_code"),
         "armed": {"cuda_coredump": bool(arming.get("cuda")), "rocm_coredump": bool(arming.get("rocm")),
                   "full_core": bool(arming.get("full")),
                   "notes": [n for n in arming.get("notes") or [] if isinstance(n, str)]},
