@@ -104,14 +104,23 @@ def write_evidence(path: Path | str, data: str | bytes, redact: bool = True) -> 
     write_private(path, data)
 
 
-def open_append(path: Path | str, buffering: int = -1):
+def open_append(path: Path | str, buffering: int = -1, text: bool = False):
     """A stream faultkit appends to as evidence arrives (a followed log, a transcript): created 0600
-    (an existing file is narrowed to 0600), binary; the caller closes it."""
+    (an existing file is narrowed to 0600), binary unless `text`; the caller closes it."""
+    fd = open_fd(path, append=True)
+    if text:
+        return os.fdopen(fd, "a", buffering=buffering, encoding="utf-8")
+    return os.fdopen(fd, "ab", buffering=buffering)
+
+
+def open_fd(path: Path | str, append: bool = False) -> int:
+    """A file descriptor to write evidence into as it arrives (splice(2) refuses O_APPEND: the
+    recorder takes one without), 0600 from its first byte; the caller closes it."""
     path = Path(path)
     _parent(path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0), FILE_MODE)
     os.fchmod(fd, FILE_MODE)
-    return os.fdopen(fd, "ab", buffering=buffering)
+    return fd
 
 
 def open_lock(path: Path | str):
