@@ -254,7 +254,10 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
 
     def live() -> list[int]:
-        return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
+        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads)
+        mine = set(descendants(os.getpid()))
+        return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
+                if q not in mine]
 
     if folder is not None:
         private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
@@ -1112,7 +1115,8 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
     except RuntimeError as exc:            # the registry named by --db cannot be used: said, no traceback
         raise click.ClickException(clean(str(exc))) from None
     except OSError as exc:
-        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        raise click.ClickException(clean(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else
+                                         f"{exc.strerror or exc}")) from None
     for p in w.problems:
         click.echo(f"problem: {clean(p)}", err=True)
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always

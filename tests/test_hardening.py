@@ -411,3 +411,28 @@ def test_registry_takes_wrong_typed_reports_with_a_message(tmp_path, where, valu
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert f"problem: {said}" in r.stderr, r.stderr
         assert r.returncode == (1 if where == "faults" else 0), r.stderr
+
+
+def test_dump_of_its_own_ancestor_samples_not_itself(tmp_path):
+    """Issue 36 (minor): `dump --pid` sampled itself when it descended from the pid."""
+    parent = subprocess.run(["sh", "-c", f"{sys.executable} -m faultkit.cli dump --pid $$ --samples 1 --format json"],
+                            capture_output=True, text=True, timeout=120)
+    doc = json.loads(parent.stdout)
+    pids = {p["pid"] for s in doc["samples"] for p in s} if "samples" in doc else set()
+    assert pids, parent.stdout[:500]
+    cmds = [p.get("command") or "" for s in doc["samples"] for p in s]
+    assert not [c for c in cmds if "faultkit.cli dump" in c and not c.startswith("sh ")], cmds
+
+
+def test_registry_export_over_a_0644_file_is_0600(tmp_path):
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    log = tmp_path / "server.log"
+    log.write_text(FAULT)
+    db, out = str(tmp_path / "reg.duckdb"), tmp_path / "incidents.parquet"
+    assert run_cli("registry", "add", "--db", db, str(log)).returncode == 0
+    out.write_text("old")
+    out.chmod(0o644)
+    r = run_cli("registry", "export", "--db", db, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o600" and out.read_bytes()[:4] == b"PAR1"

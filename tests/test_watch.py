@@ -184,6 +184,7 @@ def test_textfile_for_node_exporter(tmp_path):
     clock.t += 10
     w.step()
     m = metrics_of(prom.read_text())
+    assert oct(prom.stat().st_mode & 0o777) == "0o600"          # through the one writer (issue 36)
     assert m[("faultkit_fault_lines_total", (("node", "n"),))] == 1.0
     assert m[("faultkit_last_incident_timestamp_seconds", (("node", "n"),))] > 0
     w.close()
