@@ -211,3 +211,20 @@ def test_a_lane_with_no_named_slice_is_drawn(tmp_path):
     out = tmp_path / "t.pftrace"
     T.write_pftrace(tl, str(out))
     assert check_trace(out.read_bytes()).ok
+
+
+def test_timeline_check_of_a_chrome_trace_with_wrong_typed_ids(tmp_path):
+    """Issue 36: a Chrome JSON `tid: {}` ended `timeline --check` in an internal error."""
+    import subprocess
+    import sys
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": {}, "args": {"name": "x"}},
+        {"ph": "X", "name": "k", "pid": [1], "tid": 2, "ts": 1, "dur": 2},
+        {"ph": "X", "name": "k", "pid": 1, "tid": 2, "ts": 1, "dur": 2}]}))
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", "--check", str(trace)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    out = r.stdout + r.stderr
+    assert "event 0 (M): pid and tid must be numbers or strings" in out
+    assert "event 1 (X): pid and tid must be numbers or strings" in out and "1 slices" in out
