@@ -436,3 +436,35 @@ def test_registry_export_over_a_0644_file_is_0600(tmp_path):
     r = run_cli("registry", "export", "--db", db, "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert oct(out.stat().st_mode & 0o777) == "0o600" and out.read_bytes()[:4] == b"PAR1"
+
+
+def test_a_gpu_core_in_an_archive_is_not_copied_out_without_its_debugger(tmp_path, monkeypatch):
+    """Issue 36: an 8 MB .tar.gz holding an 8 GiB core-like member wrote 8 GB to $TMPDIR where no
+    debugger here could open it. A sparse 1 GiB CUDA-machine core (ELF ET_CORE, e_machine 190)."""
+    import shutil
+    import struct
+    if shutil.which("cuda-gdb"):
+        pytest.skip("cuda-gdb is installed here: the core would be opened")
+    core = tmp_path / "gpucore.4242"
+    head = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + struct.pack("<HH", 4, 190)
+    with open(core, "wb") as fh:
+        fh.write(head + b"\x00" * (64 - len(head)))
+        fh.truncate(1 << 30)
+    arch = tmp_path / "incident.tar.gz"
+    with tarfile.open(arch, "w:gz") as tar:
+        tar.add(core, arcname="incident/cores/gpucore.4242")
+        info = tarfile.TarInfo("incident/server.log")
+        info.size = len(FAULT)
+        tar.addfile(info, io.BytesIO(FAULT.encode()))
+    assert arch.stat().st_size < 8 << 20
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(arch), "-f", "json"], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "TMPDIR": str(spill)})
+    assert r.returncode == 0, r.stderr
+    used = sum(p.stat().st_blocks * 512 for p in spill.rglob("*") if p.is_file())
+    assert used < 1 << 20, used
+    report = json.loads(r.stdout)
+    assert any("a CUDA core of 1,073,741,824 bytes in the archive, not copied out: no cuda-gdb here" in str(p)
+               for p in report["problems"]), report["problems"]
+    assert report["faults"], "the log beside the core is still read"
