@@ -468,3 +468,29 @@ def test_a_gpu_core_in_an_archive_is_not_copied_out_without_its_debugger(tmp_pat
     assert any("a CUDA core of 1,073,741,824 bytes in the archive, not copied out: no cuda-gdb here" in str(p)
                for p in report["problems"]), report["problems"]
     assert report["faults"], "the log beside the core is still read"
+
+
+def test_escape_sequences_in_evidence_never_reach_the_terminal(tmp_path):
+    """Issue 36: terminal control sequences reached the terminal through `show`, `pack -v` and
+    `registry` (`add -v`, `top`, `show`, `similar`)."""
+    pytest.importorskip("duckdb")
+    osc52, clear = "\x1b]52;c;SGVsbG8=\x07", "\x1b[2J"
+    bundle = tmp_path / "bundle"
+    r = run_cli("capture", "-q", "-o", str(bundle), "--", "sh", "-c", f"echo '{FAULT.strip()}'", "x" + osc52)
+    assert r.returncode == 0, r.stderr
+    (bundle / f"note{clear}.log").write_text("plain\n")
+    outs = [run_cli("show", str(bundle)), run_cli("pack", str(bundle), "-v", "-o", str(tmp_path / "p.tar.gz"))]
+    report = json.loads(run_cli("triage", str(bundle), "-f", "json").stdout)
+    report["faults"][0]["kind"] = "page-fault" + clear
+    rj = tmp_path / "report.json"
+    rj.write_text(json.dumps(report))
+    db = str(tmp_path / "reg.duckdb")
+    outs.append(run_cli("registry", "add", "-v", "--db", db, str(rj)))
+    top = run_cli("registry", "top", "--db", db)
+    outs.append(top)
+    sig = json.loads(run_cli("registry", "top", "--db", db, "-f", "json").stdout)["signatures"][0]["signature"]
+    outs += [run_cli("registry", "show", sig, "--db", db), run_cli("registry", "similar", str(rj), "--db", db)]
+    for o in outs:
+        assert o.returncode == 0, o.stderr
+        assert "\x1b" not in o.stdout + o.stderr and "\x07" not in o.stdout + o.stderr, (o.args, o.stdout, o.stderr)
+    assert "note" in outs[1].stderr and "page-fault" in top.stdout          # the text around them is kept
