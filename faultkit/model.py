@@ -595,7 +595,7 @@ class Candidate:
     kernel: str
     score: float
     why: str
-    claims: list[int] = field(default_factory=list)   # indices into the verdict's claims
+    claims: list[str] = field(default_factory=list)   # ids of the verdict's claims behind it (Claim.id)
 
 
 @dataclass
@@ -606,6 +606,11 @@ class Verdict:
     why: str
     candidates: list[Candidate] = field(default_factory=list)
     claims: list[Any] = field(default_factory=list)    # judge.claims.Claim: the evidence behind it, ranked
+    decisive: str | None = None      # the finding that narrows the search most (judge/decisive.py)
+
+    def claim(self, claim_id: str):
+        """The claim a candidate points at, by its id."""
+        return next(c for c in self.claims if c.id == claim_id)
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "kernel": self.kernel,

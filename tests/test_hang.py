@@ -626,6 +626,9 @@ def test_cli_dump_reads_saved_dumps(tmp_path, programs):
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from faultkit.ingest.stacks import parse_any, parse_samples  # noqa: E402
+from faultkit.model import Problem  # noqa: E402
+
+from .conftest import no_internal_errors  # noqa: E402
 
 SHAPES = ['Thread 4 (Thread 0x7f (LWP 11562) "python3"):\n#0  0x1 in accept4 (fd=3) at a.c:31\n',
           'Thread 1 (idle): "MainThread"\n    sleep (x.py:3)\n', 'Thread 0x00007f (most recent call first):\n'
@@ -642,8 +645,10 @@ def test_stack_readers_never_raise_on_cut_or_damaged_dumps(shape, cut, junk):
     ps = parse_any(text, "x")
     for t in ps.threads:
         classify(t)
-    parse_flight_record(text.encode(), "nccl_trace_rank_0")
-    parse_flight_record(b"\x80\x02" + text.encode(), "nccl_trace_rank_0")
+    for data in (text.encode(), b"\x80\x02" + text.encode()):
+        rc = parse_flight_record(data, "nccl_trace_rank_0")
+        no_internal_errors([Problem("x", p, internal=True) for p in rc.internal])
+        assert rc.entries or rc.problems          # damaged bytes give a message, never silence
 
 
 def test_pyspy_json_with_odd_types_is_read_as_text():
