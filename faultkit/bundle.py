@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterator
 
 from . import layout, limits
-from .ingest.core_file import is_core_header
+from .ingest.core_file import EM_AMDGPU, EM_CUDA, is_core_header
 from .ingest.flight_recorder import looks_like_flight_record
 from .ingest.logtext import LogRead, read_log
 from .ingest.schema import check_manifest, load_json, records
@@ -532,6 +532,11 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
     head = src.head
     spill = (bool(roles & {layout.TRACE, layout.CORE}) or is_core_header(head)
              or (rel.endswith(".json") and b'"traceEvents"' in head))
+    if spill and is_core_header(head) and (missing := _no_debugger_for(head)):
+        # a GPU core is read only by its debugger: gigabytes copied to disk for nothing where none is here
+        out.problems.append(Problem(shown, f"a {missing[0]} core of {m.size:,} bytes in the archive, not copied out: "
+                                           f"no {missing[1]} here to open it; extract it on a machine that has one"))
+        return None
     if spill:
         path = _spill(src, shown, m.size, out)
         # a copy is a file like any other: read as a log too where the bundle's layout says so
@@ -544,6 +549,14 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
 
 
 # ---------------- copies out of archives ----------------
+
+def _no_debugger_for(head: bytes) -> tuple[str, str] | None:
+    """(platform, debugger) of a GPU core whose debugger is not on PATH; None for a host core (gdb's)."""
+    import struct
+    machine = struct.unpack_from("<H", head, 18)[0] if len(head) >= 20 else None
+    want = {EM_CUDA: ("CUDA", "cuda-gdb"), EM_AMDGPU: ("AMDGPU", "rocgdb")}.get(machine)
+    return want if want and shutil.which(want[1]) is None else None
+
 
 _spill_root: list[str] = []
 _spill_lock = threading.Lock()

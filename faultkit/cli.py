@@ -171,7 +171,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
             if verbose:
                 for p in inc.problems:
-                    click.echo(f"problem: {p}", err=True)
+                    click.echo(clean(f"problem: {p}"), err=True)
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
@@ -224,15 +224,17 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
     from .export.hang_text import render_json, render_text
+    from .private_files import private_dir
 
     if reads:
         from .ingest.stacks import as_samples, parse_any
+        from .redact import text as redact_text
         if pids or bundle:
             raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
-        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
         for d in dumps:
             for why in d.problems:
-                click.echo(f"warning: {why}", err=True)
+                click.echo(clean(f"warning: {why}"), err=True)
         rounds = as_samples([d for d in dumps if d.threads])
         hf = analyse(rounds)
         sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
@@ -252,24 +254,27 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
 
     def live() -> list[int]:
-        return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
+        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads)
+        mine = set(descendants(os.getpid()))
+        return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
+                if q not in mine]
 
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
     s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
     hf = analyse(s.samples, s.interval_s if samples > 1 else None)
     last = s.samples[-1] if s.samples else []
     sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
     if folder is not None and not quiet:
-        click.echo(f"kept {len(s.files)} file(s) in {folder}", err=True)
+        click.echo(clean(f"kept {len(s.files)} file(s) in {folder}"), err=True)
     if verbose and any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
     if not any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
@@ -467,7 +472,7 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
                              engine_args=list(slurm_args), retries=engine_retries, wait=not no_wait,
                              ray_address=ray_address, alternative=alternative)
     except StartFailure as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except TrialsError as exc:
         raise click.ClickException(str(exc))
@@ -508,7 +513,7 @@ def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
                           task_id=os.environ.get("SLURM_ARRAY_TASK_ID"), slurm_job=os.environ.get("SLURM_JOB_ID"))
         result = run_task(experiment.task(Path(folder), entry), plan, where)
     except (TaskError, RecordError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except KeyboardInterrupt:   # scancel, pre-emption, a time limit: SIGTERM to every process of the task
         click.echo(f"trial {index}: ended by a signal from {engine}; no result kept (not counted)", err=True)
@@ -565,8 +570,8 @@ def trials_report(folder, count_specs, metric, fmt, output, alternative=None, ve
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
         if verbose:
-            click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
-                                                                 ", no plan") + f" from {folder}", err=True)
+            click.echo(clean(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
+                                                                       ", no plan") + f" from {folder}"), err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
@@ -663,7 +668,7 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     text = (render_json if fmt == "json" else render_text)(s)
     if verbose:
         for p in s.problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(clean(f"problem: {p}"), err=True)
     emit(text, output, quiet)
     if not s.is_bundle:
         sys.exit(EXIT_INPUT)
@@ -723,11 +728,11 @@ def pack(bundle, output, with_cores, with_env, with_kernel_history, verbose, qui
         raise click.ClickException(str(exc))
     if verbose:
         for f in res.included:
-            click.echo(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
-                                                                         else "") + ")", err=True)
+            click.echo(clean(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
+                                                                         else "") + ")"), err=True)
     for f in res.left_out:
         if verbose or not quiet:
-            click.echo(f"left out {f['name']}: {f['why']}", err=True)
+            click.echo(clean(f"left out {f['name']}: {f['why']}"), err=True)
     redacted = sum(f["redacted"] for f in res.included)
     if not quiet:
         click.echo(f"wrote {output}: {len(res.included)} files" + (f", {redacted} secret(s) redacted" if redacted
@@ -841,7 +846,7 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:
         if exc.status in (126, 127):                # refused like a shell: one line, its status
-            click.echo(f"faultkit capture: {exc}", err=True)
+            click.echo(clean(f"faultkit capture: {exc}"), err=True)
             sys.exit(exc.status)
         raise click.ClickException(str(exc))
     if quiet:
@@ -905,13 +910,13 @@ def error_folders(argv: list[str]) -> list[Path]:
 # ---------------- the fleet: `watch` (a node agent) and `registry` (incidents of many nodes) ----------------
 
 
-def _store(db):
+def _store(db, read_only=False):
     try:
         from .fleet.store import RegistryError, open_store
     except ImportError as exc:      # pragma: no cover - the extra is part of the test install
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     try:
-        return open_store(db)
+        return open_store(db, read_only=read_only)
     except ImportError as exc:
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     except RegistryError as exc:
@@ -941,19 +946,22 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
     """Add triage reports (faultkit.triage/1 JSON), bundles or logs (triaged here). Adding the same
     report twice keeps one copy. Exit 1 when an input could not be read (the others are added)."""
     from .fleet.intake import intake
-    store, failed = _store(db), False
-    for path in inputs:
+    failed, read = False, []
+    for path in inputs:            # triaged first: a DuckDB registry is held only while adding
         records, problems = intake(path, node=node, job=job)
         for p in problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(f"problem: {clean(p)}", err=True)
         if verbose:
             for r in records:
-                click.echo(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
-                           f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})", err=True)
+                click.echo(clean(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
+                                 f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})"), err=True)
         failed |= bool(problems) and not records
+        read.append((path, records))
+    store = _store(db)
+    for path, records in read:
         added = store.add(records)
         if not quiet:
-            click.echo(f"{path}: {len(records)} incident(s), {added} new", err=True)
+            click.echo(clean(f"{path}: {len(records)} incident(s), {added} new"), err=True)
     store.close()
     if failed:
         sys.exit(EXIT_INPUT)
@@ -968,7 +976,7 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
 def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Signatures ranked by incidents, then nodes."""
     from .fleet.render import row_json, top_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     rows, total = store.top(limit), store.count()
     store.close()
     if fmt == "json":
@@ -986,7 +994,7 @@ def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one 
 def registry_show(signature, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """One signature: where and when, its driver-event chains, versions, and the hardware/software suspicion."""
     from .fleet.render import show_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     data = _show(store, signature)
     store.close()
     if data is None:
@@ -1018,10 +1026,10 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
     from .fleet.intake import intake
     records, problems = intake(source)
     for p in problems:
-        click.echo(f"problem: {p}", err=True)
+        click.echo(clean(f"problem: {p}"), err=True)
     if not records:
         raise click.ClickException(f"{source}: no fault found to compare")
-    store = _store(db)
+    store = _store(db, read_only=True)
     out = []
     for r in records:
         same = store.signature(r.signature)
@@ -1038,15 +1046,15 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
         return
     from .fleet.render import show_text
     for o in out:
-        click.echo(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})")
+        click.echo(clean(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})"))
         if o["same_signature"]:
             click.echo(show_text(o["same_signature"]), nl=False)
         else:
             click.echo("  not seen before in the registry")
         for x in o["same_kernel_other_fault"]:
-            click.echo(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})")
+            click.echo(clean(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})"))
         for x in o["same_gpu_other_signatures"]:
-            click.echo(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})")
+            click.echo(clean(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})"))
 
 
 @registry.command("export")
@@ -1057,7 +1065,7 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
 def registry_export(db, output, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Every incident (with its signature) as Parquet, for analysis elsewhere."""
     from .fleet.store import write_parquet
-    store = _store(db)
+    store = _store(db, read_only=True)
     try:
         n = write_parquet(store, output)
     except OSError as exc:
@@ -1121,25 +1129,28 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
                         textfile=textfile, otlp_endpoint=otlp_endpoint, registry_db=db)
     once = mode != "daemon"
     if not quiet and not once:
-        click.echo(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
-                   + f"; incidents into {opts.spool}", err=True)
+        click.echo(clean(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
+                         + f"; incidents into {opts.spool}"), err=True)
     try:
         w = run(opts, once=once, stop=lambda: stopping["now"])
+    except RuntimeError as exc:            # the registry named by --db cannot be used: said, no traceback
+        raise click.ClickException(clean(str(exc))) from None
     except OSError as exc:
-        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        raise click.ClickException(clean(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else
+                                         f"{exc.strerror or exc}")) from None
     for p in w.problems:
         click.echo(f"problem: {clean(p)}", err=True)
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
         click.echo(clean(s["line"]))
         if verbose:
-            click.echo(f"incident {s['id']}: {opts.spool / s['id']}", err=True)
+            click.echo(clean(f"incident {s['id']}: {opts.spool / s['id']}"), err=True)
     if mode == "npd":
         sys.exit(EXIT_NPD_PROBLEM if w.closed else EXIT_NPD_UNKNOWN if w.problems else 0)
     if mode == "slurm":
         hard = [s for s in w.closed if s["suspect"] == "hardware"]
         for s in hard:
-            click.echo(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
-                       f"{', '.join(sorted(s['kinds']))})")
+            click.echo(clean(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
+                       f"{', '.join(sorted(s['kinds']))})"))
         sys.exit(EXIT_SLURM_DRAIN if hard else 0)
 
 

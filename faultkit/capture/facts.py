@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from .. import layout
+from ..private_files import write_private
 
 TOOLS = [("rocminfo", ["rocminfo"]), ("rocm-smi", ["rocm-smi", "--showallinfo"]), ("amd-smi", ["amd-smi", "static"]),
          ("nvidia-smi", ["nvidia-smi", "-q"]), ("lspci", ["lspci", "-vv", "-d", "1002:"])]
@@ -41,7 +42,7 @@ def collect(out: Path) -> dict:
             continue
         try:
             res = subprocess.run(cmd, capture_output=True, timeout=30)
-            (out / layout.fact_file(name)).write_bytes(res.stdout + res.stderr)
+            write_private(out / layout.fact_file(name), res.stdout + res.stderr)
             tools[name] = f"{layout.fact_file(name)} (exit {res.returncode})"
         except (OSError, subprocess.TimeoutExpired) as exc:
             tools[name] = f"failed: {exc}"

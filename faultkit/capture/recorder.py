@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import layout
 from .. import redact as redaction
+from ..private_files import open_append, open_fd
 from ..fault_lines import DUMP_END, DUMP_START, DUMP_WORDS, FAULT_LINE, FAULT_PHRASES, PREFILTER
 
 BLOCK = 1 << 20            # one read, and the size of the target's output pipe (launcher.PIPE_SIZE)
@@ -80,9 +81,9 @@ class LineTee:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / layout.log_of(self.name)
         # Not O_APPEND: splice(2) refuses a file opened so; the recorder is its only writer.
-        self._log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        self._log_fd = open_fd(path)                    # 0600 from the first byte
         os.lseek(self._log_fd, 0, os.SEEK_END)
-        self._times = open(self.out_dir / layout.times_of(self.name), "a", encoding="utf-8")
+        self._times = open_append(self.out_dir / layout.times_of(self.name), text=True)
         self._is_nl = np.empty(BLOCK, dtype=bool)       # reused: the newline test's output
         fd = stream.fileno()
         try:
