@@ -125,24 +125,34 @@ class LineTee:
                     return True
                 c = clocks()
                 self.last_output = time.monotonic()
-                base = pos - pos % mmap.ALLOCATIONGRANULARITY
-                mm = mmap.mmap(rfd, pos + n - base, prot=mmap.PROT_READ, offset=base)
-                start = pos - base
-                whole = memoryview(mm)
-                block = whole[start:start + n]
-                try:
-                    cut = mm.rfind(b"\n", start, start + n) + 1
-                    self._take(block, cut - start if cut else 0, c)
-                finally:
-                    try:
-                        block.release()
-                        whole.release()
-                        mm.close()
-                    except BufferError:  # a view still held somewhere: the mapping goes with it
-                        pass
+                self._look(rfd, pos, n, c)
                 pos += n
         finally:
             os.close(rfd)
+
+    def _look(self, rfd: int, pos: int, n: int, c: dict) -> None:
+        """The n bytes just spliced at `pos`, where they lie in the page cache (mapped: no copy);
+        read back where the file cannot be mapped."""
+        base = pos - pos % mmap.ALLOCATIONGRANULARITY
+        try:
+            mm = mmap.mmap(rfd, pos + n - base, prot=mmap.PROT_READ, offset=base)
+        except (OSError, ValueError):
+            data = os.pread(rfd, n, pos)
+            self._take(memoryview(data), data.rfind(b"\n") + 1, c)
+            return
+        start = pos - base
+        whole = memoryview(mm)
+        block = whole[start:start + n]
+        try:
+            cut = mm.rfind(b"\n", start, start + n) + 1
+            self._take(block, cut - start if cut else 0, c)
+        finally:
+            try:
+                block.release()
+                whole.release()
+                mm.close()
+            except BufferError:  # a view still held somewhere: the mapping goes with it
+                pass
 
     def _read(self, fd: int) -> None:
         """One read into a reused buffer, one write of it: for a stream that cannot be spliced,
