@@ -37,7 +37,7 @@ class TraceFindings:
         return sum(1 for s in self.suspects if s.claim is not None and s.claim.plausible)
 
     def claims(self):
-        return trace_claims(self.suspects)
+        return trace_claims(self.suspects, at=self.time.on(self.trace.clock))
 
     def rank(self) -> None:
         """After judging: strongest suspect first."""

@@ -21,6 +21,9 @@ from ..terminal import ERASE, clean, isatty, write_bytes, write_text
 
 
 
+WARNING = "WARNING"          # how faultkit's warnings begin (what -q still says)
+
+
 class Console:
     QUEUE_BYTES = 16 << 20         # output held for a slow viewer before blocks are dropped
     BATCH_S = 0.002                # between batches: at 2 GB/s 4 MB come meanwhile, a quarter of the queue
@@ -122,7 +125,10 @@ class Console:
             self._lock.release()
 
     def message(self, text: str) -> None:
-        """faultkit's own line (a warning, a step): on stderr, never inside the status line."""
+        """faultkit's own line (a warning, a step): on stderr, never inside the status line. Quiet
+        (-q): warnings only, as on every verb (a step is progress)."""
+        if self.quiet and not text.startswith(WARNING):
+            return
         locked = self._lock.acquire(timeout=1.0)     # said even while the output thread is stuck
         try:
             self._erase()

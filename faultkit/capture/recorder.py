@@ -4,11 +4,11 @@
 The target must never be slowed by its recorder (a slower server runs differently and can hide the
 race being chased), so the work per block is a few passes at memory speed:
 
-- one read into a buffer that is reused (no allocation per block) and one write of the block to the
-  log (the bytes are on disk before anything looks at them; a partial line is not held back). The
-  kernel's splice/tee would move the bytes without the user-space copy, but the recorder must look at
-  every byte (the line count, the fault words), so the data comes up once anyway and tee+splice+read
-  is the same two copies as read+write, in three system calls instead of two;
+- the bytes go from the target's pipe into the log by splice(2), the kernel's own copy (faultkit never
+  copies them), and are looked at where they now lie, in the page cache, through a read-only mapping
+  (read back with pread where the file system cannot map). They are on disk before anything looks
+  at them, and a partial line is not held back for its newline. A stream that cannot be spliced (the
+  debugger backend's pty) and redaction use one read into a reused buffer and one write per block;
 - one row per block in the times table: the number of the first line the block completes and the
   three clocks of its arrival; the lines up to the next row's arrived then (the per-line times derive
   from the block times and the newline offsets). Newlines are counted by numpy (about 5x bytes.count);
