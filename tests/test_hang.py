@@ -697,7 +697,7 @@ else:
 '''
 
 
-@pytest.mark.xdist_group("torch-jobs")     # several torch ranks each: one such job at a time (-n)
+@pytest.mark.xdist_group("clusters")     # several torch ranks: one multi-process job at a time (-n)
 def test_gloo_job_where_one_rank_skips_an_all_reduce(tmp_path):
     try:
         import torch  # noqa: F401
