@@ -31,6 +31,7 @@ from .ingest.detect import detect_kinds
 from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
 from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
+from .ingest.normalize import normalize
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
@@ -208,12 +209,14 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.problems.extend(problems)
             inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": got.size})
             continue
-        text, size = got.text, got.size
+        text, size = normalize(got.text), got.size     # a paste's wrappers off: no parser sees them
         del got
         kinds = detect_kinds(text)
         kinds_seen |= kinds
         kinds_seen |= {f"mentions:{w.lower()}" for w in FRAMEWORKS if w in text}
         inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
+        if getattr(text, "notes", None) is not None:
+            inc.inputs[-1]["read_as_pasted"] = text.notes.sentences()
         if "kernel-log" in kinds:
             kl = parse_kernel_log(text, f.name)
             inc.kernel.extend(kl)

@@ -1,0 +1,281 @@
+"""The front end every text input is read through: what a paste added to each line is taken off
+before any parser sees the line, found by looking at the file itself.
+
+People paste logs through containers (`ollama  | `), launchers (`(VllmWorker rank=1 pid=4242) `,
+`[rank1]: `), Markdown (`> `, a code block's indentation), collectors (`2024-05-01T10:00:00Z `),
+web pages (`&lt;`), terminals and mail clients (a long line hard-wrapped, its end on the next
+line), and cut what they thought was noise (`amdgpu 0000:03:00.0: `, `kernel: `). None of these is
+listed here as a format: a *wrapper unit* is any leading quote, tag or stamp of a generic shape
+(a bracketed or parenthesised token with a digit in it, a token before a `|`, a numbered `N: `, a
+date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
+letters and digits collapsed to classes) opens at least half of the file's lines. Units are peeled
+from the outside in while another head follows; the innermost one stays when a parser reads it
+natively (a worker tag names its process; a stamp dates the line).
+
+Each kept line keeps its number in the file (a joined continuation's line is dropped from the
+numbering, the line it continues keeps its own), and `Normalized.notes` says what was taken off,
+for the report. One pass to count shapes, one to peel: linear in the input.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import prefilter
+
+# ---- generic wrapper units: shapes, not formats ----
+QUOTE = re.compile(r"(?:>[ \t]?)+")
+UNIT = re.compile(
+    r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
+    r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)[ \t]*:?[ \t]?)"        # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
+    r"|(?P<brack>\[(?=[^\]\n]*\d)(?=[^\]\n]*[^\W\d_])[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
+    r"|(?P<num>\d{1,4}:[ \t](?=\S))"                                    # ctest `9: `
+    r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
+    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
+    # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
+    r"|(?P<wall>\[(?=[^\]\n]*\d\d:\d\d)[^\]\n]{4,40}\][ \t]?)")
+# The parsers' own heads, read where they are the innermost layer: a worker tag names its process
+# (runtime_log.WORKER_TAG), ISO and bracketed stamps date a runtime line, the kernel log's stamps
+# (dmesg, -T, -H, journalctl) date its lines.
+CLASSES = str.maketrans({c: "9" for c in "0123456789"})
+
+
+def _shape(kind: str, unit: str) -> str:
+    """A unit's shape: digits and letters collapsed, so `[rank0]:` and `[rank7]:` are one shape."""
+    if kind in ("iso", "wall", "prio", "num"):
+        return kind
+    s = re.sub(r"[^\W\d_]+", "a", unit.translate(CLASSES))
+    return kind + ":" + re.sub(r"9+", "9", re.sub(r"\s+", " ", s.strip()))
+
+
+def _unit(text: str, pos: int):
+    m = UNIT.match(text, pos)
+    if not m:
+        return None
+    return m.lastgroup, m.group(0), m.end()
+
+
+ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
+GAP_LINE = re.compile(r"^\s*(?:<redacted>|\[redacted\]|\[\s*\.{3}[^\]]{0,60}\]|\(\s*\.{3}[^)]{0,60}\)|<\.{3}>)\s*$", re.I)
+
+
+@dataclass
+class Notes:
+    """What the front end took off a file, for the report."""
+    wrappers: list[str] = field(default_factory=list)     # e.g. "`pipe:a |` on 41 lines"
+    entities: int = 0
+    joined: int = 0
+    restored: int = 0
+    indent: str = ""
+
+    def sentences(self) -> list[str]:
+        out = []
+        if self.wrappers:
+            out.append("a per-line wrapper was read off (" + ", ".join(self.wrappers) + ")")
+        if self.indent:
+            out.append(f"a common indentation of {len(self.indent)} character(s) was read off")
+        if self.entities:
+            out.append(f"HTML entities were decoded on {self.entities} line(s)")
+        if self.joined:
+            out.append(f"{self.joined} hard-wrapped line(s) were joined to the line they continue")
+        if self.restored:
+            out.append(f"a cut device prefix was restored on {self.restored} line(s)")
+        return out
+
+
+class Normalized(prefilter.Excerpt):
+    notes: Notes
+
+
+def _lines_with_numbers(text: str):
+    """(file line number, raw line) for every line held; an excerpt's lines keep the file's numbers."""
+    stretches = getattr(text, "stretches", None)
+    k = 0
+    for idx, raw in enumerate(text.split("\n")):
+        if stretches is None:
+            yield idx + 1, raw
+        else:
+            no, k = text.line_no(idx, k)
+            yield no, raw
+
+
+def _native(kind: str, unit: str) -> bool:
+    """The innermost unit a parser reads itself (runtime_log's worker tag and stamps, the kernel
+    log's stamps): kept, so the pid and the time it gives stay with the line."""
+    if kind == "paren":
+        return "pid=" in unit
+    return kind in ("iso", "wall")
+
+
+def _peel(line: str, wrappers: set[str], used: Counter) -> str:
+    """Take the file's wrapper units off one line, from the outside in."""
+    pos = 0
+    for _ in range(6):
+        q = QUOTE.match(line, pos)
+        if q and "quote" in wrappers:
+            used["quote"] += 1
+            pos = q.end()
+            continue
+        u = _unit(line, pos)
+        if u is None:
+            break
+        kind, unit, end = u
+        shape = _shape(kind, unit)
+        if shape not in wrappers:
+            break
+        after = _unit(line, end)
+        inner_head = after is not None or KERNEL_STAMP.match(line, end) or QUOTE.match(line, end)
+        if not inner_head and _native(kind, unit):
+            break
+        used[shape] += 1
+        pos = end
+    return line[pos:] if pos else line
+
+
+# the kernel log's stamps (kernel_log's TS_* layer): a wrapper followed by one of them is outer
+KERNEL_STAMP = re.compile(r"\[\s*\+?\d+[.,]\d+\]|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: ")
+# a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows
+CUT_DEVICE = re.compile(
+    r"^(?P<stamp>\[\s*\d+\.\d+\][ \t]?|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ kernel: |"
+    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel: )"
+    r"(?=\[(?:gfxhub|mmhub)\w*\] (?:\w+ )*page fault|\s*(?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS|"
+    r"\s+(?:in page starting at address|Faulty UTCL2 client ID|MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW):|"
+    r"\s+(?:in page starting at address) |\s*(?:Process|for process) \S.* pid \d+ thread |ring \S+ timeout, )")
+# a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
+CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
+
+
+def normalize(text: str) -> str:
+    """`text` with every line's paste wrapper off, hard wraps joined and entities decoded; `text`
+    itself when nothing was found (the common case costs two passes and no copy)."""
+    if not text:
+        return text
+    numbered = list(_lines_with_numbers(text))
+    nonblank = [raw for _, raw in numbered if raw.strip()]
+    if not nonblank:
+        return text
+    # 1. shapes of the first few units of every line
+    first = Counter()
+    for raw in nonblank:
+        pos, seen = 0, set()
+        for _ in range(4):
+            q = QUOTE.match(raw, pos)
+            if q:
+                seen.add("quote")
+                pos = q.end()
+                continue
+            u = _unit(raw, pos)
+            if u is None:
+                break
+            seen.add(_shape(u[0], u[1]))
+            pos = u[2]
+        first.update(seen)
+    need = max(2, (len(nonblank) + 1) // 2)
+    wrappers = {s for s, n in first.items() if n >= need}
+    notes = Notes()
+    used: Counter = Counter()
+    has_entities = ENTITY.search(text) is not None
+    out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
+    for no, raw in numbered:
+        line = raw.rstrip("\r")
+        if has_entities and "&" in line:
+            dec = html.unescape(line)
+            if dec != line:
+                notes.entities += 1
+                line = dec
+        peeled = _peel(line, wrappers, used) if wrappers else line
+        if GAP_LINE.match(peeled):
+            peeled = "[...]"
+        m = CUT_KERNEL.match(peeled)
+        if m:
+            peeled = m.group("head") + "kernel: " + peeled[m.end():]
+            notes.restored += 1
+        m = CUT_DEVICE.match(peeled)
+        if m and not re.match(r"\s*(?:amdgpu|drmn\d|kfd)", peeled[m.end():]):
+            rest = peeled[m.end():]
+            peeled = m.group("stamp") + ("amdgpu: " if not rest.startswith(" ") else "amdgpu:") + rest
+            notes.restored += 1
+        out.append((no, peeled, False))
+    notes.wrappers = [f"`{s}` on {n} line(s)" for s, n in sorted(used.items(), key=lambda kv: -kv[1])]
+    # 2. a code block's indentation: the whitespace every non-blank line starts with
+    ind = _common_indent([t for _, t, _ in out if t.strip()])
+    if ind:
+        notes.indent = ind
+        out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"), h) for no, t, h in out]
+    # 3. hard wraps
+    out = _join_wraps(out, numbered, wrappers, notes)
+    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
+            all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
+        return text
+    return _excerpt(out, notes, getattr(text, "total_lines", len(numbered)))
+
+
+def _common_indent(lines: list[str]) -> str:
+    if len(lines) < 2:
+        return ""
+    ind = None
+    for t in lines:
+        lead = t[:len(t) - len(t.lstrip(" \t"))]
+        if not lead:
+            return ""
+        if ind is None or not lead.startswith(ind):
+            k = 0
+            ref = ind if ind is not None else lead
+            while k < min(len(ref), len(lead)) and ref[k] == lead[k]:
+                k += 1
+            ind = ref[:k]
+            if not ind:
+                return ""
+    return ind or ""
+
+
+HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
+
+
+def _join_wraps(out, numbered, wrappers, notes):
+    """Join a line's continuation that a terminal or a mail client cut onto the next line. A wrap
+    shows as a width: several lines end within a few columns of the longest one. In a file whose
+    lines open with a head (a wrapper, a stamp), a line without one after a line cut at that width
+    continues it; in a file without heads only a cut exactly at the width (a terminal's) is read so."""
+    lengths = [len(raw.rstrip("\r")) for _, raw in numbered]
+    if not lengths:
+        return out
+    width = max(lengths)
+    if width < 60 or width > 250:
+        return out
+    near = sum(1 for n in lengths if width - 12 <= n <= width)
+    exact = sum(1 for n in lengths if n == width)
+    if near < 3:
+        return out
+    headed = sum(1 for _, t, _ in out if t.strip() and HEAD.match(t))
+    nonblank = sum(1 for _, t, _ in out if t.strip())
+    heads = headed * 2 >= nonblank
+    res: list[list] = []
+    for (no, t, h), (_, raw) in zip(out, numbered):
+        if res and t.strip() and not HEAD.match(t):
+            prev_len = res[-1][3]
+            if heads and prev_len >= width - 12 or (exact >= 2 and prev_len == width):
+                sep = "" if prev_len == width and exact >= 2 and not res[-1][1].endswith(" ") else " "
+                res[-1][1] = res[-1][1] + sep + t
+                res[-1][3] = len(raw.rstrip("\r"))
+                notes.joined += 1
+                continue
+        res.append([no, t, h, len(raw.rstrip("\r"))])
+    return [(no, t, h) for no, t, h, _ in res]
+
+
+def _excerpt(out, notes: Notes, total: int) -> Normalized:
+    stretches: list[tuple[int, int]] = []
+    prev = None
+    for i, (no, _, _) in enumerate(out):
+        if prev is None or no != prev + 1:
+            stretches.append((i, no))
+        prev = no
+    n = Normalized("\n".join(t for _, t, _ in out))
+    n.stretches = stretches or [(0, 1)]
+    n.total_lines = total
+    n.notes = notes
+    return n

@@ -1,0 +1,88 @@
+"""The metamorphic harness: every corpus file, re-pasted the ways people paste, gives the facts
+(kind, address, code, client, pid, kernel) and the verdict of the file as it is.
+
+The matrix (transform x source folder: held/broke) is printed; every cell must hold. Transforms
+are tests/paste_transforms.py; which apply to a file is decided by a fixed rule (a hash of the
+names), so the run is the same every time and a couple of minutes at most.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+
+import pytest
+
+from faultkit.bundle import InputFile, Inputs
+from faultkit.export.report import to_json
+from faultkit.triage import build
+
+from .conftest import CORPUS, corpus_bytes
+from .paste_transforms import COMBOS, SIMPLE, TRANSFORMS
+
+FOLDERS = ("dmesg", "runtime", "gdb", "cuda")
+SKIP_SUFFIX = (".csv", ".xz", ".cu", ".py", ".sh")
+
+
+def corpus_texts() -> list[tuple[str, str, str]]:
+    out = []
+    for folder in FOLDERS:
+        d = CORPUS / folder
+        if not d.is_dir():
+            continue
+        for p in sorted(d.rglob("*")):
+            if p.is_file() and p.suffix not in SKIP_SUFFIX and not p.name.endswith(".source.txt"):
+                out.append((folder, str(p.relative_to(CORPUS)), corpus_bytes(p).decode("utf-8", "replace")))
+    return out
+
+
+def facts(text: str, name: str) -> tuple:
+    doc = to_json(build(Inputs(files=[InputFile(name, text.encode())])))
+    faults = sorted((
+        (f["source"], f["kind"], f["address"], f["code"], (f.get("detail") or {}).get("client_name"), f["pid"],
+         (f.get("detail") or {}).get("kernel"))
+        for f in doc["faults"]), key=repr)
+    v = doc["verdict"]
+    return tuple(faults), (v["level"], v.get("kernel"))
+
+
+def applies(name: str, transform: str, simple: bool) -> bool:
+    """Every simple transform on every file; each combination on a third of them, fixed by hash."""
+    return simple or zlib.crc32(f"{name}|{transform}".encode()) % 3 == 0
+
+
+def test_every_paste_keeps_facts_and_verdict(corpus, capsys):
+    files = corpus_texts()
+    assert files, "no corpus text files"
+    held: dict = defaultdict(lambda: [0, 0])
+    broke: list[str] = []
+    for folder, name, text in files:
+        base = facts(text, name)
+        for t, f in TRANSFORMS.items():
+            if not applies(name, t, t in SIMPLE):
+                continue
+            got = facts(f(text), name)
+            cell = held[(t, folder)]
+            cell[1] += 1
+            if got == base:
+                cell[0] += 1
+            else:
+                broke.append(f"{t} {name}: {base} -> {got}")
+    with capsys.disabled():
+        print("\n" + matrix(held))
+    assert not broke, f"{len(broke)} pastes changed facts or verdict:\n" + "\n".join(broke[:40])
+
+
+def matrix(held: dict) -> str:
+    cols = [f for f in FOLDERS if any(k[1] == f for k in held)]
+    rows = [f"{'transform':24}" + "".join(f"{c:>14}" for c in cols)]
+    for t in TRANSFORMS:
+        cells = []
+        for c in cols:
+            ok, n = held.get((t, c), (0, 0))
+            cells.append(f"{ok}/{n}" + ("" if ok == n else " BROKE"))
+        rows.append(f"{t:24}" + "".join(f"{x:>14}" for x in cells))
+    ok = sum(v[0] for v in held.values())
+    n = sum(v[1] for v in held.values())
+    rows.append(f"held {ok}/{n} ({100 * ok / max(n, 1):.1f}%)")
+    return "\n".join(rows)
