@@ -31,7 +31,7 @@ from .ingest.detect import detect_kinds
 from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
 from .ingest.stacks import parse_samples
 from .ingest.kernel_log import parse_kernel_log
-from .ingest.normalize import normalize
+from .ingest.normalize import for_runtime, normalize
 from .ingest.runtime_log import parse_runtime_log
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
@@ -222,7 +222,7 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.kernel.extend(kl)
             inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
         if "runtime-log" in kinds or "debugger" in kinds:
-            inc.runtime.extend(parse_runtime_log(text, f.name))
+            inc.runtime.extend(parse_runtime_log(for_runtime(text), f.name))
         if "Watchdog caught collective" in text:
             inc.collectives += watchdog_collectives(text, f.name)
         if "debugger" in kinds:

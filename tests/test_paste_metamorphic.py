@@ -46,6 +46,13 @@ def facts(text: str, name: str) -> tuple:
     return tuple(faults), (v["level"], v.get("kernel"))
 
 
+def without_runtime_pid(fs: tuple) -> tuple:
+    """A launcher's tag names the process that printed the line (`pid=4242`): a fact the paste
+    adds to runtime records, not one it may change elsewhere."""
+    faults, verdict = fs
+    return tuple(sorted(((f[:5] + (None,) + f[6:]) if f[0] == "runtime" else f for f in faults), key=repr)), verdict
+
+
 def applies(name: str, transform: str, simple: bool) -> bool:
     """Every simple transform on every file; each combination on a third of them, fixed by hash."""
     return simple or zlib.crc32(f"{name}|{transform}".encode()) % 3 == 0
@@ -61,10 +68,12 @@ def test_every_paste_keeps_facts_and_verdict(corpus, capsys):
         for t, f in TRANSFORMS.items():
             if not applies(name, t, t in SIMPLE):
                 continue
-            got = facts(f(text), name)
+            got, want = facts(f(text), name), base
+            if "launcher" in t:
+                got, want = without_runtime_pid(got), without_runtime_pid(base)
             cell = held[(t, folder)]
             cell[1] += 1
-            if got == base:
+            if got == want:
                 cell[0] += 1
             else:
                 broke.append(f"{t} {name}: {base} -> {got}")

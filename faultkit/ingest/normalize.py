@@ -25,13 +25,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
+from .detect import KERNEL_MARKERS
+from .kernel_log import TS_H_ABS, TS_H_REL, TS_HMS, TS_ISO, TS_JOURNAL, TS_MONO, TS_T
+from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
 QUOTE = re.compile(r"(?:>[ \t]?)+")
 UNIT = re.compile(
     r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
     r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)[ \t]*:?[ \t]?)"        # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
-    r"|(?P<brack>\[(?=[^\]\n]*\d)(?=[^\]\n]*[^\W\d_])[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
+    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
     r"|(?P<num>\d{1,4}:[ \t](?=\S))"                                    # ctest `9: `
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
     r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
@@ -88,6 +91,12 @@ class Notes:
 
 class Normalized(prefilter.Excerpt):
     notes: Notes
+    runtime_text: "Normalized"      # the same lines with the runtime parser's own innermost heads kept
+
+
+def for_runtime(text: str) -> str:
+    """What the runtime log parser reads: its own worker tags and stamps kept on the lines."""
+    return getattr(text, "runtime_text", text)
 
 
 def _lines_with_numbers(text: str):
@@ -103,22 +112,33 @@ def _lines_with_numbers(text: str):
 
 
 def _native(kind: str, unit: str) -> bool:
-    """The innermost unit a parser reads itself (runtime_log's worker tag and stamps, the kernel
-    log's stamps): kept, so the pid and the time it gives stay with the line."""
+    """The innermost unit the runtime log parser reads itself (its worker tag, its stamps): kept,
+    so the pid and the time it gives stay with the line."""
     if kind == "paren":
-        return "pid=" in unit
-    return kind in ("iso", "wall")
+        return WORKER_TAG.fullmatch(unit) is not None
+    if kind in ("iso", "wall"):
+        m = ISO_PREFIX.match(unit) or BRACKET_TS_PREFIX.match(unit)
+        return m is not None and m.end() == len(unit)
+    return False
 
 
-def _peel(line: str, wrappers: set[str], used: Counter) -> str:
-    """Take the file's wrapper units off one line, from the outside in."""
-    pos = 0
+def _kernel_line(rest: str) -> bool:
+    """The kernel log's own line (its stamp, its device prefix): what a wrapper before it wraps."""
+    return KERNEL_MARKERS.match(rest) is not None
+
+
+def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
+    """Take the file's wrapper units off one line, from the outside in; and the line from its
+    innermost unit on where the runtime log parser reads that unit itself (else None)."""
+    pos, native = 0, None
     for _ in range(6):
         q = QUOTE.match(line, pos)
         if q and "quote" in wrappers:
             used["quote"] += 1
             pos = q.end()
             continue
+        if _kernel_line(line[pos:] if pos else line):
+            break          # the kernel log's own line, its stamp included: nothing more is a wrapper
         u = _unit(line, pos)
         if u is None:
             break
@@ -127,25 +147,39 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> str:
         if shape not in wrappers:
             break
         after = _unit(line, end)
-        inner_head = after is not None or KERNEL_STAMP.match(line, end) or QUOTE.match(line, end)
+        inner_head = after is not None or QUOTE.match(line, end) or _kernel_line(line[end:])
         if not inner_head and _native(kind, unit):
-            break
+            native = pos
         used[shape] += 1
         pos = end
-    return line[pos:] if pos else line
+    return (line[pos:] if pos else line), (line[native:] if native is not None else None)
 
 
-# the kernel log's stamps (kernel_log's TS_* layer): a wrapper followed by one of them is outer
-KERNEL_STAMP = re.compile(r"\[\s*\+?\d+[.,]\d+\]|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.-]+(?:\[\d+\])?: ")
 # a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows
+KERNEL_STAMPS = (TS_MONO, TS_T, TS_H_ABS, TS_H_REL, TS_JOURNAL, TS_ISO, TS_HMS)
 CUT_DEVICE = re.compile(
-    r"^(?P<stamp>\[\s*\d+\.\d+\][ \t]?|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ kernel: |"
-    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel: )"
     r"(?=\[(?:gfxhub|mmhub)\w*\] (?:\w+ )*page fault|\s*(?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS|"
     r"\s+(?:in page starting at address|Faulty UTCL2 client ID|MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW):|"
     r"\s+(?:in page starting at address) |\s*(?:Process|for process) \S.* pid \d+ thread |ring \S+ timeout, )")
 # a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
 CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
+
+
+def _restore_device(line: str) -> str:
+    """`amdgpu: ` put back where a kernel log line's device prefix was cut and its rest is a
+    record the kernel log parser knows (a fault header, its address or status line, a task line)."""
+    pos = 0
+    for ts in KERNEL_STAMPS:
+        m = ts.match(line)
+        if m:
+            pos = m.end()
+            break
+    if not CUT_DEVICE.match(line, pos):
+        return line
+    if pos == 0 and not line.startswith("["):
+        return line        # no stamp: only a fault header is sure enough to be the kernel's
+    rest = line[pos:]
+    return line[:pos] + ("amdgpu:" if rest.startswith(" ") else "amdgpu: ") + rest
 
 
 def normalize(text: str) -> str:
@@ -186,31 +220,35 @@ def normalize(text: str) -> str:
             if dec != line:
                 notes.entities += 1
                 line = dec
-        peeled = _peel(line, wrappers, used) if wrappers else line
+        peeled, own = _peel(line, wrappers, used) if wrappers else (line, None)
         if GAP_LINE.match(peeled):
             peeled = "[...]"
         m = CUT_KERNEL.match(peeled)
         if m:
             peeled = m.group("head") + "kernel: " + peeled[m.end():]
             notes.restored += 1
-        m = CUT_DEVICE.match(peeled)
-        if m and not re.match(r"\s*(?:amdgpu|drmn\d|kfd)", peeled[m.end():]):
-            rest = peeled[m.end():]
-            peeled = m.group("stamp") + ("amdgpu: " if not rest.startswith(" ") else "amdgpu:") + rest
+        restored = _restore_device(peeled)
+        if restored is not peeled:
+            peeled = restored
             notes.restored += 1
-        out.append((no, peeled, False))
+        out.append((no, peeled, own if own is not None else peeled))
     notes.wrappers = [f"`{s}` on {n} line(s)" for s, n in sorted(used.items(), key=lambda kv: -kv[1])]
     # 2. a code block's indentation: the whitespace every non-blank line starts with
     ind = _common_indent([t for _, t, _ in out if t.strip()])
     if ind:
         notes.indent = ind
-        out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"), h) for no, t, h in out]
+        out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
+                r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
     # 3. hard wraps
     out = _join_wraps(out, numbered, wrappers, notes)
     if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
             all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
         return text
-    return _excerpt(out, notes, getattr(text, "total_lines", len(numbered)))
+    total = getattr(text, "total_lines", len(numbered))
+    n = _excerpt([(no, t) for no, t, _ in out], notes, total)
+    n.runtime_text = _excerpt([(no, r) for no, _, r in out], notes, total) \
+        if any(t is not r and t != r for _, t, r in out) else n
+    return n
 
 
 def _common_indent(lines: list[str]) -> str:
@@ -260,6 +298,7 @@ def _join_wraps(out, numbered, wrappers, notes):
             if heads and prev_len >= width - 12 or (exact >= 2 and prev_len == width):
                 sep = "" if prev_len == width and exact >= 2 and not res[-1][1].endswith(" ") else " "
                 res[-1][1] = res[-1][1] + sep + t
+                res[-1][2] = res[-1][2] + sep + h
                 res[-1][3] = len(raw.rstrip("\r"))
                 notes.joined += 1
                 continue
@@ -270,11 +309,11 @@ def _join_wraps(out, numbered, wrappers, notes):
 def _excerpt(out, notes: Notes, total: int) -> Normalized:
     stretches: list[tuple[int, int]] = []
     prev = None
-    for i, (no, _, _) in enumerate(out):
+    for i, (no, _) in enumerate(out):
         if prev is None or no != prev + 1:
             stretches.append((i, no))
         prev = no
-    n = Normalized("\n".join(t for _, t, _ in out))
+    n = Normalized("\n".join(t for _, t in out))
     n.stretches = stretches or [(0, 1)]
     n.total_lines = total
     n.notes = notes
