@@ -25,8 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
-from .detect import KERNEL_MARKERS
-from .kernel_log import TS_H_ABS, TS_H_REL, TS_HMS, TS_ISO, TS_JOURNAL, TS_MONO, TS_T
+from .kernel_log import DEV_PREFIX, TS_H_ABS, TS_H_REL, TS_HMS, TS_ISO, TS_JOURNAL, TS_MONO, TS_T
 from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
@@ -124,7 +123,7 @@ def _native(kind: str, unit: str) -> bool:
 
 def _kernel_line(rest: str) -> bool:
     """The kernel log's own line (its stamp, its device prefix): what a wrapper before it wraps."""
-    return KERNEL_MARKERS.match(rest) is not None
+    return any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None
 
 
 def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
@@ -191,6 +190,9 @@ def normalize(text: str) -> str:
     nonblank = [raw for _, raw in numbered if raw.strip()]
     if not nonblank:
         return text
+    outer = _common_indent(nonblank)       # a code block around the whole paste
+    if outer:
+        nonblank = [raw[len(outer):] for raw in nonblank]
     # 1. shapes of the first few units of every line
     first = Counter()
     for raw in nonblank:
@@ -215,6 +217,8 @@ def normalize(text: str) -> str:
     out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
     for no, raw in numbered:
         line = raw.rstrip("\r")
+        if outer:
+            line = line[len(outer):] if line.startswith(outer) else line.lstrip(" \t")
         if has_entities and "&" in line:
             dec = html.unescape(line)
             if dec != line:
@@ -235,8 +239,8 @@ def normalize(text: str) -> str:
     notes.wrappers = [f"`{s}` on {n} line(s)" for s, n in sorted(used.items(), key=lambda kv: -kv[1])]
     # 2. a code block's indentation: the whitespace every non-blank line starts with
     ind = _common_indent([t for _, t, _ in out if t.strip()])
+    notes.indent = outer + ind
     if ind:
-        notes.indent = ind
         out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
                 r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
     # 3. hard wraps
