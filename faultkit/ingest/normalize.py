@@ -115,10 +115,13 @@ def _native(kind: str, unit: str) -> bool:
     so the pid and the time it gives stay with the line."""
     if kind == "paren":
         return WORKER_TAG.fullmatch(unit) is not None
-    if kind in ("iso", "wall"):
+    if kind == "num":
+        return True            # ctest's index: the runtime parser tags the line's process with it
+    # a stamp: the runtime parser dates a line by the ones it knows and reads past the others
+    if kind == "iso":      # a collector's suffix (containerd's `stderr F`) is not the runtime's own
         m = ISO_PREFIX.match(unit) or BRACKET_TS_PREFIX.match(unit)
         return m is not None and m.end() == len(unit)
-    return False
+    return kind == "wall" or kind == "brack" and re.search(r"\d\d:\d\d", unit) is not None
 
 
 def _kernel_line(rest: str) -> bool:
@@ -277,37 +280,101 @@ def _common_indent(lines: list[str]) -> str:
 HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
 
 
+def _stamped(t: str, raw: str) -> bool:
+    """A line that opens with a stamp or a device prefix, or had a wrapper taken off."""
+    return _kernel_line(t) or bool(STAMP_HEAD.match(t)) or t != raw.rstrip("\r").lstrip(" \t")
+
+
+STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
+
+
 def _join_wraps(out, numbered, wrappers, notes):
-    """Join a line's continuation that a terminal or a mail client cut onto the next line. A wrap
-    shows as a width: several lines end within a few columns of the longest one. In a file whose
-    lines open with a head (a wrapper, a stamp), a line without one after a line cut at that width
-    continues it; in a file without heads only a cut exactly at the width (a terminal's) is read so."""
+    """Join a line's continuation that a terminal or a mail client cut onto the next line.
+    A wrap shows as a width: the line cut ends at (a terminal's) or near (a mail client's, at a
+    space) the longest line's length. In a file whose lines open with a stamp, a line without one
+    after such a line continues it. Anywhere, a line continues the one before where a record a
+    parser reads (one of its anchored patterns) runs on across the break: the pattern's match on
+    the two joined crosses the junction and it does not match the first alone, or it was cut
+    mid-word at the width."""
     lengths = [len(raw.rstrip("\r")) for _, raw in numbered]
     if not lengths:
         return out
     width = max(lengths)
-    if width < 60 or width > 250:
+    if width < 60:
         return out
-    near = sum(1 for n in lengths if width - 12 <= n <= width)
-    exact = sum(1 for n in lengths if n == width)
-    if near < 3:
-        return out
-    headed = sum(1 for _, t, _ in out if t.strip() and HEAD.match(t))
+    stamped = [bool(t.strip()) and _stamped(t, raw) for (_, t, _), (_, raw) in zip(out, numbered)]
     nonblank = sum(1 for _, t, _ in out if t.strip())
-    heads = headed * 2 >= nonblank
+    heads = sum(stamped) * 2 >= nonblank and sum(1 for n in lengths if n >= width - 12) >= 3
     res: list[list] = []
-    for (no, t, h), (_, raw) in zip(out, numbered):
-        if res and t.strip() and not HEAD.match(t):
-            prev_len = res[-1][3]
-            if heads and prev_len >= width - 12 or (exact >= 2 and prev_len == width):
-                sep = "" if prev_len == width and exact >= 2 and not res[-1][1].endswith(" ") else " "
-                res[-1][1] = res[-1][1] + sep + t
+    for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
+        if res and t.strip() and not stamped[k] and not _kernel_line(t):
+            prev_len, prev = res[-1][3], res[-1][1]
+            sep = None
+            if prev_len >= width - 12:
+                at_width = prev_len == width
+                if heads and not HEAD.match(t):
+                    sep = "" if at_width and not prev.endswith(" ") else " "
+                else:
+                    for cand in (("", " ") if at_width else (" ",)):
+                        if _continues(prev, t, cand, at_width):
+                            sep = cand
+                            break
+            if sep is not None:
+                res[-1][1] = prev + sep + t
                 res[-1][2] = res[-1][2] + sep + h
                 res[-1][3] = len(raw.rstrip("\r"))
                 notes.joined += 1
                 continue
         res.append([no, t, h, len(raw.rstrip("\r"))])
     return [(no, t, h) for no, t, h, _ in res]
+
+
+def _message(line: str) -> str:
+    """A kernel log line's message: its stamp and device prefix off (the kernel parser's
+    patterns are anchored there)."""
+    for ts in KERNEL_STAMPS:
+        m = ts.match(line)
+        if m:
+            line = line[m.end():]
+            break
+    m = DEV_PREFIX.match(line)
+    return line[m.end():] if m else line
+
+
+def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
+    """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps)."""
+    if _record(nxt):
+        return False
+    for first in {prev, _message(prev)}:
+        joined = first + sep + nxt
+        junction = len(first)
+        for g in prefilter.GUARDS:
+            if g.pattern is None or not any(a in first for a in g.anchors):
+                continue
+            m = g.pattern.search(joined)
+            if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
+                continue
+            alone = g.pattern.search(first)
+            if alone is None:
+                return True
+            if sep == "" and at_width and _token_cut(alone, m, junction, joined):
+                return True
+    return False
+
+
+def _token_cut(alone: re.Match, joined_m: re.Match, junction: int, joined: str) -> bool:
+    """A terminal cut a value mid-token: a group of the record ends at the cut on the first line
+    alone and runs on, without a space, into the next (an address `0x7f00000` + `1000`)."""
+    for i in range(1, (alone.re.groups or 0) + 1):
+        if alone.end(i) == junction and joined_m.start(i) == alone.start(i) and joined_m.end(i) > junction \
+                and not any(c.isspace() for c in joined[junction:joined_m.end(i)]):
+            return True
+    return False
+
+
+def _record(line: str) -> bool:
+    """A line a parser reads as a record of its own (one of their anchors is on it)."""
+    return any(prefilter.may_matter(r).search(line) for r in (prefilter.RUNTIME, prefilter.KERNEL, prefilter.DEBUGGER))
 
 
 def _excerpt(out, notes: Notes, total: int) -> Normalized:
