@@ -302,21 +302,28 @@ def _join_wraps(out, numbered, wrappers, notes):
     width = max(lengths)
     if width < 60:
         return out
+    exact = sum(1 for n in lengths if n == width)
+    near = sum(1 for n in lengths if width - 12 <= n < width)
+    # a terminal cuts at the width itself; a mail client short of it, where the next word would not fit
+    terminal = exact >= 2 and exact * 2 >= near
     stamped = [bool(t.strip()) and _stamped(t, raw) for (_, t, _), (_, raw) in zip(out, numbered)]
     nonblank = sum(1 for _, t, _ in out if t.strip())
-    heads = sum(stamped) * 2 >= nonblank and sum(1 for n in lengths if n >= width - 12) >= 3
+    heads = sum(stamped) * 2 >= nonblank
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
         if res and t.strip() and not stamped[k] and not _kernel_line(t):
             prev_len, prev = res[-1][3], res[-1][1]
+            cut = terminal and prev_len == width
+            word = not cut and not t[0].isspace() and prev_len >= width // 3 and \
+                prev_len + 1 + len(t.split(None, 1)[0]) > width
             sep = None
-            if prev_len >= width - 12:
-                at_width = prev_len == width
-                if heads and not HEAD.match(t):
-                    sep = "" if at_width and not prev.endswith(" ") else " "
+            if cut or word:
+                want = "" if cut else " "
+                if heads:
+                    sep = want
                 else:
-                    for cand in (("", " ") if at_width else (" ",)):
-                        if _continues(prev, t, cand, at_width):
+                    for cand in ((want, " ") if cut else (want,)):
+                        if _continues(prev, t, cand, cut):
                             sep = cand
                             break
             if sep is not None:
