@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from . import prefilter
 from .kernel_log import DEV_PREFIX, TS_H_ABS, TS_H_REL, TS_HMS, TS_ISO, TS_JOURNAL, TS_MONO, TS_T
-from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, WORKER_TAG
+from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
 QUOTE = re.compile(r"(?:>[ \t]?)+")
@@ -349,24 +349,30 @@ def _message(line: str) -> str:
 
 
 def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
-    """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps)."""
-    if _record(nxt):
-        return False
+    """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps): one of
+    the parsers' anchored patterns, matched on the two joined, crosses the junction and reads more
+    of the record (more of its fields) than on either line alone."""
+    if sep == " " and ROCCLR_PREFIX.fullmatch(prev.strip() + " "):
+        return True        # a producer's line prefix with its message on the next line
     for first in {prev, _message(prev)}:
         joined = first + sep + nxt
         junction = len(first)
         for g in prefilter.GUARDS:
-            if g.pattern is None or not any(a in first for a in g.anchors):
+            if g.pattern is None or not any(a in first or a in nxt for a in g.anchors):
                 continue
             m = g.pattern.search(joined)
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
                 continue
-            alone = g.pattern.search(first)
-            if alone is None:
+            alone, after = g.pattern.search(first), g.pattern.search(nxt)
+            if _fields(m) > max(_fields(alone), _fields(after)) or alone is None and after is None:
                 return True
-            if sep == "" and at_width and _token_cut(alone, m, junction, joined):
+            if alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
                 return True
     return False
+
+
+def _fields(m: re.Match | None) -> int:
+    return -1 if m is None else sum(1 for g in m.groups() if g is not None)
 
 
 def _token_cut(alone: re.Match, joined_m: re.Match, junction: int, joined: str) -> bool:
