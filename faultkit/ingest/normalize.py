@@ -25,7 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
-from .kernel_log import DEV_PREFIX, TS_H_ABS, TS_H_REL, TS_HMS, TS_ISO, TS_JOURNAL, TS_MONO, TS_T
+from .detect import KERNEL_MARKERS
+from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
+                         TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
 from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
@@ -126,7 +128,10 @@ def _native(kind: str, unit: str) -> bool:
 
 def _kernel_line(rest: str) -> bool:
     """The kernel log's own line (its stamp, its device prefix): what a wrapper before it wraps."""
-    return any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None
+    # both the detector's marker and the parser's own stamp or prefix: each alone is loose (the
+    # marker takes `<4>Oct` for a month, the -T stamp `[1,3]<stderr>:[Tue` for a date)
+    return KERNEL_MARKERS.match(rest) is not None and (
+        any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None)
 
 
 def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
@@ -159,28 +164,37 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None
 
 # a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows
 KERNEL_STAMPS = (TS_MONO, TS_T, TS_H_ABS, TS_H_REL, TS_JOURNAL, TS_ISO, TS_HMS)
-CUT_DEVICE = re.compile(
-    r"(?=\[(?:gfxhub|mmhub)\w*\] (?:\w+ )*page fault|\s*(?:GC|MM)?VM_L2_PROTECTION_FAULT_STATUS|"
-    r"\s+(?:in page starting at address|Faulty UTCL2 client ID|MORE_FAULTS|WALKER_ERROR|PERMISSION_FAULTS|MAPPING_ERROR|RW):|"
-    r"\s+(?:in page starting at address) |\s*(?:Process|for process) \S.* pid \d+ thread |ring \S+ timeout, )")
+# the kernel log parser's own records (one owner: its patterns): a fault header opens a block,
+# the other lines continue one
+HEADERS = (HDR, V8_HDR, V8_DEC)
+BLOCK_LINES = (ADDR, STATUS, CID, FIELD, TASK, V8_REG, COOKIE)
+
+
 # a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
 CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
 
 
-def _restore_device(line: str) -> str:
+def _kernel_stamp(rest: str) -> bool:
+    """Opens with one of the kernel log's stamps or its device prefix (loosely: a join guard)."""
+    return any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None
+
+
+def _restore_device(line: str, after_header: bool = False) -> str:
     """`amdgpu: ` put back where a kernel log line's device prefix was cut and its rest is a
-    record the kernel log parser knows (a fault header, its address or status line, a task line)."""
+    record the kernel log parser knows (a fault header, its address or status line, a task line).
+    Without a stamp, only a fault header, or a record line after a restored header, is sure enough."""
     pos = 0
     for ts in KERNEL_STAMPS:
         m = ts.match(line)
         if m:
             pos = m.end()
             break
-    if not CUT_DEVICE.match(line, pos):
-        return line
-    if pos == 0 and not line.startswith("["):
-        return line        # no stamp: only a fault header is sure enough to be the kernel's
     rest = line[pos:]
+    if DEV_PREFIX.match(rest):
+        return line
+    header = any(p.match(rest) for p in HEADERS)
+    if not header and not (any(p.match(rest) for p in BLOCK_LINES) and (pos or after_header)):
+        return line
     return line[:pos] + ("amdgpu:" if rest.startswith(" ") else "amdgpu: ") + rest
 
 
@@ -217,6 +231,7 @@ def normalize(text: str) -> str:
     notes = Notes()
     used: Counter = Counter()
     has_entities = ENTITY.search(text) is not None
+    header_restored = False
     out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
     for no, raw in numbered:
         line = raw.rstrip("\r")
@@ -234,7 +249,11 @@ def normalize(text: str) -> str:
         if m:
             peeled = m.group("head") + "kernel: " + peeled[m.end():]
             notes.restored += 1
-        restored = _restore_device(peeled)
+        restored = _restore_device(peeled, header_restored)
+        if restored is not peeled and any(p.match(_message(restored)) for p in HEADERS):
+            header_restored = True
+        elif not peeled.strip() or peeled.startswith("["):
+            header_restored = header_restored and bool(peeled.strip())
         if restored is not peeled:
             peeled = restored
             notes.restored += 1
@@ -282,7 +301,7 @@ HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \
 
 def _stamped(t: str, raw: str) -> bool:
     """A line that opens with a stamp or a device prefix, or had a wrapper taken off."""
-    return _kernel_line(t) or bool(STAMP_HEAD.match(t)) or t != raw.rstrip("\r").lstrip(" \t")
+    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or t != raw.rstrip("\r").lstrip(" \t")
 
 
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
@@ -311,7 +330,7 @@ def _join_wraps(out, numbered, wrappers, notes):
     heads = sum(stamped) * 2 >= nonblank
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
-        if res and t.strip() and not stamped[k] and not _kernel_line(t):
+        if res and t.strip() and not stamped[k]:
             prev_len, prev = res[-1][3], res[-1][1]
             cut = terminal and prev_len == width
             word = not cut and not t[0].isspace() and prev_len >= width // 3 and \
