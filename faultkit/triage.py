@@ -29,7 +29,7 @@ from .ingest.debugger import parse_debugger
 from .ingest.agent_files import parse_agent
 from .ingest.detect import detect_kinds
 from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
-from .ingest.stacks import parse_samples
+from .ingest.stacks import as_samples, parse_samples, stacks_in_text
 from .ingest.kernel_log import parse_kernel_log
 from .ingest.normalize import for_runtime, normalize
 from .ingest.runtime_log import parse_runtime_log
@@ -62,7 +62,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inputs.captured:
         inc.log_clock = LogClock(inputs.stamps, (inputs.manifest or {}).get("start"))
     transcripts = _open_cores(inputs, inc, opts)
-    kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
+    pasted: list = []                 # host stack dumps found in the text inputs
+    kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc, pasted)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
     _hang(inputs, inc)
     for finding in inc.stops:
@@ -74,6 +75,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
     inc.faults, inc.other_faults = other_processes(inc.faults, captured)
     inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
+    _pasted_hang(inc, pasted)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
     # Every analysis's claims, in the order ties are broken: what a tool watched first.
@@ -139,6 +141,17 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
         inc.hang = analyse_hang(samples, interval, lags, inc.running)
 
 
+def _pasted_hang(inc: Incident, pasted: list) -> None:
+    """Stack dumps and watchdog lines pasted as inputs (no capture's samples): the hang section
+    from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
+    its samples in the order given."""
+    if inc.hang is not None or inc.faults or inc.stops:
+        return
+    lags = lagging_ranks(inc.collectives)
+    if pasted or lags:
+        inc.hang = analyse_hang(as_samples(pasted), None, lags, inc.running)
+
+
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:
     """Each GPU core is opened in its debugger once: a capture saved the transcript beside it; a
     core from elsewhere is opened now (the transcript stays in memory, the inputs untouched)."""
@@ -195,7 +208,7 @@ def _saved_transcripts(core_name: str, files: list[InputFile]) -> list[str]:
     return [f.name for f in files if Path(f.name).name.startswith(core_name + ".") and f.name.endswith(".txt")]
 
 
-def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list, dict]:
+def _parse_files(files: list[InputFile], inc: Incident, stacks: list) -> tuple[set[str], list, dict]:
     core_transcripts = {c.transcript for c in inc.cores if c.transcript}
     kinds_seen: set[str] = set()
     objects = []
@@ -225,6 +238,7 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.runtime.extend(parse_runtime_log(for_runtime(text), f.name))
         if "Watchdog caught collective" in text:
             inc.collectives += watchdog_collectives(text, f.name)
+        stacks += stacks_in_text(text, f.name)
         if "debugger" in kinds:
             dl = parse_debugger(text, f.name)
             logs[f.name] = dl
