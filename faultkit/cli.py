@@ -15,6 +15,7 @@ import click
 
 from . import __version__
 from .demangle import display_name
+from .judge.levels import CERTAIN, LIKELY, reaches
 from .terminal import clean
 
 
@@ -52,7 +53,7 @@ def main() -> None:
 @click.option("--debugger", metavar="PATH",
               help="the debugger that opens GPU core dumps among the inputs (default: cuda-gdb / rocgdb on PATH)")
 @click.option("--no-open-cores", is_flag=True, help="list GPU core dumps without running a debugger on them")
-@click.option("--fail-on", type=click.Choice(["certain", "likely", "any-fault"]),
+@click.option("--fail-on", type=click.Choice([CERTAIN, LIKELY, "any-fault"]),
               help="for CI: exit 4 when the verdict is at least this sure (any-fault: when any fault was found)")
 @verbose_option
 @quiet_option
@@ -102,7 +103,7 @@ def triage(inputs: tuple[str, ...], fmt: str, output: str | None, env_pairs: tup
     for m in incident.missing:
         why = next((p.message for p in incident.problems if p.file == m), "no such file, or not readable")
         click.echo(clean(f"error: {m}: {why}"), err=True)
-    if fail_on and (v.level == "certain" or (fail_on == "likely" and v.level == "likely")
+    if fail_on and (reaches(v.level, CERTAIN) or (fail_on == LIKELY and reaches(v.level, LIKELY))
                     or (fail_on == "any-fault" and incident.faults)):
         sys.exit(EXIT_FAIL_ON)
     if incident.missing:
@@ -402,9 +403,20 @@ def trials() -> None:
                                                 "the last match's first group (throughput, tokens served)")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
               help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
+@click.option("--on", "engine", type=click.Choice(["local", "slurm", "ray"]), default="local", show_default=True,
+              help="where the trials run: here one after another, as a Slurm job array, or as Ray tasks")
+@click.option("--gpus-per-trial", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="with --on slurm|ray: GPUs each trial is given (--gpus-per-task, num_gpus)")
+@click.option("--slurm-arg", "slurm_args", multiple=True, metavar="ARG",
+              help="with --on slurm: an sbatch option for every trial (--partition=gpu, --time=1:00:00)")
+@click.option("--ray-address", metavar="ADDR", help="with --on ray: the cluster to join (default: a local one)")
+@click.option("--engine-retries", type=click.IntRange(min=0), default=1, show_default=True,
+              help="with --on slurm|ray: reruns of a trial whose task the engine lost (node, worker, pre-emption)")
+@click.option("--no-wait", is_flag=True, help="with --on slurm: submit and return; `trials report` reports so far")
 @verbose_option
 @quiet_option
 def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+               engine="local", gpus_per_trial=0, slurm_args=(), ray_address=None, engine_retries=1, no_wait=False,
                verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
 
@@ -432,12 +444,22 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         if not sep or not sep2 or name not in arms:
             raise click.BadParameter(f"{spec!r}: expected ARM:K=V with a known arm", param_hint="--env")
         arms[name].env[k] = v
+    echo = (lambda m: None) if quiet else lambda m: click.echo(m, err=True)
+    warn = lambda m: click.echo(m, err=True)  # noqa: E731
+    if engine != "local" and no_wait and engine != "slurm":
+        raise click.UsageError("--no-wait is for --on slurm: a Ray task does not outlive its driver")
     try:
-        results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
-                             parse_regex(ready_pattern, "--ready-pattern"),
-                             echo=(lambda m: None) if quiet else lambda m: click.echo(m, err=True),
-                             metric=parse_regex(metric, "--metric"), warn=lambda m: click.echo(m, err=True),
-                             verbose=verbose)
+        if engine == "local":
+            results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
+                                 parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
+                                 metric=parse_regex(metric, "--metric"), warn=warn, verbose=verbose)
+        else:
+            from .trials.distributed import run_on
+            results = run_on(engine, Path(out), list(arms.values()), n, seed, client, port,
+                             parse_duration(trial_timeout), parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
+                             warn=warn, metric=parse_regex(metric, "--metric"), gpus_per_trial=gpus_per_trial,
+                             engine_args=list(slurm_args), retries=engine_retries, wait=not no_wait,
+                             ray_address=ray_address)
     except StartFailure as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_NOT_STARTED)
@@ -456,6 +478,37 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
     click.echo(f"{len(counted)} trials, {crashed} crashed" + (f", {failed} failed to start (not counted)" if failed
                                                                else "") + f"; report: faultkit trials report {out}",
                err=True)
+
+
+@trials.command("task", hidden=True)
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--index", type=click.IntRange(min=0), required=True)
+@click.option("--engine", type=click.Choice(["slurm"]), default="slurm")
+@verbose_option
+@quiet_option
+def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
+    """One trial of a plan, run by a cluster engine's task on its node (`trials run --on slurm`)."""
+    from .trials.placement import placement
+    from .trials.task import ARMS_VARIABLE, Experiment, TaskError, run_task
+    from .trials.runner import read_plan, PLAN
+    from .trials.records import RecordError
+    try:
+        plan = read_plan(Path(folder) / PLAN)
+        experiment = Experiment.from_json(os.environ.get(ARMS_VARIABLE, ""))
+        entry = next((e for e in plan.order if e.index == index), None)
+        if entry is None:
+            raise TaskError(f"trial index {index} is not in {folder}/{PLAN}")
+        where = placement(engine, job_id=os.environ.get("SLURM_ARRAY_JOB_ID"),
+                          task_id=os.environ.get("SLURM_ARRAY_TASK_ID"), slurm_job=os.environ.get("SLURM_JOB_ID"))
+        result = run_task(experiment.task(Path(folder), entry), plan, where)
+    except (TaskError, RecordError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_NOT_STARTED)
+    except KeyboardInterrupt:   # scancel, pre-emption, a time limit: SIGTERM to every process of the task
+        click.echo(f"trial {index}: ended by a signal from {engine}; no result kept (not counted)", err=True)
+        sys.exit(143)
+    if not quiet:
+        click.echo(f"trial {index}: {result.outcome} on {where['node']}")
 
 
 @trials.command("report")
@@ -509,6 +562,9 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             for r in results:
                 r.metric, r.metric_regex = metric_from(trial_dir(Path(folder), r), regex) if r.counted else None, regex
         summary = summarise(plan, results)
+        from .trials.distributed import engine_state, in_flight
+        summary["engine"] = engine_state(Path(folder)) or {"engine": "local"}
+        summary["in_flight"] = {str(i): s for i, s in sorted(in_flight(Path(folder)).items())}
     emit(RENDERERS[output_format(output, fmt, REPORT_SUFFIXES, "md")](summary), output, quiet)
 
 

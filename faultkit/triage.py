@@ -10,29 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analyze.debug_stop import examine, resolve_with, sanitizer_claims, sanitizer_fault, stop_claims, stop_fault
+from .analyze.debug_stop import resolve_with
 from .analyze.fault_time import LogClock, fault_time
 from .analyze.allocation_owner import black_box, fault_addresses
 from .analyze.faults import collect_faults, other_processes
 from .analyze.incident import KEY_EVENTS, Incident
-from .analyze.log_claims import driver_claims, log_claims
 from .analyze.next_steps import suggest
 from .analyze.collectives import lagging_ranks
-from .analyze.hang import analyse as analyse_hang, counted_running, hang_claims
-from .analyze.running import core_claims, running_claims, running_kernels
+from .analyze.hang import analyse as analyse_hang
+from .analyze.running import running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
 from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
-from .ingest.debugger import parse_debugger
 from .ingest.agent_files import parse_agent
-from .ingest.detect import detect_kinds
-from .ingest.flight_recorder import parse_flight_record, watchdog_collectives
-from .ingest.stacks import as_samples, parse_samples, stacks_in_text
-from .ingest.kernel_log import parse_kernel_log
-from .ingest.normalize import for_runtime, normalize
-from .ingest.runtime_log import parse_runtime_log
+from . import sources
+from .sources import Setting, TextInput, detect_kinds
+from .ingest.flight_recorder import parse_flight_record
+from .ingest.normalize import normalize
+from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .model import CoreRecord, Problem
@@ -62,8 +59,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inputs.captured:
         inc.log_clock = LogClock(inputs.stamps, (inputs.manifest or {}).get("start"))
     transcripts = _open_cores(inputs, inc, opts)
-    pasted: list = []                 # host stack dumps found in the text inputs
-    kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc, pasted)
+    kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
     _hang(inputs, inc)
     for finding in inc.stops:
@@ -74,20 +70,16 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.faults = collect_faults(inc.runtime, inc.kernel)
     captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
     inc.faults, inc.other_faults = other_processes(inc.faults, captured)
-    inc.faults += [stop_fault(s) for s in inc.stops] + [sanitizer_fault(r) for r in inc.debugger.sanitizer]
-    _pasted_hang(inc, pasted)
+    inc.faults += sources.faults(inc)
+    _pasted_hang(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
-    # Every analysis's claims, in the order ties are broken: what a tool watched first.
+    # Every source's claims (in the registry's order, the order ties are broken) go to the judge.
     manifest = inputs.manifest if inputs.captured else {}
     system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
     rocm = system.get("rocm_version") if isinstance(system.get("rocm_version"), str) else None
     ended_by = manifest.get("ended_by") if isinstance(manifest.get("ended_by"), str) else None
-    claims = (sanitizer_claims(inc.debugger) + stop_claims(inc.stops) + driver_claims(inc.runtime)
-              + log_claims(inc.runtime, rocm) + (inc.traces.claims() if inc.traces else [])
-              + running_claims(counted_running(inc.hang, inc.running), ended_by) + core_claims(inc.cores)
-              + hang_claims(inc.hang, bool(inc.faults)))
-    judged = judge(claims, inc.faults, ended_by)
+    judged = judge(sources.claims(inc, Setting(rocm, ended_by)), inc.faults, ended_by)
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
         inc.traces.rank()
@@ -141,15 +133,15 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
         inc.hang = analyse_hang(samples, interval, lags, inc.running)
 
 
-def _pasted_hang(inc: Incident, pasted: list) -> None:
+def _pasted_hang(inc: Incident) -> None:
     """Stack dumps and watchdog lines pasted as inputs (no capture's samples): the hang section
     from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
     its samples in the order given."""
     if inc.hang is not None or inc.faults or inc.stops:
         return
     lags = lagging_ranks(inc.collectives)
-    if pasted or lags:
-        inc.hang = analyse_hang(as_samples(pasted), None, lags, inc.running)
+    if inc.pasted_stacks or lags:
+        inc.hang = analyse_hang(as_samples(inc.pasted_stacks), None, lags, inc.running)
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:
@@ -208,7 +200,7 @@ def _saved_transcripts(core_name: str, files: list[InputFile]) -> list[str]:
     return [f.name for f in files if Path(f.name).name.startswith(core_name + ".") and f.name.endswith(".txt")]
 
 
-def _parse_files(files: list[InputFile], inc: Incident, stacks: list) -> tuple[set[str], list, dict]:
+def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list, dict]:
     core_transcripts = {c.transcript for c in inc.cores if c.transcript}
     kinds_seen: set[str] = set()
     objects = []
@@ -230,22 +222,9 @@ def _parse_files(files: list[InputFile], inc: Incident, stacks: list) -> tuple[s
         inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
         if getattr(text, "notes", None) is not None:
             inc.inputs[-1]["read_as_pasted"] = text.notes.sentences()
-        if "kernel-log" in kinds:
-            kl = parse_kernel_log(text, f.name)
-            inc.kernel.extend(kl)
-            inc.kernel.timestamp_style = inc.kernel.timestamp_style or kl.timestamp_style
-        if "runtime-log" in kinds or "debugger" in kinds:
-            inc.runtime.extend(parse_runtime_log(for_runtime(text), f.name))
-        if "Watchdog caught collective" in text:
-            inc.collectives += watchdog_collectives(text, f.name)
-        stacks += stacks_in_text(text, f.name)
-        if "debugger" in kinds:
-            dl = parse_debugger(text, f.name)
-            logs[f.name] = dl
-            inc.debugger.extend(dl)
-            # Stops are judged per transcript: each worker's debugger has its own tables. A
-            # transcript of a core (opened here or saved beside it by a capture) says so.
-            inc.stops.extend(examine(dl, f.name, from_core=f.name in core_transcripts))
+        records = sources.read(inc, TextInput(f.name, text, frozenset(kinds), f.name in core_transcripts))
+        if "debugger" in records:
+            logs[f.name] = records["debugger"]
     return kinds_seen, objects, logs
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = r"""
 import json, lzma, sys
 from pathlib import Path
-from faultkit.ingest.detect import detect_kinds
+from faultkit.sources import detect_kinds
 from faultkit.ingest.runtime_log import parse_runtime_log
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.ingest.debugger import parse_debugger

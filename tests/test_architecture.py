@@ -113,8 +113,9 @@ def test_triage_imports_nothing_of_capture():
     # Core detection and opening, fault lines, debugger tables: shared knowledge lives outside
     # capture/, so reading evidence never depends on the code that records it.
     for mod, deps in GRAPH.items():
-        if mod in ("faultkit.triage", "faultkit.bundle", "faultkit.core_debugger", "faultkit.fault_lines",
-                   "faultkit.debuggers") or mod.startswith(("faultkit.ingest", "faultkit.analyze", "faultkit.export")):
+        if mod in ("faultkit.triage", "faultkit.bundle", "faultkit.core_debugger", "faultkit.fault_lines", "faultkit.find_words",
+                   "faultkit.debuggers") or mod.startswith(("faultkit.ingest", "faultkit.analyze", "faultkit.export",
+                                                            "faultkit.sources")):
             bad = {d for d in deps if d.startswith("faultkit.capture")}
             assert not bad, f"{mod} imports {bad}"
     assert "faultkit.core_debugger" in GRAPH["faultkit.triage"]

@@ -599,7 +599,7 @@ def test_a_finding_keeps_the_mangled_name_beside_the_demangled_one():
     "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
     _c(MEMORY_CRITICAL, 1, 0x55bc2dc19da0, 0x7f0000001000).strip(), APERTURE + " code: 0x29"])
 def test_runtime_lines_beside_a_kernel_log_are_read(runtime_line):
-    from faultkit.ingest.detect import detect_kinds
+    from faultkit.sources import detect_kinds
     text = "[ 12.000001] NVRM: Xid (PCI:0000:3b:00): 43, pid=1, name=x, channel 0x0000000a\n" + runtime_line + "\n"
     assert detect_kinds(text) == {"kernel-log", "runtime-log"}
 

@@ -1,28 +1,28 @@
-"""What a fault line and a core-dump line are has one owner (faultkit/fault_lines.py): its block
-prefilter covers every pattern it guards, and its dump start/end lines agree with the runtime-log
-parser's events, line by line from the runtimes' documented messages."""
+"""What a fault line is has one owner, the sources' stop anchors (faultkit/sources/); the capture's
+block prefilter (faultkit/fault_lines.py) finds every one of them under both engines, every one is
+a fault to the parsers, and the dump start/end lines agree with the runtime-log parser's events,
+line by line from the runtimes' documented messages."""
 
 import pytest
 
 from faultkit import fault_lines
-from faultkit.fault_lines import DUMP_END, DUMP_START, FAULT_LINE, FAULT_PHRASES, FAULT_WORDS, Prefilter
+from faultkit.fault_lines import DUMP_END, DUMP_START, FAULT_LINE, FAULT_PHRASES, Prefilter
 from faultkit.ingest.runtime_log import parse_runtime_log
 
 
-@pytest.fixture(params=["hyperscan", "plain"])
+@pytest.fixture(params=["hyperscan", "re2"])
 def prefilter(request):
-    p = Prefilter()
-    if request.param == "plain":
-        p._db = None
-    elif p._db is None:
+    try:
+        p = Prefilter(request.param)
+    except RuntimeError:
         pytest.skip("hyperscan is not installed here")
+    assert p.engine == request.param
     return p
 
 
 @pytest.mark.parametrize("phrase", FAULT_PHRASES)
 def test_every_fault_phrase_passes_the_prefilter(phrase, prefilter):
     line = f"[rank0]: {phrase} 0x7f0000001000 (more text)".encode()
-    assert any(w in line for w in FAULT_WORDS)
     assert prefilter.hits(b"x" * 70000 + line + b"\n" + b"y" * 70000)[0]
     assert FAULT_LINE.search(line.decode())
 

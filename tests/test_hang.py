@@ -321,7 +321,7 @@ def test_lock_held_forever_is_a_possible_host_hang(programs):
     p = programs["all"]
     pyspy_or_skip(p.pid)
     hf = analyse(two_samples(p.pid), 0.5)
-    assert (hf.state, hf.level) == ("hung", "possible")
+    assert (hf.state, hf.level) == ("hung", "candidates")       # the judge's vocabulary: one explanation
     assert '"locked" waits in ' in hf.summary and f"waiter.py:{line_of(p.text, '# LOCK')} locked" in hf.summary
 
 
@@ -418,7 +418,7 @@ def test_cli_dump_text_and_json(programs):
     pyspy_or_skip(p.pid)
     res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--interval", "0.5s"])
     assert res.exit_code == 0, res.output
-    assert f"Process {p.pid}" in res.output and "verdict: hung (possible)" in res.output
+    assert f"Process {p.pid}" in res.output and "verdict: hung (candidates)" in res.output
     assert ' (sleeping) "locked"  [PyThread_acquire_lock_timed (host: lock), unchanged]' in res.output
     res = CliRunner().invoke(main, ["dump", "--pid", str(p.pid), "--samples", "1", "--format", "json"])
     d = json.loads(res.output)
@@ -469,8 +469,11 @@ def test_capture_hang_after_stops_a_stuck_gpu_wait(tmp_path, programs):
     assert m["hang_check"][0]["state"] == "hung" and "cudaStreamSynchronize" in m["hang_check"][0]["summary"]
     doc = json.loads(CliRunner().invoke(main, ["triage", str(out), "--format", "json"]).output)
     assert doc["hang"]["stuck"][0]["on"] == "cudaStreamSynchronize"
-    # no GPU core here names a kernel: the verdict names none, and says the hang is likely
-    assert doc["verdict"]["level"] == "unknown" and "hang (likely): pid" in doc["verdict"]["why"]
+    # no GPU core here names a kernel: the verdict names none; the hang is likely, and so is the verdict
+    # (a likely hang is a likely verdict: --fail-on likely fires on it)
+    assert doc["verdict"]["level"] == "likely" and doc["verdict"]["kernel"] is None
+    assert "hang (likely): pid" in doc["verdict"]["why"]
+    assert CliRunner().invoke(main, ["triage", str(out), "--fail-on", "likely", "-q", "-o", str(tmp_path / "r.json")]).exit_code == 4
     md = CliRunner().invoke(main, ["triage", str(out)]).output
     assert "## Hang analysis" in md and "STUCK" in md
 
@@ -551,7 +554,7 @@ def test_the_stuck_process_kernel_becomes_the_verdicts_and_an_idle_trees_is_no_f
     from faultkit.judge import judge
 
     def verdict(hf, kernels):
-        return judge(running_claims(counted_running(hf, kernels), "hang") + hang_claims(hf, False), [],
+        return judge(running_claims(counted_running(hf, kernels)) + hang_claims(hf, False), [],
                      "hang").verdict
     gpu = frames(("cudaStreamSynchronize", None, None), ("step", "/srv/a.py", 10))
     idle = frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468))
@@ -572,7 +575,7 @@ def test_a_dead_gpu_worker_under_an_idle_parent_is_a_possible_hang():
     idle = frames(("epoll_wait", None, None), ("select", "/usr/lib/python3.12/selectors.py", 468))
     parent = ProcessStacks(20, "x", [ThreadStack(20, "MainThread", idle)], ppid=1)
     hf = analyse([[parent], [parent]], 3.0, gone=[GoneWorker(21, 20, "python -m worker --rank 1")])
-    assert (hf.state, hf.level) == ("hung", "possible")
+    assert (hf.state, hf.level) == ("hung", "candidates")       # the judge's vocabulary: one explanation
     assert hf.summary.startswith("GPU worker pid 21 (python -m worker --rank 1) died")
     assert hf.waits_on == ["GPU worker pid 21 died before the samples; its parent pid 20 goes on (idle)"]
     assert analyse([[parent], [parent]], 3.0).state == "idle"
@@ -607,7 +610,7 @@ def test_cli_dump_reads_saved_dumps(tmp_path, programs):
     res = CliRunner().invoke(main, ["dump", *files, "--format", "json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
-    assert len(d["samples"]) == 2 and d["verdict"]["state"] == "hung" and d["verdict"]["level"] == "possible"
+    assert len(d["samples"]) == 2 and d["verdict"]["state"] == "hung" and d["verdict"]["level"] == "candidates"
     locked = next(t for t in d["verdict"]["processes"][0]["threads"] if t["name"] == "locked")
     assert (locked["kind"], locked["unchanged"]) == ("lock", True)
     assert locked["where"].endswith(f"waiter.py:{line_of(p.text, '# LOCK')} locked")

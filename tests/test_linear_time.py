@@ -10,7 +10,7 @@ import time
 import pytest
 
 from faultkit.ingest.debugger import parse_debugger
-from faultkit.ingest.detect import detect_kinds
+from faultkit.sources import detect_kinds
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.ingest.runtime_log import parse_runtime_log
 

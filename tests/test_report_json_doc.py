@@ -59,7 +59,8 @@ def test_every_key_is_documented():
     docs = [to_json(triage([str(ROOT / p)])) for p in ("traces/sglang-tp2-mi300x",
                                                        "tests/data/live_h200_coredump/fault",
                                                        "tests/data/live_h200_coredump/hang",
-                                                       "tests/data/live_h200_agent/uaf")]
+                                                       "tests/data/live_h200_agent/uaf",
+                                                       "tests/data/source_shapes/racecheck_hazard_warn_cuda_memcheck.txt")]
     docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
     docs.append(to_json(build(Inputs(hang=hang_inputs()))))
     assert docs[-1]["hang"]["stuck"] and docs[-1]["hang"]["collectives"]

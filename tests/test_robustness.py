@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from faultkit.triage import build
 from faultkit.bundle import InputFile, Inputs
 from faultkit.export.report import render_html, render_json, render_markdown
-from faultkit.ingest.detect import detect_kinds
+from faultkit.sources import detect_kinds
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.ingest.runtime_log import parse_runtime_log
 

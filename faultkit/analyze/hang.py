@@ -4,12 +4,12 @@ what, and who waits on whom.
 The rule (the one place it is written; `capture --hang-after` and `faultkit dump` both apply it):
   - a thread is STUCK when it waits on the GPU or in a collective (analyze/waits.py) and its stack
     is the same in every sample: the GPU did not finish the work, or the collective did not
-    complete, in the time between them (`likely`);
+    complete, in the time between them (a `hang-stuck` claim: the judge allows it `likely`);
   - a process is IDLE when every thread waits for work (sockets, queues, sleeps, condition
     variables, its children) or is a background thread (NCCL's proxy, the c10d watchdog): a server
     with no request in flight. Idle is not hung;
   - a process is BLOCKED when a thread waits on a lock or a read with the same stack in every
-    sample and nothing else moves (a host deadlock, `possible`);
+    sample and nothing else moves (a host deadlock: a `hang-blocked` claim, `candidates`);
   - a process is BUSY when a thread is on a CPU outside any known wait, or its stack moved;
   - one sample cannot tell stuck from slow: a GPU wait seen once is `waiting`, never stuck.
 A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, ThreadStack
-from ..judge.claims import Basis, Claim, Identities
+from ..judge.claims import BASES, Basis, Claim, Identities
 from .collectives import CollectiveLag
 from .running import RunningKernel
 from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
@@ -31,6 +31,9 @@ from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
 STUCK, BLOCKED, BUSY, IDLE, WAITING, EXITED, UNKNOWN = ("stuck", "blocked", "busy", "idle", "waiting", "exited",
                                                        "unknown")
 BLOCKING_HOST = frozenset({"lock", "read"})
+# A thread stuck on the GPU or in a collective across the samples, or a rank behind the others, is
+# a hang; a host lock held through them, or a dead worker the rest waits for, is one explanation.
+SURE_SIGNS = frozenset({"stuck", "behind"})
 
 
 @dataclass
@@ -88,7 +91,7 @@ class ProcessFinding:
 class HangFinding:
     """The verdict's evidence, typed: what judge turns into a verdict."""
     state: str                       # hung | idle | busy | one-sample | unknown
-    level: str | None                # likely | possible (hung only)
+    sign: str | None                 # what shows the hang: stuck | behind | blocked | orphaned (hung only)
     summary: str
     stuck: list[ThreadFinding] = field(default_factory=list)
     waits_on: list[str] = field(default_factory=list)      # who waits on whom, one sentence each
@@ -98,8 +101,19 @@ class HangFinding:
     samples: int = 0
     interval_s: float | None = None
 
+    @property
+    def basis(self) -> str | None:
+        """The kind of evidence the hang is to the judge (judge.claims.BASES)."""
+        return None if self.state != "hung" else "hang-stuck" if self.sign in SURE_SIGNS else "hang-blocked"
+
+    @property
+    def level(self) -> str | None:
+        """The highest level the judge allows this kind of hang (its claim's ceiling)."""
+        return BASES[self.basis][0] if self.basis else None
+
     def to_json(self) -> dict:
-        return {"state": self.state, "level": self.level, "summary": self.summary, "samples": self.samples,
+        return {"state": self.state, "level": self.level, "sign": self.sign, "summary": self.summary,
+                "samples": self.samples,
                 "interval_s": self.interval_s, "stuck": [t.to_json() for t in self.stuck], "waits_on": self.waits_on,
                 "processes": [p.to_json() for p in self.processes], "collectives": [c.to_json() for c in self.lags],
                 "running_kernels": [k.to_json() for k in self.kernels]}
@@ -175,15 +189,15 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     blocked = [p for p in procs if p.state == BLOCKED]
     gap = f" {interval_s:g} s apart" if interval_s else ""
     if stuck:
-        hf.state, hf.level = "hung", "likely"
+        hf.state, hf.sign = "hung", "stuck"
         first = stuck[0]
         pf = next(p for p in procs if p.pid == first.pid)
         hf.summary = f"{pf.label} is stuck: {first.describe(gap)}"
     elif hf.lags:
-        hf.state, hf.level = "hung", "likely"
+        hf.state, hf.sign = "hung", "behind"
         hf.summary = hf.lags[0].why
     elif blocked:
-        hf.state, hf.level = "hung", "possible"
+        hf.state, hf.sign = "hung", "blocked"
         t = next(t for t in blocked[0].threads if t.wait.kind in BLOCKING_HOST)
         hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
     elif len(samples) == 1 and procs and any(p.threads for p in procs) and not gone:
@@ -193,7 +207,7 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.summary = "one sample: " + "; ".join(_waits_in(p) for p in procs if p.threads) + \
             f"; {SECOND_SAMPLE}"
     elif procs and states <= {IDLE, EXITED} and gone:
-        hf.state, hf.level = "hung", "possible"
+        hf.state, hf.sign = "hung", "orphaned"
         g = gone[0]
         hf.summary = (f"GPU worker pid {g.pid} ({g.command[:80]}) died and the rest waits for work: what was sent "
                       f"to it is not answered")
@@ -312,5 +326,5 @@ def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
                              + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core))
     lead = {"idle": "idle, not hung", "busy": "working, not stuck",
             ONE_SAMPLE: "stacks of one moment (a hang is not told from a pause by one)"}.get(hf.state, f"hang ({hf.level})")
-    out.append(Claim(None, Basis("hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
+    out.append(Claim(None, Basis(hf.basis or "hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
     return out

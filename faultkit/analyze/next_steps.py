@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..judge.levels import CANDIDATES, UNKNOWN
 from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 
 
@@ -25,7 +26,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
                      "that faulted), and capture the hang itself: `faultkit capture --hang-after 5m -- <launch "
                      "command>` asks each GPU process for a core dump of what it is running when output stops.")
 
-    if verdict.level in ("candidates", "unknown") and amd:
+    if verdict.level in (CANDIDATES, UNKNOWN) and amd:
         steps.append("Capture the crash under rocgdb with precise memory so the faulting wave stops in place: "
                      "`faultkit capture --with rocgdb --attach-workers -- <launch command>` (it sets "
                      "`set amdgpu precise-memory on`, catches SIGSEGV/SIGBUS/SIGABRT and records "
@@ -38,7 +39,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
             steps.append("Record what was dispatched before the fault: `faultkit capture --with rocprofv3` "
                          "(kernel, memory-copy, allocation and HIP API traces), or `--with runtime-log` "
                          "(AMD_LOG_LEVEL=4 dispatch log, crash-safe).")
-    if nvidia and verdict.level in ("candidates", "unknown"):
+    if nvidia and verdict.level in (CANDIDATES, UNKNOWN):
         steps.append("Run the workload under compute-sanitizer (`faultkit capture --with sanitizer -- ...`): it "
                      "names the kernel, the thread and the bad address; or attach cuda-gdb to the workers "
                      "(`faultkit capture --with cuda-gdb --attach-workers -- ...`).")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..judge.claims import CANDIDATE, Basis, Claim, Identities
+from ..judge.claims import Basis, Claim, Identities
 from ..judge.names import kernel_name
 from ..model import CoreRecord, DebuggerLog
 
@@ -40,18 +40,16 @@ def running_kernels(cores: list[tuple[CoreRecord, DebuggerLog]]) -> list[Running
     return out
 
 
-def running_claims(running: list[RunningKernel], ended_by: str | None) -> list[Claim]:
-    """One claim per kernel running at the dumps. One kernel across every dump of a capture that
-    ended on silence can be `likely` the hang (the judge checks that no other kernel was running);
-    after a --timeout or a dump taken by hand, the GPU may just have been busy: a candidate."""
+def running_claims(running: list[RunningKernel]) -> list[Claim]:
+    """One claim per kernel running at the dumps (a snapshot: the judge weighs it by how the capture
+    ended and whether another kernel was running)."""
     names = list(dict.fromkeys(r.kernel for r in running))
     return [Claim(n, Basis("running-at-dump", "GPU core dump"),
                   "running when the user-triggered GPU core dump was taken ("
                   + "; ".join(f"pid {r.pid}" + (f" at {r.where}" if r.where else "") + f", {r.origin}"
                               for r in running if r.kernel == n) + ")",
                   Identities(pid=next(r.pid for r in running if r.kernel == n)),
-                  next(r.origin for r in running if r.kernel == n),
-                  ceiling="" if ended_by == "hang" else CANDIDATE) for n in names]
+                  next(r.origin for r in running if r.kernel == n)) for n in names]
 
 
 def core_claims(cores: list[CoreRecord]) -> list[Claim]:

@@ -17,9 +17,10 @@ from ..durations import relative
 from . import black_box
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
-from .. import layout
+from .. import layout, sources
 from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
+from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
 from ..model import hex_or_none
 
 SCHEMA = "faultkit.triage/1"
@@ -42,7 +43,7 @@ def _json_tree(inc: Incident) -> dict:
     v = inc.verdict
     return {
         "schema": SCHEMA,
-        "verdict": v.to_json() if v else {"level": "unknown", "kernel": None, "candidates": [], "why": ""},
+        "verdict": v.to_json() if v else {"level": UNKNOWN, "kernel": None, "candidates": [], "why": ""},
         "faults": [f.to_json() for f in inc.faults],
         "other_processes": {"faults": [f.to_json() for f in inc.other_faults],
                             "kernel_events": [_event_json(e) for e in inc.other_events]},
@@ -76,6 +77,7 @@ def _json_tree(inc: Incident) -> dict:
                                       for c in inc.debugger.code_objects],
                      "events": [{"kind": e.kind, "text": e.text, "origin": str(e.origin)}
                                 for e in inc.debugger.events if e.kind not in ("fork",)][:200]},
+        **sources.to_json(inc),
     }
 
 
@@ -149,7 +151,7 @@ def decisive_finding(inc: Incident) -> str | None:
         start = claim.ids.time_ns
         when = f", started at {relative(start - at)}" if start is not None and at is not None else ""
         return f"{claim.kernel} was in flight at the fault{when} ({'; '.join([claim.why.split(';')[0], *claim.notes])})"
-    if v.level == "certain":
+    if v.level == CERTAIN:
         return claim.why.split(";")[0]
     return None
 
@@ -167,7 +169,8 @@ def sections(inc: Incident) -> list[Section]:
              _events_section(inc), _wave_section(inc), _queue_section(inc), _capture_section(inc.capture),
              _hang_section(inc), _cores_section(inc),
              Section(**parts) if (parts := black_box.section_parts(inc)) else None,
-             *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
+             *[_stop_section(f) for f in inc.stops[:4]], *[Section(**p) for p in sources.sections(inc)],
+             *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
     return [s for s in built if s is not None]
@@ -543,12 +546,12 @@ def render_markdown(inc: Incident) -> str:
     return "\n".join(lines)
 
 
+LEVEL_COLOURS = {CERTAIN: "#1b7f3b", LIKELY: "#2f6fb3", CANDIDATES: "#b07a00", UNKNOWN: "#777"}
 CSS = ("body{font-family:system-ui,sans-serif;max-width:70rem;margin:2rem auto;padding:0 1rem;color:#222}"
        "table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;"
        "vertical-align:top;text-align:left}code,pre{background:#f4f4f4}pre{padding:.5rem;overflow:auto}"
        ".level{display:inline-block;font-size:1.2rem;font-weight:600;padding:.2rem .7rem;border-radius:.4rem;"
-       "color:#fff}.level-certain{background:#1b7f3b}.level-likely{background:#2f6fb3}"
-       ".level-candidates{background:#b07a00}.level-unknown{background:#777}"
+       "color:#fff}" + "".join(f".level-{lv}{{background:{LEVEL_COLOURS[lv]}}}" for lv in LEVELS) +
        ".wide{overflow-x:auto;max-width:100%}td{max-width:40rem;overflow-wrap:break-word;line-height:1.45}"
        "li,p{overflow-wrap:anywhere}")   # a mangled C++ name is one word of hundreds of letters
 

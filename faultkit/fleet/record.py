@@ -13,12 +13,13 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 
+from ..judge.levels import CERTAIN, LIKELY
 from ..judge.names import kernel_key
 from .hardware import hardware_signs
 
 # A verdict names its kernel only at these levels; below them the top candidate stands in and the
 # record says so (`level`), so a signature never claims more than the report did.
-NAMED_LEVELS = ("certain", "likely")
+NAMED_LEVELS = (CERTAIN, LIKELY)
 _UNNAMED = re.compile(r"^kernel launched by thread ")   # a trace placeholder, not a kernel name
 _STAMP = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
 

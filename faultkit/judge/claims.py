@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-CERTAIN, LIKELY, CANDIDATE = "certain", "likely", "candidate"
-RANK = {CANDIDATE: 1, LIKELY: 2, CERTAIN: 3}
+from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, Level
+
 
 # What a kind of evidence is: its ceiling, its strength, and its tier. A claim is contested only
 # by claims of its own tier or a higher one: a debugger that watched the wave outranks any log,
@@ -20,21 +20,23 @@ RANK = {CANDIDATE: 1, LIKELY: 2, CERTAIN: 3}
 # only where nothing faulted. `needs`: identities the claim must carry wherever the incident
 # carries them before it may rise above a candidate (unknown is not agreement).
 #   kind                     ceiling    strength tier        needs
-BASES: dict[str, tuple[str, float, str, tuple[str, ...]]] = {
+BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     "sanitizer":             (CERTAIN,   1.0,  "observed", ()),
+    # racecheck, initcheck, synccheck: a bug a tool watched in a kernel that it did not end
+    "sanitizer-finding":     (LIKELY,    0.85, "observed", ()),
     "core-stop":             (CERTAIN,   1.0,  "observed", ()),
     "debugger-stop":         (CERTAIN,   1.0,  "observed", ()),
     "debugger-stop-inexact": (LIKELY,    0.9,  "observed", ()),
     "driver-exception":      (CERTAIN,   1.0,  "observed", ()),
     "debug-agent-wave":      (LIKELY,    0.9,  "reported", ()),
-    "rocclr-memory-fault":   (CANDIDATE, 0.7,  "reported", ()),
-    "queue-callback":        (CANDIDATE, 0.65, "reported", ()),
-    "hang-analysis-pending": (CANDIDATE, 0.6,  "reported", ()),
-    "hang-analysis":         (CANDIDATE, 0.5,  "reported", ()),
-    "dispatch-log":          (CANDIDATE, 0.5,  "reported", ()),
-    "library-log":           (CANDIDATE, 0.45, "reported", ()),
+    "rocclr-memory-fault":   (CANDIDATES, 0.7,  "reported", ()),
+    "queue-callback":        (CANDIDATES, 0.65, "reported", ()),
+    "hang-analysis-pending": (CANDIDATES, 0.6,  "reported", ()),
+    "hang-analysis":         (CANDIDATES, 0.5,  "reported", ()),
+    "dispatch-log":          (CANDIDATES, 0.5,  "reported", ()),
+    "library-log":           (CANDIDATES, 0.45, "reported", ()),
     # compilation and library-selection lines name kernels built or chosen, not run
-    "hint":                  (CANDIDATE, 0.3,  "reported", ()),
+    "hint":                  (CANDIDATES, 0.3,  "reported", ()),
     "trace-running":         (LIKELY,    0.6,  "inferred", ("node",)),
     "trace-launch":          (LIKELY,    0.55, "inferred", ("node",)),
     "trace-dispatch-gap":    (LIKELY,    0.5,  "inferred", ("node",)),
@@ -45,9 +47,14 @@ BASES: dict[str, tuple[str, float, str, tuple[str, ...]]] = {
     # samples (analyze/hang.py): it outranks the snapshots of other processes' GPUs
     "hang-stuck-kernel":     (LIKELY,    0.7,  "reported", ()),
     # claims that name no kernel: what the verdict says where no kernel can be named
-    "host-stop":             (CANDIDATE, 0.0,  "observed", ()),
-    "unopened-core":         (CANDIDATE, 0.0,  "observed", ()),
-    "hang-stacks":           (CANDIDATE, 0.0,  "observed", ()),   # the hang verdict's words (no kernel)
+    "host-stop":             (CANDIDATES, 0.0,  "observed", ()),
+    "unopened-core":         (CANDIDATES, 0.0,  "observed", ()),
+    "hang-stacks":           (CANDIDATES, 0.0,  "observed", ()),   # idle or busy: the stacks' words (no kernel)
+    # a hang the stacks show, no kernel named: a thread stuck on the GPU or in a collective across
+    # the samples, or a rank behind the others, is a likely hang; a host lock held through them or a
+    # dead worker the rest waits for is one explanation among others
+    "hang-stuck":            (LIKELY,    0.0,  "observed", ()),
+    "hang-blocked":          (CANDIDATES, 0.0, "observed", ()),
 }
 TIERS = {"snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
 

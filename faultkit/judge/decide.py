@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from ..codes import ADDRESS_FAULT_CODES
 from ..model import Candidate, Fault, Verdict
-from .claims import CANDIDATE, CERTAIN, LIKELY, RANK, TIERS, Claim
+from .claims import TIERS, Claim
 from .corroborate import ALSO_NAMED, corroborate
 from .incidents import FaultGroup, assign, split
+from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, UNKNOWN, lower
 from .names import kernel_key
 from .rules import allowed
 
@@ -87,6 +88,10 @@ def _candidates(claims: list[Claim]) -> list[_Cand]:
 
 def decide(claims: list[Claim], faults: list[Fault], ended_by: str | None = None) -> Verdict:
     for c in claims:
+        if c.tier == "snapshot" and ended_by != "hang":
+            # One kernel across every dump of a capture that ended on silence can be the hang; after
+            # a --timeout or a dump taken by hand the GPU may just have been busy.
+            c.ceiling = lower(c.ceiling, CANDIDATES)
         if c.kernel is not None:
             corroborate(c, faults)
         c.level = allowed(c)
@@ -182,7 +187,7 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
     if snapshot:
         why = (f"no GPU exception; {ended}; the GPU core dumps show these kernels running (a hung server's kernel "
                f"is among them; a healthy one was just busy)")
-        return _verdict("candidates", None, why, cands, claims)
+        return _verdict(CANDIDATES, None, why, cands, claims)
     top = cands[0]
     best = top.best()
     traced = [c for c in claims if c.tier == "inferred"]
@@ -192,21 +197,29 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
     if traced:
         why += f", {sum(1 for c in traced if c.plausible)} plausible in the trace"
     why += f"; the first is ranked highest because: {best.why.split(';')[0]}"
-    if RANK[best.ceiling] > RANK[CANDIDATE] and best.limits:
+    if RANK[best.ceiling] > RANK[CANDIDATES] and best.limits:
         why += f"; not '{best.ceiling}': " + "; ".join(best.limits)
-    return _verdict("candidates", None, why, cands, claims)
+    return _verdict(CANDIDATES, None, why, cands, claims)
+
+
+HOST = ("host-stop", "hang-stacks", "hang-stuck", "hang-blocked")     # claims that name no kernel, in words
 
 
 def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
-    host = [c for c in claims if c.basis.kind in ("host-stop", "hang-stacks")]
+    """No claim names a kernel. Where nothing faulted, a hang the stacks show is the verdict at the
+    level its claim was allowed (a likely hang is a likely verdict, with no kernel named)."""
+    host = [c for c in claims if c.basis.kind in HOST]
     cores = [c for c in claims if c.basis.kind == "unopened-core"]
+    hang = next((c for c in host if c.basis.kind == "hang-stuck" and c.level == LIKELY), None)
     if cores:                    # a core on disk means a runtime saw a GPU exception
         why = cores[0].why
+    elif hang is not None and not faults:
+        return _verdict(LIKELY, None, hang.why, [], claims)
     elif host:
         why = host[-1].why
     else:
         why = _fault_words(faults)
-    return _verdict("unknown", None, why, [], claims)
+    return _verdict(UNKNOWN, None, why, [], claims)
 
 
 def _fault_words(faults: list[Fault]) -> str:

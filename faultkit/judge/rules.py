@@ -10,7 +10,8 @@ Each rule lowers the level a claim may reach and says why; none raises one.
 
 from __future__ import annotations
 
-from .claims import CANDIDATE, CERTAIN, LIKELY, RANK, Claim
+from .claims import Claim
+from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, lower
 
 # Evidence whose meaning changed with its producer's version: (basis kind) -> (the ceiling from
 # `since` on, since, why the older ones are lower). `since` None: no release is known to carry
@@ -51,10 +52,6 @@ def version_ceiling(kind: str, version: str | None) -> tuple[str | None, str | N
     return None, why + (f"; this runtime is {version}" if version else "; the runtime's version is unknown")
 
 
-def lower(level: str, to: str) -> str:
-    return to if RANK[to] < RANK[level] else level
-
-
 def allowed(c: Claim) -> str:
     """The highest level this claim may support; the reasons go to c.limits."""
     level = c.ceiling
@@ -70,13 +67,13 @@ def allowed(c: Claim) -> str:
         c.limits.append("the name may be a device function called by the kernel, not the launched entry point "
                         "(no launch frame, dispatch row or kernel symbol shows it)")
     if c.contradiction:
-        level = lower(level, CANDIDATE)
+        level = lower(level, CANDIDATES)
         c.limits.append(f"the report contradicts itself: {c.contradiction}")
     if c.went_on:
-        level = lower(level, CANDIDATE)
+        level = lower(level, CANDIDATES)
         c.limits.append(f"the program went on after it ({c.went_on}): a finding to check, not the crash site")
     if c.plausible is False:
-        level = lower(level, CANDIDATE)
+        level = lower(level, CANDIDATES)
     if not c.named:
-        level = lower(level, CANDIDATE)
+        level = lower(level, CANDIDATES)
     return level

@@ -55,6 +55,14 @@ def _str_list(v: Any, key: str, where: str) -> list[str]:
     return v
 
 
+def _str_dict(v: dict, key: str, where: str) -> dict:
+    """A flat object of strings (and one object of strings, the GPUs): what a placement holds."""
+    for k, x in v.items():
+        if not isinstance(x, str) and not (isinstance(x, dict) and all(isinstance(y, str) for y in x.values())):
+            raise RecordError(f"{where}: field {key!r}.{k} is a {_type(x)}, not a string")
+    return v
+
+
 def _int_list(v: Any, key: str, where: str) -> list[int]:
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         raise RecordError(f"{where}: field {key!r} is not a list of integers")
@@ -115,6 +123,8 @@ class TrialResult:
     clocks: dict = field(default_factory=dict)
     metric: float | None = None
     metric_regex: str | None = None
+    # where it ran: engine (local, slurm, ray), node, the engine's job and task ids, its GPUs
+    placement: dict = field(default_factory=dict)
     schema: str = RESULT_SCHEMA
 
     @property
@@ -163,7 +173,8 @@ class TrialResult:
                    signature=_need(d, "signature", (str,), where, optional=True),
                    clocks=clocks,
                    metric=_float_or_none(_need(d, "metric", NUMBER, where, optional=True)),
-                   metric_regex=_need(d, "metric_regex", (str,), where, optional=True))
+                   metric_regex=_need(d, "metric_regex", (str,), where, optional=True),
+                   placement=_str_dict(_need(d, "placement", (dict,), where, optional=True) or {}, "placement", where))
 
 
 def _float_or_none(v: Any) -> float | None:

@@ -110,10 +110,23 @@ def _fmt_p(p: float) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
+def _in_flight(s: dict) -> str:
+    """A report made while a cluster still runs trials says it is partial, and what is still out."""
+    running = s.get("in_flight") or {}
+    if not running:
+        return ""
+    jobs = ", ".join(map(str, (s.get("engine") or {}).get("jobs", [])))
+    states = Counter(running.values())
+    return (f" **Partial:** {len(running)} trial(s) still queued or running on {s['engine']['engine']}"
+            f"{f' (job {jobs})' if jobs else ''}: " + ", ".join(f"{n} {st.lower()}" for st, n in states.items())
+            + "; this report changes as they finish.")
+
+
 def render_markdown(s: dict) -> str:
     source = ("Counts given by hand (`--counts`): no per-trial detail, environments not verified by faultkit."
               if s.get("by_hand") else
-              f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']}).")
+              f"{s['finished_trials']} of {s['planned_trials']} planned trials finished (seed {s['seed']})."
+              + _in_flight(s))
     out = ["# faultkit trials report", "", source, "", "## Conclusion", ""]
     for a in s["arms"]:
         failed = a.get("failed_to_start_trials") or []

@@ -30,6 +30,7 @@ from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan,
                       TrialResult)
 from .signature import crash_signature
 from .start import start_failure
+from .placement import placement
 
 PLAN = "plan.json"
 RESULT = "result.json"
@@ -130,13 +131,7 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
     """`echo` says each trial's progress (silenced by -q), `warn` what the user must know (never
     silenced); `verbose` adds each trial's fault line and signature."""
     warn = warn or echo
-    if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
-        raise TrialsError("give at least two arms with different names")
-    for a in arms:
-        if not ARM_NAME.fullmatch(a.name):
-            raise TrialsError(f"arm name {a.name!r}: use letters, digits, '_', '-' or '.' (at most 40, not starting "
-                              f"with '.'): it names the trial folders")
-    port = port or next((p for p in (port_from_command(a.command) for a in arms) if p), None)
+    port = check_arms(arms, port)
     plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s)
     by_name = {a.name: a for a in arms}
     results = []
@@ -158,7 +153,8 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
         if port is not None:
             _wait_port_free(port, port_wait_s)
         echo(f"trial {entry.index + 1}/{len(plan.order)}: arm {entry.arm} ...")
-        result = run_one(tdir, entry, by_name[entry.arm], client, port, timeout_s, ready_pattern, metric)
+        result = run_one(tdir, entry, by_name[entry.arm], client, port, timeout_s, ready_pattern, metric,
+                         placement=placement("local"))
         (echo if result.counted else warn)("  -> " + outcome_line(result) if result.counted else
                                            f"warning: trial {entry.index + 1} ({entry.arm}): " + outcome_line(result))
         if verbose and result.fault_line:
@@ -173,6 +169,17 @@ def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | 
                                f"changed command needs a new -o folder).")
         results.append(result)
     return results
+
+
+def check_arms(arms: list[Arm], port: int | None) -> int | None:
+    """Refuse arms that cannot make an experiment; the port the trials use (given, or the arms' own)."""
+    if len({a.name for a in arms}) != len(arms) or len(arms) < 2:
+        raise TrialsError("give at least two arms with different names")
+    for a in arms:
+        if not ARM_NAME.fullmatch(a.name):
+            raise TrialsError(f"arm name {a.name!r}: use letters, digits, '_', '-' or '.' (at most 40, not starting "
+                              f"with '.'): it names the trial folders")
+    return port or next((p for p in (port_from_command(a.command) for a in arms) if p), None)
 
 
 def outcome_line(r: TrialResult) -> str:
@@ -194,7 +201,8 @@ def _wait_port_free(port: int, wait_s: float) -> None:
 
 
 def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: int | None, timeout_s: float,
-            ready_pattern: str | None, metric: str | None = None) -> TrialResult:
+            ready_pattern: str | None, metric: str | None = None, placement: dict | None = None) -> TrialResult:
+    """One trial in `tdir`; `placement` says where it ran (trials.task.placement), recorded in its result."""
     private_dir(tdir)
     for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
@@ -250,8 +258,10 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     duration = time.monotonic() - start
     records = sampler.records()
     env_check = EnvCheck.from_json(verify_env(records, arm.env))   # the arm's own variables, not the bookkeeping ones
-    if ended_by == "interrupted":
-        # not a valid trial: leave no result so that a resumed run repeats it
+    if ended_by == "interrupted" or sigint.hit:
+        # not a valid trial: leave no result so that a resumed run repeats it. A signal that came
+        # while the server was ending counts too: Ctrl-C reaches the terminal's whole process group
+        # and scancel every process of a Slurm task, so the server's death is the signal's, not a crash
         _write_environ(tdir, records)
         raise KeyboardInterrupt
     crashed = ended_by == "fault-line" or (ended_by == "server-exit" and exit_code not in (0, None))
@@ -268,7 +278,8 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
         stopped_with=stopped_with, killed_leftovers=leftovers,
         signature=crash_signature(tdir, exit_code) if outcome == CRASH else None,
         clocks={"start": server.started, "end": end},
-        metric=metric_from(tdir, metric) if metric and outcome != FAILED_TO_START else None, metric_regex=metric)
+        metric=metric_from(tdir, metric) if metric and outcome != FAILED_TO_START else None, metric_regex=metric,
+        placement=placement or {})
     return _finish(tdir, result, records)
 
 
