@@ -1,0 +1,55 @@
+"""Parser records that are faults by themselves reach the report and the judge: a device-side
+assert alone, a CUDA API error compute-sanitizer reported alone; a helper is never called a kernel."""
+
+from __future__ import annotations
+
+from faultkit.bundle import InputFile, Inputs
+from faultkit.export.report import to_json
+from faultkit.triage import build
+
+# the shape PyTorch's index kernels print (one line per failing thread)
+ASSERT = ("../aten/src/ATen/native/cuda/Indexing.cu:1292: indexSelectLargeIndex: block: [654,0,0], thread: [{t},0,0] "
+          "Assertion `srcIndex < srcSelectDimSize` failed.\n")
+LAMBDA = ("/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:367: operator(): block: [0,0,0], thread: [3,0,0] "
+          "Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.\n")
+API = ('========= Program hit cudaErrorIllegalAddress (error 700) due to "an illegal memory access was encountered" '
+       'on CUDA API call to cudaLaunchKernel.\n'
+       '=========     Saved host backtrace up to driver entry point at error\n'
+       '=========         Host Frame: ggml_cuda_cpy(ggml_backend_cuda_context&, ggml_tensor const*, ggml_tensor*) '
+       'in cpy.cu:612 [0x59421a8] in libggml-cuda.so\n')
+
+
+def triage(text: str) -> dict:
+    return to_json(build(Inputs(files=[InputFile("pasted.log", text.encode())])))
+
+
+def test_a_device_assert_alone_is_a_fault_and_names_the_asserting_function():
+    doc = triage("".join(ASSERT.format(t=t) for t in (46, 47, 48)))
+    (f,) = doc["faults"]
+    assert (f["kind"], f["detail"]["function"], f["detail"]["line"], f["detail"]["threads"]) == \
+        ("device-assert", "indexSelectLargeIndex", 1292, 3)
+    assert f["detail"]["assertion"] == "srcIndex < srcSelectDimSize" and f["detail"]["block"] == [654, 0, 0]
+    v = doc["verdict"]
+    assert (v["level"], v["kernel"]) == ("likely", "indexSelectLargeIndex")
+    (c,) = v["claims"]
+    assert c["basis"]["kind"] == "device-assert" and c["entry_point"] is None     # never claimed as the entry
+
+
+def test_a_lambdas_operator_is_a_helper_not_a_kernel():
+    doc = triage(LAMBDA)
+    (f,) = doc["faults"]
+    assert (f["kind"], f["detail"]["function"]) == ("device-assert", "operator()")
+    v = doc["verdict"]
+    assert v["kernel"] is None and v["level"] not in ("certain", "likely")
+    (c,) = v["claims"]
+    assert c["named"] is False and c["kernel"] == "device function operator() (a helper of an unnamed kernel)"
+    assert "a lambda's operator()" in c["why"]
+
+
+def test_a_sanitizer_api_error_alone_is_a_fault_with_its_code():
+    doc = triage(API)
+    (f,) = doc["faults"]
+    assert (f["source"], f["kind"], int(f["code"], 16)) == ("sanitizer", "api-error", 700)
+    assert (f["detail"]["api"], f["detail"]["error"]) == ("cudaLaunchKernel", "cudaErrorIllegalAddress")
+    assert doc["verdict"]["why"] != "no GPU fault was found in the inputs"
+    assert doc["verdict"]["kernel"] is None          # the host frame ggml_cuda_cpy is no kernel
