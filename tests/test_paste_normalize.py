@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from faultkit.bundle import InputFile, Inputs
 from faultkit.export.report import to_json
 from faultkit.ingest.normalize import for_runtime, normalize
 from faultkit.ingest.text import numbered_lines
 from faultkit.triage import build
+
+from .test_linear_time import UNITS
 
 FAULT = ("[ 1001.100000] amdgpu 0000:3d:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:9 "
          "pasid:32770, for process python3 pid 4242 thread python3 pid 4243)\n"
@@ -72,6 +76,20 @@ def test_html_entities_and_a_terminal_wrap():
     ent = "&lt;4&gt;" + line.replace("(", "&#40;") + "\n"
     (f,) = triage(ent)["faults"]
     assert f["address"] == "0x7f0000001000"
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_ten_times_the_input_takes_about_ten_times_as_long(unit):
+    """The shapes test_linear_time feeds every reader, through the front end (best of three)."""
+    def best(text: str) -> float:
+        out = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            normalize(text)
+            out = min(out, time.perf_counter() - t)
+        return out
+    small, large = best(UNITS[unit] * 10_000), best(UNITS[unit] * 100_000)
+    assert large / max(small, 2e-3) < 50, (unit, small, large)
 
 
 def test_linear_time_on_a_big_wrapped_file():

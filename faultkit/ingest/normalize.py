@@ -331,7 +331,7 @@ def _join_wraps(out, numbered, wrappers, notes):
     if not lengths:
         return out
     width = max(lengths)
-    if width < 60:
+    if width < 60 or width > 250:     # no terminal or mail client wraps past this: a line of its own
         return out
     exact = sum(1 for n in lengths if n == width)
     near = sum(1 for n in lengths if width - 12 <= n < width)
