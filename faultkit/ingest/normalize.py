@@ -311,9 +311,10 @@ def _common_indent(lines: list[str]) -> str:
 HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
 
 
-def _stamped(t: str, raw: str) -> bool:
-    """A line that opens with a stamp or a device prefix, or had a wrapper taken off."""
-    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or t != raw.rstrip("\r").lstrip(" \t")
+def _stamped(t: str, own: str) -> bool:
+    """A line that opens with a stamp or a device prefix (`own`: the line with the runtime parser's
+    own innermost head, a stamp or a worker tag, where one was there)."""
+    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t
 
 
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
@@ -337,7 +338,7 @@ def _join_wraps(out, numbered, wrappers, notes):
     near = sum(1 for n in lengths if width - 12 <= n < width)
     # a terminal cuts at the width itself; a mail client short of it, where the next word would not fit
     terminal = exact >= 2 and exact * 2 >= near
-    stamped = [bool(t.strip()) and _stamped(t, raw) for (_, t, _), (_, raw) in zip(out, numbered)]
+    stamped = [bool(t.strip()) and _stamped(t, own) for _, t, own in out]
     nonblank = sum(1 for _, t, _ in out if t.strip())
     heads = sum(stamped) * 2 >= nonblank
     res: list[list] = []
