@@ -61,6 +61,7 @@ def _unit(text: str, pos: int):
     return m.lastgroup, m.group(0), m.end()
 
 
+FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
 GAP_LINE = re.compile(r"^\s*(?:<redacted>|\[redacted\]|\[\s*\.{3}[^\]]{0,60}\]|\(\s*\.{3}[^)]{0,60}\)|<\.{3}>)\s*$", re.I)
 
@@ -257,6 +258,8 @@ def normalize(text: str) -> str:
         peeled, own = _peel(line, wrappers, used) if wrappers else (line, None)
         if GAP_LINE.match(peeled):
             peeled = "[...]"
+        elif FENCE.match(peeled):
+            peeled = ""            # a Markdown code fence is the paste's markup, never a log's line
         m = CUT_KERNEL.match(peeled)
         if m:
             peeled = m.group("head") + "kernel: " + peeled[m.end():]
