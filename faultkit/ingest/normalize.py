@@ -35,7 +35,7 @@ UNIT = re.compile(
     r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
     r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)[ \t]*:?[ \t]?)"        # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
     r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
-    r"|(?P<num>\d{1,4}:[ \t](?=\S))"                                    # ctest `9: `
+    r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
     r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
     # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
@@ -272,6 +272,8 @@ def normalize(text: str) -> str:
         if restored is not peeled:
             peeled = restored
             notes.restored += 1
+        if own is not None and peeled[:1].isspace() and not _kernel_line(own):
+            own = None             # an indented line continues a record: the head only breaks it up
         out.append((no, peeled, own if own is not None else peeled))
     notes.wrappers = [f"`{s}` on {n} line(s)" for s, n in sorted(used.items(), key=lambda kv: -kv[1])]
     # 2. a code block's indentation: the whitespace every non-blank line starts with
