@@ -49,7 +49,7 @@ def test_a_lambdas_operator_is_a_helper_not_a_kernel():
 def test_a_sanitizer_api_error_alone_is_a_fault_with_its_code():
     doc = triage(API)
     (f,) = doc["faults"]
-    assert (f["source"], f["kind"], int(f["code"], 16)) == ("sanitizer", "api-error", 700)
+    assert (f["source"], f["kind"], f["detail"]["error_code"], f["code"]) == ("sanitizer", "api-error", 700, None)
     assert (f["detail"]["api"], f["detail"]["error"]) == ("cudaLaunchKernel", "cudaErrorIllegalAddress")
     assert doc["verdict"]["why"] != "no GPU fault was found in the inputs"
     assert doc["verdict"]["kernel"] is None          # the host frame ggml_cuda_cpy is no kernel

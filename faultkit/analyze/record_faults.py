@@ -6,7 +6,7 @@ the kernel or a device function inside one (docs/evidence-coverage.md: cuda-asse
 ceiling likely, kernel field `device fn`): the claim never says it is the entry point, and a name
 that shows it is a helper (a lambda's `operator()`, a device library's prefix) is said as one, apart
 from any kernel. An API error alone is a GPU fault of kind `api-error` with its code; it names no
-kernel (its frames are the host's).
+kernel (its frames are the host's); its CUDA error number is kept apart from the HSA status `code`.
 """
 
 from __future__ import annotations
@@ -59,8 +59,10 @@ def api_error_faults(debugger: DebuggerLog) -> list[Fault]:
         if e.kind != "sanitizer-api-error":
             continue
         f = e.fields
-        out.append(Fault(source="sanitizer", kind="api-error", code=f.get("code"),
-                         detail={"api": f.get("api"), "error": f.get("error"), "text": f.get("text")},
+        # the CUDA error number is no HSA status: it stays out of `code` (the report decodes that)
+        out.append(Fault(source="sanitizer", kind="api-error",
+                         detail={"api": f.get("api"), "error": f.get("error"), "error_code": f.get("code"),
+                                 "text": f.get("text")},
                          meaning=f"compute-sanitizer saw {f.get('api')} return {f.get('error') or 'error'} "
                                  f"({f.get('code')}: {f.get('text')}): the GPU error surfaced at this API call; "
                                  f"the kernel that caused it is not named by this report.", origin=e.origin))
