@@ -169,8 +169,9 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None
         after = _unit(line, end)
         inner_head = after is not None or QUOTE.match(line, end) or _kernel_line(line[end:])
         if not inner_head and _native(kind, unit):
-            native = pos
-        used[shape] += 1
+            native = pos           # the producer's own head, kept for the runtime parser: not a paste's
+        else:
+            used[shape] += 1
         pos = end
     return (line[pos:] if pos else line), (line[native:] if native is not None else None)
 
@@ -345,13 +346,15 @@ def _join_wraps(out, numbered, wrappers, notes):
     terminal = exact >= 2 and exact * 2 >= near
     stamped = [bool(t.strip()) and _stamped(t, own) for _, t, own in out]
     nonblank = sum(1 for _, t, _ in out if t.strip())
-    heads = sum(stamped) * 2 >= nonblank
+    # a kernel log: the kernel stamps every line it prints, so one without a stamp is a rest (a runtime
+    # log's tags and stamps are not on every line: there an untagged line is another process's)
+    heads = sum(1 for _, t, _ in out if t.strip() and _kernel_stamp(t)) * 2 >= nonblank
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
         if res and t.strip() and not stamped[k]:
             prev_len, prev = res[-1][3], res[-1][1]
-            cut = terminal and prev_len == width
-            word = not cut and not t[0].isspace() and prev_len >= width // 3 and \
+            cut = terminal and prev_len == width and not _opens_record(t)
+            word = not cut and not t[0].isspace() and prev_len >= width // 3 and (heads or not _opens_record(t)) and \
                 prev_len + 1 + len(t.split(None, 1)[0]) > width
             sep = None
             if cut or word:
@@ -422,9 +425,21 @@ def _token_cut(alone: re.Match, joined_m: re.Match, junction: int, joined: str) 
     return False
 
 
+READERS = (prefilter.RUNTIME, prefilter.KERNEL, prefilter.DEBUGGER)
+
+
+def _opens_record(line: str) -> bool:
+    """A line that starts with one of the parsers' anchors: a record's first line, no one's rest."""
+    return any((m := prefilter.may_matter(r).match(line)) is not None and m.end() > 0 for r in READERS)
+
+
 def _record(line: str) -> bool:
     """A line a parser reads as a record of its own (one of their anchors is on it)."""
-    return any(prefilter.may_matter(r).search(line) for r in (prefilter.RUNTIME, prefilter.KERNEL, prefilter.DEBUGGER))
+    for r in READERS:
+        for m in prefilter.may_matter(r).finditer(line):
+            if m.end() > m.start():           # an empty match is no anchor
+                return True
+    return False
 
 
 def _excerpt(out, notes: Notes, total: int) -> Normalized:
