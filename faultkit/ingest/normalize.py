@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
+from .text import BOUNDARY
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
 from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
@@ -351,7 +352,7 @@ def _join_wraps(out, numbered, wrappers, notes):
     heads = sum(1 for _, t, _ in out if t.strip() and _kernel_stamp(t)) * 2 >= nonblank
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
-        if res and t.strip() and not stamped[k]:
+        if res and t.strip() and not stamped[k] and not BOUNDARY.match(t) and not BOUNDARY.match(res[-1][1]):
             prev_len, prev = res[-1][3], res[-1][1]
             cut = terminal and prev_len == width and not _opens_record(t)
             word = not cut and not t[0].isspace() and prev_len >= width // 3 and (heads or not _opens_record(t)) and \
