@@ -619,6 +619,11 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
     click.echo(f"  method: {s['method']}")
 
 
+from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
+
+main.add_command(_amplify(parse_duration, parse_regex, emit))
+
+
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True))
 @click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -850,7 +855,7 @@ def capture_status(manifest: dict) -> int:
     return capture_exit_status(manifest)
 
 
-FOLDER_OUTPUTS = (("capture",), ("trials", "run"))     # verbs whose -o is a folder; elsewhere a file
+FOLDER_OUTPUTS = (("capture",), ("trials", "run"), ("amplify", "run"))     # verbs whose -o is a folder; elsewhere a file
 
 
 def error_folders(argv: list[str]) -> list[Path]:

@@ -44,7 +44,9 @@ def cuda_includes() -> list[str]:
 
 
 class Build:
-    def __init__(self, torch):
+    def __init__(self, torch, source: str = SOURCE, stem: str = "tracker"):
+        # `source`: tracker.cpp, or poison.cpp (the amplifier's own library, built only when asked)
+        self.source = source
         self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         self.version = str(getattr(torch, "__version__", "?"))
         self.abi = int(bool(getattr(getattr(torch, "_C", None), "_GLIBCXX_USE_CXX11_ABI", True)))
@@ -53,11 +55,11 @@ class Build:
         self.problem: str | None = None
         self.seconds: float | None = None
         self.done = threading.Event()
-        with open(SOURCE, "rb") as fh:
+        with open(source, "rb") as fh:
             src = fh.read()
         key = hashlib.sha256(b"\0".join([src, self.version.encode(), self.torch_dir.encode(),
                                          sys.version.encode(), str(self.abi).encode()])).hexdigest()[:16]
-        self.target = os.path.join(cache_dir(), f"tracker-{key}.so")
+        self.target = os.path.join(cache_dir(), f"{stem}-{key}.so")
 
     def start(self) -> None:
         if os.path.exists(self.target):
@@ -90,7 +92,7 @@ class Build:
         lib = os.path.join(self.torch_dir, "lib")
         return [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={self.abi}",
                 "-I", os.path.join(self.torch_dir, "include"), *[a for d in inc for a in ("-I", d)],
-                SOURCE, "-o", out, "-L", lib, "-lc10_cuda", "-lc10", f"-Wl,-rpath,{lib}"]
+                self.source, "-o", out, "-L", lib, "-lc10_cuda", "-lc10", f"-Wl,-rpath,{lib}"]
 
     def _build(self) -> None:
         import fcntl

@@ -9,6 +9,18 @@ ENV_DIR = "FAULTKIT_AGENT_DIR"        # where this process writes (absolute); un
 ENV_MODE = "FAULTKIT_AGENT_MODE"      # "segments" (default) or "blocks" (--alloc-history)
 ENV_CACHE = "FAULTKIT_AGENT_CACHE"    # where the compiled allocator tracker is kept between runs
 ENV_LAUNCHES = "FAULTKIT_AGENT_LAUNCHES"   # "1": Triton launches into a ring too
+# The amplifiers the agent applies (faultkit amplify; faultkit/agent/amplify.py, poison.cpp):
+ENV_JITTER = "FAULTKIT_AMPLIFY_JITTER"          # call sites (`function` or `module:function`, comma-separated)
+ENV_JITTER_MS = "FAULTKIT_AMPLIFY_JITTER_MS"    # the most a site is delayed, in ms (uniform from 0)
+ENV_SEED = "FAULTKIT_AMPLIFY_SEED"              # the jitter's seed (with the trial index: each trial repeatable)
+ENV_HOLD = "FAULTKIT_AMPLIFY_HOLD"              # call sites whose locals owning memory are held at return
+ENV_HOLD_MS = "FAULTKIT_AMPLIFY_HOLD_MS"        # for this long
+ENV_HOLD_MAX = "FAULTKIT_AMPLIFY_HOLD_MAX"      # and at most this many returns' worth
+ENV_POISON = "FAULTKIT_AMPLIFY_POISON"          # a byte (0x7f): freed CUDA blocks are filled with it
+ENV_POISON_MIN = "FAULTKIT_AMPLIFY_POISON_MIN_BYTES"   # smaller blocks are not filled
+AMPLIFY_ENV = (ENV_JITTER, ENV_JITTER_MS, ENV_SEED, ENV_HOLD, ENV_HOLD_MS, ENV_HOLD_MAX, ENV_POISON, ENV_POISON_MIN)
+# What the header's `armed` list says once an amplifier is in place in that process
+ARMED_JITTER, ARMED_HOLD, ARMED_POISON = "amplify-jitter", "amplify-hold", "amplify-poison"
 STACK_SIGNAL = "SIGUSR2"              # faultkit asks a live process for every thread's stack with it
 
 HEADER = ".json"          # <pid>.json: the process, what the agent armed, what failed

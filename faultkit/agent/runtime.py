@@ -60,6 +60,7 @@ def start() -> None:
         return
     _guard("faulthandler", _arm_faulthandler)
     _guard("torch import hook", _arm_torch_hook)
+    _guard("amplifier", _arm_amplify)
     if hasattr(os, "register_at_fork") and not _state.get("fork_hook"):
         _state["fork_hook"] = True
         os.register_at_fork(after_in_child=_after_fork)
@@ -126,6 +127,78 @@ def _arm_faulthandler() -> None:
             _fail("stacks on demand", RuntimeError(f"{_state['files'].STACK_SIGNAL} already has a handler"))
 
 
+# ---------------- amplifiers (faultkit amplify) ----------------
+
+_amplifier = None         # survives start() and a fork: the instrumentation is the interpreter's
+
+
+def _arm_amplify() -> None:
+    global _amplifier
+    if _amplifier is not None:
+        _amplifier.rebind(_state["header"], _armed, _fail, _save)
+        return
+    _amplifier = _load("amplify").arm(_state["files"], _state["header"], _armed, _fail, _save)
+
+
+def _poison_wanted() -> tuple[int, int] | None:
+    files = _state["files"]
+    text = os.environ.get(files.ENV_POISON)
+    if not text:
+        return None
+    try:
+        byte = int(text, 0) & 0xFF
+        least = int(os.environ.get(files.ENV_POISON_MIN) or 0, 0)
+    except ValueError:
+        _fail("poison", ValueError(f"{files.ENV_POISON}={text!r} is not a byte"))
+        return None
+    return byte, least
+
+
+def _attach_poison(late: bool = False) -> None:
+    import ctypes
+    job = _state.get("poison_build")
+    wanted = _poison_wanted()
+    info = _state["header"].setdefault("amplify_poison", {})
+    if job is None or wanted is None:
+        return
+    if job.library is None:
+        info["note"] = f"not armed: the poison library could not be built ({job.problem})"
+        return
+    lib = ctypes.CDLL(job.library)
+    lib.fk_poison_attach.restype = ctypes.c_int
+    lib.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.fk_poison_error.restype = ctypes.c_char_p
+    rc = lib.fk_poison_attach(wanted[0], wanted[1])
+    if rc != 0:
+        info["note"] = f"not armed: {lib.fk_poison_error().decode(errors='replace')}"
+        return
+    _state["poison_lib"] = lib
+    import atexit
+    atexit.register(_poison_counts)       # a normal exit says how much was filled (a crash does not need it)
+    info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds)
+    if late:
+        info["note"] = "attached after CUDA started (the library was being built): blocks freed before are not filled"
+    _armed(_state["files"].ARMED_POISON)
+
+
+def _poison_counts() -> None:
+    import ctypes
+    try:
+        lib = _state["poison_lib"]
+        out = (ctypes.c_uint64 * 4)()
+        lib.fk_poison_counts(out)
+        _state["header"]["amplify_poison"].update(filled=out[0], skipped=out[1], failed=out[2], bytes=out[3])
+        _save()
+    except Exception:
+        pass
+
+
+def _poison_later() -> None:
+    _state["poison_build"].done.wait()
+    _guard("poison", _attach_poison, True)
+    _save()
+
+
 # ---------------- torch ----------------
 
 class _TorchFinder:
@@ -186,11 +259,21 @@ def _on_torch(torch) -> None:
     job = build.Build(torch)
     _state["build"] = job
     job.start()                       # in the background: a cached tracker is ready at once
+    if _poison_wanted() is not None:
+        pjob = build.Build(torch, os.path.join(_HERE, "poison.cpp"), "poison")
+        _state["poison_build"] = pjob
+        pjob.start()
     cuda._lazy_call(_on_cuda_init)    # runs when (if ever) this process starts CUDA
 
 
 def _on_cuda_init() -> None:
     """Inside torch's CUDA initialisation: attach now if the tracker is built, else when it is."""
+    pjob = _state.get("poison_build")
+    if pjob is not None:
+        if pjob.done.is_set():
+            _guard("poison", _attach_poison)
+        else:
+            threading.Thread(target=_poison_later, name="faultkit-agent-poison", daemon=True).start()
     job = _state.get("build")
     if job is None:
         return

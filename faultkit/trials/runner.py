@@ -201,12 +201,17 @@ def _wait_port_free(port: int, wait_s: float) -> None:
 
 
 def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: int | None, timeout_s: float,
-            ready_pattern: str | None, metric: str | None = None, placement: dict | None = None) -> TrialResult:
-    """One trial in `tdir`; `placement` says where it ran (trials.task.placement), recorded in its result."""
+            ready_pattern: str | None, metric: str | None = None, placement: dict | None = None,
+            extra_env: dict[str, str] | None = None, sigint: DeferredSigint | None = None) -> TrialResult:
+    """One trial in `tdir`, start to result.json: the function every engine calls (in turn, in threads,
+    on a cluster's node). `placement` says where it ran (trials.task.placement), recorded in its result.
+    `arm.env` is what the trial tests and is verified in /proc; `extra_env` is bookkeeping the server
+    gets unverified (the agent's folder, core-dump arming). `sigint`: a DeferredSigint the caller holds
+    (threads cannot install signal handlers), else its own."""
     private_dir(tdir)
     for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
-    env = dict(arm.env)
+    env = {**(extra_env or {}), **arm.env}
     env["FAULTKIT_TRIAL_INDEX"] = str(entry.index)
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token            # what this trial started, daemons included, is killed after it
@@ -227,8 +232,10 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     sampler = TreeSampler(server.proc.pid)
     client_launch: Launch | None = None
     ended_by = None
-    sigint = DeferredSigint()
-    sigint.__enter__()
+    own_sigint = sigint is None
+    if own_sigint:
+        sigint = DeferredSigint()
+        sigint.__enter__()
     try:
         while ended_by is None:
             sampler.sample()
@@ -245,7 +252,8 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
             else:
                 ended_by = ended_by_time_or_interrupt(start, timeout_s, sigint)
     finally:
-        sigint.__exit__()
+        if own_sigint:
+            sigint.__exit__()
         kernel.stop()
         end = clocks()
         exit_code = server.poll()

@@ -1,0 +1,192 @@
+"""The amplify report: per arm its rate over the counted trials, the trials not counted and why, when
+it stopped; the verdict on the cause class; how long the user waited against plain trials; the
+checkers' findings. JSON (faultkit.amplify.report/1) and Markdown from the same dict."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from ..trials.stats import arm_rate
+from . import arms as A
+from .engine import PLAIN, ArmState, crashed_dirs
+from .sequential import RULE, fisher_p, fixed_n_for_same_decision, threshold
+from .verdict import ArmOutcome, decide, fmt_p
+
+SCHEMA = "faultkit.amplify.report/1"
+
+
+def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
+    """What the black box says about the fault address in the first crashed trials (triage of each
+    trial's folder: the agent's allocation map against the fault's address)."""
+    from ..triage import triage
+    out = []
+    for d in dirs[:limit]:
+        try:
+            inc = triage([str(d)])
+        except Exception as exc:          # a report without the finding, never a traceback
+            out.append(f"(trial {d.name}: triage failed: {type(exc).__name__})")
+            continue
+        text = inc.black_box.finding() if inc.black_box else None
+        if text:
+            out.append(f"{text} [{d.name}]")
+    return out
+
+
+def _median_ttc(st: ArmState) -> float | None:
+    t = [r.time_to_crash_s for r in st.counted() if r.crashed and r.time_to_crash_s is not None]
+    return statistics.median(t) if t else None
+
+
+def _mean_duration(st: ArmState) -> float | None:
+    d = [r.duration_s for r in st.counted()]
+    return statistics.fmean(d) if d else None
+
+
+def summarise(facts: dict, black_box: bool = True) -> dict:
+    opts = facts["options"]
+    rate: list[ArmState] = facts["arms"]
+    plain = rate[0]
+    pc, pn = plain.rate()
+    rounds = opts.rounds
+    arms_out, outcomes = [], []
+    for st in rate:
+        c, n = st.rate()
+        r = arm_rate(st.arm.name, c, n)
+        not_counted = [{"index": x.index, "why": st.reached[x.index].why if x.counted else
+                        f"failed to start ({x.failed_to_start})"} for x in sorted(st.results, key=lambda x: x.index)
+                       if not (x.counted and st.reached[x.index].ok)]
+        amp = st.amp
+        row = {"arm": st.arm.name, "class": amp.cause if amp else None, "reads": amp.reads if amp else None,
+               "what": amp.what if amp else "the server as the user runs it",
+               "applies_to": amp.applies_to if amp else None, "variables": st.arm.env,
+               "agent": list(amp.agent) if amp else [], "flag": amp.flag if amp else None,
+               "command": st.arm.command if amp and (amp.flag or amp.prefix) else None,
+               "crashes": c, "trials": n, "rate": r.rate if n else None, "exact_ci": list(map(float, r.exact_ci)),
+               "median_time_to_crash_s": _median_ttc(st), "mean_trial_s": _mean_duration(st),
+               "not_counted": not_counted, "state": st.state if amp else None, "stopped_after_round":
+               st.decided_round, "p_vs_plain": fisher_p(c, n, pc, pn) if amp else None,
+               "reached_proof": next((st.reached[x.index].proof for x in st.counted() if st.reached[x.index].proof),
+                                     [])}
+        arms_out.append(row)
+        if amp is not None:
+            bb = []
+            if black_box and c and amp.cause == A.MEMORY_REUSE and n and c / n > (pc / pn if pn else 0):
+                bb = black_box_findings(crashed_dirs(opts.out, st), opts.black_box_trials)
+            outcomes.append(ArmOutcome(st.arm.name, amp.cause, c, n, pc, pn, row["p_vs_plain"], st.state,
+                                       row["median_time_to_crash_s"], len(not_counted), bb))
+            row["black_box"] = bb
+    verdict = decide(outcomes, opts.alpha, rounds, (pc, pn))
+    return {"schema": SCHEMA, "command": opts.command, "client": opts.client, "seed": opts.seed,
+            "rule": RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha),
+            "alpha": opts.alpha, "max_rounds": rounds, "rounds_run": len(facts["rounds"]),
+            "slots": [{"gpus": list(s.gpus), "port": s.port} for s in facts["slots"]],
+            "arms": arms_out, "skipped": facts["skipped"], "verdict": verdict,
+            "waiting": _waiting(facts, rate, verdict), "checkers": [_checker(c) for c in facts["checkers"]],
+            "arms_table": [a.to_json() for a in A.ARMS]}
+
+
+def _waiting(facts: dict, rate: list[ArmState], verdict: dict) -> dict:
+    """How long the experiment took, and what plain trials alone would have cost: the time per crash
+    (a trial's mean length over its crash rate) and, for each decided arm, the trials a fixed design
+    without looks would need at the same rates."""
+    rounds = facts["rounds"]
+    waited = sum(float((v or {}).get("wall_s") or 0.0) for v in rounds.values())
+    plain = rate[0]
+    pc, pn = plain.rate()
+    mean_plain = _mean_duration(plain)
+    out = {"waited_s": round(waited, 1), "plain_seconds_per_crash": (round(mean_plain * pn / pc, 1)
+                                                                     if pc and mean_plain else None),
+           "plain_crashes": pc, "plain_trials": pn, "arms": []}
+    for st in rate[1:]:
+        c, n = st.rate()
+        if not st.decided_round:
+            continue
+        until = sum(float((rounds.get(str(r)) or {}).get("wall_s") or 0.0) for r in range(st.decided_round))
+        mean = _mean_duration(st)
+        out["arms"].append({"arm": st.arm.name, "state": st.state, "after_rounds": st.decided_round,
+                            "waited_s": round(until, 1),
+                            "seconds_per_crash": round(mean * n / c, 1) if c and mean else None,
+                            "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn))})
+    return out
+
+
+def _checker(c: dict) -> dict:
+    r = c["result"]
+    said = None
+    try:
+        from ..triage import triage
+        inc = triage([str(c["dir"])])
+        v = inc.verdict
+        said = f"{v.level} {v.kernel}" if v and v.kernel else (v.level if v else None)
+    except Exception as exc:
+        said = f"triage failed: {type(exc).__name__}"
+    log = c["dir"] / "server.log"
+    try:
+        reached = b"COMPUTE-SANITIZER" in log.read_bytes() or b"rocgdb" in log.read_bytes().lower()
+    except OSError:
+        reached = False
+    return {"arm": c["arm"], "outcome": r.outcome, "signature": r.signature, "fault_line": r.fault_line,
+            "triage": said, "checker_output_seen": reached, "dir": str(c["dir"])}
+
+
+def render_markdown(s: dict) -> str:
+    v = s["verdict"]
+    out = ["# faultkit amplify report", "", f"Server: `{s['command']}`" + (f"; client: `{s['client']}`" if s["client"]
+                                                                          else ""), "",
+           "## Verdict", ""] + [ln for ln in v["text"].splitlines()] + ["", "## Arms", "",
+           "| arm | class | crashes / counted | rate | 95% exact | vs plain p | median time to crash | stopped | not counted |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for a in s["arms"]:
+        rate = f"{a['rate']:.0%}" if a["rate"] is not None else ""
+        ttc = f"{a['median_time_to_crash_s']:.1f} s" if a["median_time_to_crash_s"] is not None else ""
+        p = fmt_p(a["p_vs_plain"]) if a["p_vs_plain"] is not None else ""
+        stop = f"{a['state']} after round {a['stopped_after_round']}" if a["stopped_after_round"] else (a["state"] or "")
+        out.append(f"| {a['arm']} | {a['class'] or 'baseline'} | {a['crashes']} / {a['trials']} | {rate} | "
+                   f"{a['exact_ci'][0]:.2f}-{a['exact_ci'][1]:.2f} | {p} | {ttc} | {stop} | {len(a['not_counted'])} |")
+    nc = [(a["arm"], x) for a in s["arms"] for x in a["not_counted"]]
+    if nc:
+        out += ["", "**Not counted** (the amplifier did not reach the work, or the server did not start):", ""]
+        out += [f"- {arm}, trial {x['index'] + 1}: {x['why']}" for arm, x in nc]
+    for a in s["arms"]:
+        if a["black_box"] if "black_box" in a else False:
+            out += ["", f"Black box of {a['arm']}'s crashes:", ""] + [f"- {t}" for t in a["black_box"]]
+    w = s["waiting"]
+    out += ["", "## Waiting", "", f"The experiment ran {s['rounds_run']} round(s) in {w['waited_s']:.0f} s."]
+    if w["plain_seconds_per_crash"]:
+        out.append(f"Plain trials gave a crash every {w['plain_seconds_per_crash']:.0f} s ({w['plain_crashes']}/"
+                   f"{w['plain_trials']}).")
+    elif w["plain_trials"]:
+        out.append(f"Plain trials gave no crash in {w['plain_trials']}.")
+    for a in w["arms"]:
+        line = f"- {a['arm']}: {a['state']} after {a['after_rounds']} round(s), {a['waited_s']:.0f} s"
+        if a["seconds_per_crash"]:
+            line += f"; a crash every {a['seconds_per_crash']:.0f} s there"
+        if a["fixed_design_trials_per_arm"]:
+            line += f"; a fixed design without looks needs {a['fixed_design_trials_per_arm']} trials per arm at these rates"
+        out.append(line)
+    if s["checkers"]:
+        out += ["", "## Checkers (one trial each)", ""]
+        for c in s["checkers"]:
+            out.append(f"- {c['arm']}: {c['outcome']}; triage: {c['triage'] or 'nothing named'}"
+                       + (f"; {c['fault_line'][:160]}" if c["fault_line"] else "")
+                       + ("" if c["checker_output_seen"] else " (the checker's own output was not seen in the log)"))
+    if s["skipped"]:
+        out += ["", "## Not run here", ""] + [f"- {x['arm']}: {x['why']}" for x in s["skipped"]]
+    out += ["", "## Rule", "", s["rule"] + ".", "",
+            "Trials run in rounds (every running arm once, seeded order, the plain arm in each); a trial is counted "
+            "only when its server started and its amplifier is proven to have reached the processes that ran the "
+            "GPU work (variables in /proc, the agent's own record, the flag in the command line)."]
+    if len(s["slots"]) > 1:
+        out.append("Parallel slots (disjoint GPU sets): " + "; ".join(f"GPUs {','.join(x['gpus'])}"
+                                                                    + (f" port {x['port']}" if x["port"] else "")
+                                                                    for x in s["slots"]) + ".")
+    return "\n".join(out) + "\n"
+
+
+def render_json(s: dict) -> str:
+    return json.dumps(s, indent=2, default=str) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "json": render_json}

@@ -1,0 +1,122 @@
+#!/bin/sh
+# faultkit amplify on an NVIDIA GPU (for docs/live-h200.md's amplify section): the planted, intermittent
+# use-after-free of scripts/uaf_server.py on CUDA (torch's caching allocator, a Triton gather through a
+# stale table address), amplified by caching off and by the agent's poison, the agent's hold-back, and a
+# check that poison and hold-back change nothing a correct program computes. Prints what the docs need.
+# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all]   (OUTDIR defaults to $OUT)
+# Budget: about 6-7 minutes on one H200 (build ~1 min once, uaf ~3 min, hold ~1.5 min, nochange ~30 s).
+set -u
+O=${1:-${OUT:?give an output folder}}
+mkdir -p "$O"
+export FAULTKIT_AGENT_CACHE=${FAULTKIT_AGENT_CACHE:-$O/agent-cache}
+PY=${PYTHON:-python3}
+FK="$PY -m faultkit.cli"
+T0=$(date +%s)
+stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+SAMPLE="$PY scripts/uaf_server.py"
+what=${2:-all}
+DEVICE=${DEVICE:-cuda}       # DEVICE=cpu runs the same steps on the CPU stand-in (how the script itself is tested)
+
+summary() {    # per trial: arm, outcome, how it ended, seconds, env check; then the report
+    $PY - "$1" <<'EOF'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+for p in sorted(out.glob("trial-*/result.json")):
+    r = json.loads(p.read_text())
+    env = r["env"]
+    print("TRIAL", r["index"], r["arm"], r["outcome"], r["ended_by"], f"{r['duration_s']:.1f}s", r["exit"],
+          "env-ok" if env["ok"] else f"env-NOT-ok {env['mismatches'][:1]}", "|", (r.get("fault_line") or "")[:150])
+rep = json.loads((out / "amplify-report.json").read_text())
+for a in rep["arms"]:
+    print("ARM", a["arm"], f"{a['crashes']}/{a['trials']}", a["state"], "after round", a["stopped_after_round"],
+          "median ttc", a["median_time_to_crash_s"], "not counted", len(a["not_counted"]), "|",
+          "; ".join(a.get("reached_proof") or []))
+    for x in a["not_counted"]:
+        print("  NOT COUNTED", x)
+    for b in a.get("black_box") or []:
+        print("  BLACK BOX", b)
+print("WAITING", json.dumps(rep["waiting"]))
+for c in rep["checkers"]:
+    print("CHECKER", json.dumps(c))
+for s in rep["skipped"]:
+    print("SKIPPED", s)
+EOF
+    cat "$1/amplify-report.md"
+}
+
+headers() {    # the agent's record in each process of one trial: what it armed, what it filled
+    $PY - "$1" <<'EOF'
+import json, sys, pathlib
+for p in sorted(pathlib.Path(sys.argv[1]).glob("agent/*.json")):
+    h = json.loads(p.read_text())
+    print("HEADER", p.name, "armed", h.get("armed"), "torch", h.get("torch"), "alloc", (h.get("alloc") or {}).get("mechanism"),
+          "poison", h.get("amplify_poison"), "amplify", h.get("amplify"), "failures", h.get("failures"))
+EOF
+}
+
+case "$what" in all|build)
+    stamp "versions"
+    $PY -c "import torch, triton, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'python', sys.version.split()[0], 'gpu', torch.cuda.get_device_name(0))"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+    g++ --version | head -1
+    command -v compute-sanitizer || echo "compute-sanitizer: not on PATH"
+    stamp "build the agent's tracker and poison library (cached in $FAULTKIT_AGENT_CACHE)"
+    $PY faultkit/agent/build.py
+    $PY - <<'EOF'
+import os, sys, torch
+sys.path.insert(0, "faultkit/agent")
+import build
+b = build.Build(torch, os.path.join(build.HERE, "poison.cpp"), "poison")
+b.start(); b.done.wait()
+print("poison library:", b.library or f"NOT BUILT: {b.problem}", f"({b.seconds} s)")
+EOF
+    ;; esac
+
+case "$what" in all|uaf)
+    stamp "uaf: plain vs caching-off vs poison, at most 8 rounds, the sample crashing about 1 in 10 plain"
+    rm -rf "$O/uaf"
+    $FK amplify run --arm caching-off --arm poison -n 8 --port 30123 --timeout 120s \
+        --client "$SAMPLE --client --port 30123 --requests 5" -o "$O/uaf" -- \
+        $SAMPLE --port 30123 --device $DEVICE --seed 4
+    echo "amplify rc=$?"
+    summary "$O/uaf"
+    first=$(ls -d "$O"/uaf/trial-*-poison 2>/dev/null | head -1)
+    [ -n "$first" ] && { echo "--- agent headers of $first"; headers "$first"; }
+    crashed=$($PY -c "
+import json,glob
+for p in sorted(glob.glob('$O/uaf/trial-*-caching-off/result.json')):
+    if json.load(open(p))['outcome']=='crash': print(p.rsplit('/',1)[0]); break")
+    if [ -n "$crashed" ]; then
+        echo "--- triage of $crashed"; $FK triage "$crashed" | sed -n '1,40p'
+        ls -la "$crashed" "$crashed/cores" "$crashed/agent" 2>&1 | head -30
+    fi ;; esac
+
+case "$what" in all|hold)
+    stamp "hold: the table reused on every trial (--reuse-rate 1); hold-back at decode_step, at most 5 rounds"
+    rm -rf "$O/hold"
+    $FK amplify run --arm hold-back --site uaf_server:decode_step -n 5 --port 30124 --timeout 120s \
+        --client "$SAMPLE --client --port 30124 --requests 3" -o "$O/hold" -- \
+        $SAMPLE --port 30124 --device $DEVICE --reuse-rate 1
+    echo "amplify rc=$?"
+    summary "$O/hold"
+    first=$(ls -d "$O"/hold/trial-*-hold-back 2>/dev/null | head -1)
+    [ -n "$first" ] && headers "$first" ;; esac
+
+case "$what" in all|nochange)
+    stamp "nochange: the sample without its bug, 20 requests, plain / poison / hold-back: checksums and time"
+    rm -rf "$O/nochange"; mkdir -p "$O/nochange"
+    reqs=$($PY -c "import json; print(''.join(json.dumps({'id': i}) + chr(10) for i in range(20)), end='')")
+    for mode in plain poison hold; do
+        case $mode in plain) extra="";; poison) extra="FAULTKIT_AMPLIFY_POISON=0x7f";; hold) extra="FAULTKIT_AMPLIFY_HOLD=uaf_server:decode_step";; esac
+        s=$(date +%s.%N)
+        printf "%s" "$reqs" | env $extra PYTHONPATH="$PWD/faultkit/agent/site" FAULTKIT_AGENT_DIR="$O/nochange/$mode/agent" \
+            $PY scripts/uaf_server.py --worker --device $DEVICE --no-bug > "$O/nochange/$mode.out" 2> "$O/nochange/$mode.err"
+        rc=$?
+        e=$(date +%s.%N)
+        echo "NOCHANGE $mode rc=$rc seconds=$($PY -c "print(round($e - $s, 2))") last=$(tail -1 "$O/nochange/$mode.out")"
+        headers "$O/nochange/$mode" | head -3
+    done
+    cmp -s "$O/nochange/plain.out" "$O/nochange/poison.out" && echo "NOCHANGE poison: identical checksums" || echo "NOCHANGE poison: CHECKSUMS DIFFER"
+    cmp -s "$O/nochange/plain.out" "$O/nochange/hold.out" && echo "NOCHANGE hold: identical checksums" || echo "NOCHANGE hold: CHECKSUMS DIFFER"
+    ;; esac
+stamp "done; folders under $O:"; ls "$O"
