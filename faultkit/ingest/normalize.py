@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from . import prefilter
 from .text import BOUNDARY
+from .kernel_markers import MARKERS
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
 from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
@@ -127,24 +128,11 @@ def _native(kind: str, unit: str) -> bool:
     return kind == "wall" or kind == "brack" and re.search(r"\d\d:\d\d", unit) is not None
 
 
-def _kernel_markers() -> re.Pattern:
-    """The kernel log source's markers (sources.kernel_log owns them; imported when first needed:
-    the sources read through this module)."""
-    global _MARKERS
-    if _MARKERS is None:
-        from ..sources.kernel_log import MARKERS
-        _MARKERS = MARKERS
-    return _MARKERS
-
-
-_MARKERS: re.Pattern | None = None
-
-
 def _kernel_line(rest: str) -> bool:
     """The kernel log's own line (its stamp, its device prefix): what a wrapper before it wraps."""
     # both the detector's marker and the parser's own stamp or prefix: each alone is loose (the
     # marker takes `<4>Oct` for a month, the -T stamp `[1,3]<stderr>:[Tue` for a date)
-    return _kernel_markers().match(rest) is not None and (
+    return MARKERS.match(rest) is not None and (
         any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None)
 
 
