@@ -337,14 +337,21 @@ def _join_wraps(out, numbered, wrappers, notes):
     nonblank = sum(1 for _, t, _ in out if t.strip())
     # a kernel log: the kernel stamps every line it prints, so one without a stamp is a rest (a runtime
     # log's tags and stamps are not on every line: there an untagged line is another process's)
-    heads = sum(1 for _, t, _ in out if t.strip() and _kernel_stamp(t)) * 2 >= nonblank
+    kstamped = [bool(t.strip()) and _kernel_stamp(t) for _, t, _ in out]
+    rests = [k for k, (_, t, _) in enumerate(out) if t.strip() and not kstamped[k]]
+    after_long = sum(1 for k in rests if k and lengths[k - 1] >= width // 2)
+    # (wrapped, a kernel log has a rest after many of its lines: stamped ones may be the fewer, but
+    # every unstamped line follows a long one)
+    heads = sum(kstamped) * 2 >= nonblank or sum(kstamped) * 3 >= nonblank and after_long * 10 >= len(rests) * 9
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
         if res and t.strip() and not stamped[k] and not BOUNDARY.match(t) and not BOUNDARY.match(res[-1][1]):
             prev_len, prev = res[-1][3], res[-1][1]
             cut = terminal and prev_len == width and not _opens_record(t)
-            word = not cut and not t[0].isspace() and prev_len >= width // 3 and (heads or not _opens_record(t)) and \
-                prev_len + 1 + len(t.split(None, 1)[0]) > width
+            # (in a kernel log any stampless line is a rest: the word may not fit for the run of
+            # spaces the client dropped at the break, so only the line before being cut is asked)
+            word = not cut and not t[0].isspace() and prev_len >= width // 3 and (
+                heads or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
             sep = None
             if cut or word:
                 want = "" if cut else " "
