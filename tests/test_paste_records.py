@@ -53,3 +53,27 @@ def test_a_sanitizer_api_error_alone_is_a_fault_with_its_code():
     assert (f["detail"]["api"], f["detail"]["error"]) == ("cudaLaunchKernel", "cudaErrorIllegalAddress")
     assert doc["verdict"]["why"] != "no GPU fault was found in the inputs"
     assert doc["verdict"]["kernel"] is None          # the host frame ggml_cuda_cpy is no kernel
+
+
+SAN = ("========= Invalid __global__ write of size 4 bytes\n"
+       "=========     at void add_one(float *, int)+0x70 in /src/k.cu:9\n"
+       "=========     by thread (3,0,0) in block (1,0,0)\n"
+       "=========     Address 0x7f0000001000 is out of bounds\n"
+       "=========     Device Frame:void apply<float>(float *, int)+0x40 in /src/k.cu:14\n")
+TAIL = ("=========     Device Frame:void launch_me(float *, int)+0x20 in /src/k.cu:20\n"
+        "=========     Saved host backtrace up to driver entry point at kernel launch time\n"
+        "=========         Host Frame: main [0x1234] in k\n")
+
+
+def test_a_sanitizer_report_cut_in_its_device_frames_claims_no_kernel():
+    v = triage(SAN)["verdict"]
+    assert v["kernel"] is None and v["level"] not in ("certain", "likely")
+    (c,) = v["claims"]
+    assert c["named"] is False and c["entry_point"] is False
+    assert c["kernel"] == "device function void apply<float>(float *, int) (a helper of an unnamed kernel)"
+    assert "the kernel's frame, the outermost, is not shown" in c["why"]
+
+
+def test_a_complete_sanitizer_report_names_its_outermost_device_frame():
+    v = triage(SAN + TAIL)["verdict"]
+    assert (v["level"], v["kernel"]) == ("certain", "void launch_me(float *, int)")
