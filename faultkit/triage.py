@@ -137,7 +137,8 @@ def _pasted_hang(inc: Incident) -> None:
     """Stack dumps and watchdog lines pasted as inputs (no capture's samples): the hang section
     from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
     its samples in the order given."""
-    if inc.hang is not None or inc.faults or inc.stops:
+    # a collective's timeout is the hang's symptom, not a fault: the stacks still tell the hang
+    if inc.hang is not None or inc.stops or any(f.kind != "collective-timeout" for f in inc.faults):
         return
     lags = lagging_ranks(inc.collectives)
     if inc.pasted_stacks or lags:
