@@ -10,6 +10,7 @@ tests/test_fault_lines.py runs every case under both.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Mapping, Sequence
 
 try:
@@ -30,6 +31,9 @@ class WordFinder:
                 words.append(w)
                 self._of.append(k)
         self._db = None
+        # Hyperscan's scratch space is one scan's at a time: the recorder scans the server's and the
+        # client's output on two threads at once (ScratchInUseError, seen live), so each thread has its own.
+        self._local = threading.local()
         if engine in (None, "hyperscan"):
             self._db = _hyperscan(words)
             if engine == "hyperscan" and self._db is None:
@@ -44,9 +48,17 @@ class WordFinder:
     def found(self, block: bytes) -> set[str]:
         if self._db is not None:
             hit: set[int] = set()
-            self._db.scan(block, match_event_handler=lambda i, *_: hit.add(self._of[i]))
+            self._db.scan(block, match_event_handler=lambda i, *_: hit.add(self._of[i]), scratch=self._scratch())
             return {self.names[k] for k in hit}
         return {name for name, rx in zip(self.names, self._rx) if rx.search(block)}
+
+
+    def _scratch(self):
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            import hyperscan
+            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+        return scratch
 
 
 def _hyperscan(words: list[bytes]):
