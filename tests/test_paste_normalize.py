@@ -96,8 +96,11 @@ def test_linear_time_on_a_big_wrapped_file():
     def cost(n: int) -> float:
         text = "".join(f"web-{i % 7}  | [{i:6d}.000000] amdgpu 0000:3d:00.0: amdgpu: ring gfx_0.0.0 uses VM inv eng 0\n"
                        for i in range(n))
-        t = time.perf_counter()
-        normalize(text)
-        return time.perf_counter() - t
+        best = float("inf")
+        for _ in range(3):        # the best of three: a busy machine does not fail it
+            t = time.perf_counter()
+            normalize(text)
+            best = min(best, time.perf_counter() - t)
+        return best
     small, big = cost(20_000), cost(80_000)
-    assert big < small * 8, (small, big)
+    assert big < small * 12, (small, big)        # 4x the input: linear is ~4x, quadratic 16x

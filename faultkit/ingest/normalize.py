@@ -345,13 +345,15 @@ def _join_wraps(out, numbered, wrappers, notes):
     heads = sum(kstamped) * 2 >= nonblank or sum(kstamped) * 3 >= nonblank and after_long * 10 >= len(rests) * 9
     res: list[list] = []
     for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
-        if res and t.strip() and not stamped[k] and not BOUNDARY.match(t) and not BOUNDARY.match(res[-1][1]):
+        if res and t.strip() and not stamped[k] and not t.startswith("#") and not BOUNDARY.match(t) \
+                and not BOUNDARY.match(res[-1][1]):
             prev_len, prev = res[-1][3], res[-1][1]
             cut = terminal and prev_len == width and not _opens_record(t)
             # (in a kernel log any stampless line is a rest: the word may not fit for the run of
             # spaces the client dropped at the break, so only the line before being cut is asked)
             word = not cut and not t[0].isspace() and prev_len >= width // 3 and (
-                heads or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
+                heads and not _opens_record(t, OTHER_READERS)
+                or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
             sep = None
             if cut or word:
                 want = "" if cut else " "
@@ -422,11 +424,12 @@ def _token_cut(alone: re.Match, joined_m: re.Match, junction: int, joined: str) 
 
 
 READERS = (prefilter.RUNTIME, prefilter.KERNEL, prefilter.DEBUGGER)
+OTHER_READERS = (prefilter.RUNTIME, prefilter.DEBUGGER)     # a kernel log's rest never opens their records
 
 
-def _opens_record(line: str) -> bool:
+def _opens_record(line: str, readers: tuple[str, ...] = READERS) -> bool:
     """A line that starts with one of the parsers' anchors: a record's first line, no one's rest."""
-    return any((m := prefilter.may_matter(r).match(line)) is not None and m.end() > 0 for r in READERS)
+    return any((m := prefilter.may_matter(r).match(line)) is not None and m.end() > 0 for r in readers)
 
 
 def _record(line: str) -> bool:
