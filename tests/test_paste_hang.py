@@ -117,7 +117,7 @@ def test_two_pyspy_json_dumps_of_a_deadlock_are_a_hang(hung, tmp_path):
         f.write_text(pyspy(p.pid, "--json", "--native"))
         files.append(f)
     doc = triage_json(*files)
-    assert (doc["hang"]["state"], doc["hang"]["level"]) == ("hung", "possible")
+    assert (doc["hang"]["state"], doc["hang"]["sign"], doc["hang"]["level"]) == ("hung", "blocked", "candidates")
     t = threads_of(doc)
     assert (t["one"]["kind"], t["one"]["unchanged"]) == ("lock", True)
     assert "blocked on the host" in doc["hang"]["summary"]
