@@ -337,7 +337,11 @@ def _join_wraps(out, numbered, wrappers, notes):
     nonblank = sum(1 for _, t, _ in out if t.strip())
     # a kernel log: the kernel stamps every line it prints, so one without a stamp is a rest (a runtime
     # log's tags and stamps are not on every line: there an untagged line is another process's)
-    kstamped = [bool(t.strip()) and _kernel_stamp(t) for _, t, _ in out]
+    # the producer's own line head: the kernel's stamps, or a head of punctuation every line of
+    # the producer opens with (compute-sanitizer's `=========`)
+    lead = _line_head(out)
+    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead)) for _, t, _ in out]
+    stamped = [a or b for a, b in zip(stamped, kstamped)]
     rests = [k for k, (_, t, _) in enumerate(out) if t.strip() and not kstamped[k]]
     after_long = sum(1 for k in rests if k and lengths[k - 1] >= width // 2)
     # (wrapped, a kernel log has a rest after many of its lines: stamped ones may be the fewer, but
@@ -352,12 +356,12 @@ def _join_wraps(out, numbered, wrappers, notes):
             # (in a kernel log any stampless line is a rest: the word may not fit for the run of
             # spaces the client dropped at the break, so only the line before being cut is asked)
             word = not cut and not t[0].isspace() and prev_len >= width // 3 and (
-                heads and not _opens_record(t, OTHER_READERS)
+                heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
                 or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
             sep = None
             if cut or word:
                 want = "" if cut else " "
-                if heads:
+                if heads and res[-1][4]:
                     sep = want
                 else:
                     for cand in ((want, " ") if cut else (want,)):
@@ -370,8 +374,22 @@ def _join_wraps(out, numbered, wrappers, notes):
                 res[-1][3] = len(raw.rstrip("\r"))
                 notes.joined += 1
                 continue
-        res.append([no, t, h, len(raw.rstrip("\r"))])
-    return [(no, t, h) for no, t, h, _ in res]
+        res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k]])    # [4]: a producer's stamped line
+    return [(no, t, h) for no, t, h, _, _ in res]
+
+
+def _line_head(out) -> str:
+    """A head of punctuation that opens at least half of the lines (`=========` of compute-sanitizer):
+    a producer's own mark on each line it prints; '' where there is none."""
+    heads = Counter(m.group(0) for _, t, _ in out if (m := PUNCT_HEAD.match(t)))
+    nonblank = sum(1 for _, t, _ in out if t.strip())
+    if not heads:
+        return ""
+    head, n = heads.most_common(1)[0]
+    return head if n * 2 >= nonblank else ""
+
+
+PUNCT_HEAD = re.compile(r"[=*#|:~+-]{4,}(?= |$)")
 
 
 def _message(line: str) -> str:
