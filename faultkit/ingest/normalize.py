@@ -364,8 +364,11 @@ def _join_wraps(out, numbered, wrappers, notes):
                 if heads and res[-1][4]:
                     sep = want
                 else:
-                    for cand in ((want, " ") if cut else (want,)):
-                        if _continues(prev, t, cand, cut):
+                    # a line at the width may be a terminal's cut even where it is the only one
+                    # (one long line wrapped once): the record decides
+                    at_width = prev_len == width
+                    for cand in (("", " ") if cut or at_width else (want,)):
+                        if _continues(prev, t, cand, cut or at_width):
                             sep = cand
                             break
             if sep is not None:
@@ -414,7 +417,7 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
         joined = first + sep + nxt
         junction = len(first)
         for g in prefilter.GUARDS:
-            if g.pattern is None or not any(a in first or a in nxt for a in g.anchors):
+            if g.pattern is None or not any(a in joined for a in g.anchors):     # an anchor the cut split too
                 continue
             m = g.pattern.search(joined)
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
