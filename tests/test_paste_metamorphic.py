@@ -31,7 +31,7 @@ SKIP_SUFFIX = (".csv", ".xz", ".cu", ".py", ".sh")
 # whose rest is indented, the parsers still read two records or one cut short. FLOOR is what the
 # whole matrix holds now: it may only rise.
 NOT_YET = {"terminal-wrap-80", "mail-wrap-72", "launcher", "wrap+quote", "launcher+quote", "indent+iso+crlf"}
-FLOOR = 0.991
+FLOOR = 0.992
 
 
 def corpus_texts() -> list[tuple[str, str, str]]:

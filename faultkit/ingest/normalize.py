@@ -413,6 +413,11 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
     of the record (more of its fields) than on either line alone."""
     if sep == " " and ROCCLR_PREFIX.fullmatch(prev.strip() + " "):
         return True        # a producer's line prefix with its message on the next line
+    head = ROCCLR_PREFIX.search(prev)
+    if head is not None:   # the prefix itself runs on (its pid and thread on the next line)
+        whole = ROCCLR_PREFIX.match(prev + sep + nxt, head.start())
+        if whole is not None and whole.end() > len(prev) + len(sep) and _fields(whole) > _fields(head):
+            return True
     for first in {prev, _message(prev)}:
         joined = first + sep + nxt
         junction = len(first)
