@@ -8,6 +8,7 @@ need the same interpretation; a second copy would drift.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # hsa_status_t: code -> (name, what it means for someone debugging a crash)
 HSA_STATUS: dict[int, tuple[str, str]] = {
@@ -228,25 +229,42 @@ MES_OPCODES = {0: "SET_HW_RSRC", 1: "SET_SCHEDULING_CONFIG", 2: "ADD_QUEUE", 3: 
                11: "QUERY_SCHEDULER_STATUS", 12: "PROGRAM_GDS", 13: "SET_DEBUG_VMID", 14: "MISC",
                15: "UPDATE_ROOT_PAGE_TABLE", 16: "AMD_LOG", 19: "SET_HW_RSRC_1"}
 
-# NVIDIA Xid meanings for the ones a compute user meets
-XID_MEANINGS = {
-    13: "Graphics engine exception (SM warp exception: an illegal address, an out-of-range access "
-        "or an assert in a kernel)",
-    31: "GPU memory page fault (MMU fault): a kernel or copy touched an unmapped address",
-    32: "invalid or corrupted push buffer stream",
-    43: "GPU stopped processing (the faulting channel was torn down; follows Xid 13/31)",
-    45: "preemptive cleanup of a channel, due to a previous error",
-    48: "double-bit ECC error",
-    63: "ECC page retirement / row remapping event",
-    64: "ECC page retirement / row remapping failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    109: "context switch timeout",
-    119: "GSP RPC timeout",
-    120: "GSP error",
+# NVIDIA's Xid catalogue, for the ones a compute user meets: the one table (the report's meaning,
+# the fleet's hardware signs, the job's and the fleet's causes and consequences read it).
+@dataclass(frozen=True)
+class XidInfo:
+    meaning: str
+    hardware: bool = False       # a sign of the card itself (ECC, NVLink, the bus, GSP): drain it, not the code
+    consequence: bool = False    # it reports the end of work another event caused (not a first mover)
+
+
+XIDS: dict[int, XidInfo] = {
+    13: XidInfo("Graphics engine exception (SM warp exception: an illegal address, an out-of-range access "
+                "or an assert in a kernel)"),
+    31: XidInfo("GPU memory page fault (MMU fault): a kernel or copy touched an unmapped address"),
+    32: XidInfo("invalid or corrupted push buffer stream"),
+    43: XidInfo("GPU stopped processing (the faulting channel was torn down; follows Xid 13/31)", consequence=True),
+    45: XidInfo("preemptive cleanup of a channel, due to a previous error", consequence=True),
+    48: XidInfo("double-bit ECC error", hardware=True),
+    63: XidInfo("ECC page retirement / row remapping event", hardware=True),
+    64: XidInfo("ECC page retirement / row remapping failure", hardware=True),
+    74: XidInfo("NVLink error", hardware=True),
+    79: XidInfo("GPU has fallen off the bus", hardware=True),
+    92: XidInfo("high single-bit ECC error rate", hardware=True),
+    94: XidInfo("contained ECC error", hardware=True),
+    95: XidInfo("uncontained ECC error", hardware=True),
+    109: XidInfo("context switch timeout"),
+    119: XidInfo("GSP RPC timeout", hardware=True),
+    120: XidInfo("GSP error", hardware=True),
 }
+HARDWARE_XIDS = frozenset(x for x, i in XIDS.items() if i.hardware)
+CONSEQUENCE_XIDS = frozenset(x for x, i in XIDS.items() if i.consequence)
+
+
+def xid_meaning(xid: int) -> str:
+    info = XIDS.get(xid)
+    return info.meaning if info else "see NVIDIA Xid documentation"
+
 
 
 # Instructions that touch memory (AMDGPU and NVIDIA SASS): a debugger stop on one of these is the

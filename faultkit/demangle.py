@@ -13,22 +13,28 @@ import re
 MANGLED = re.compile(r"^(?P<name>_Z[A-Za-z0-9_$.]+?)(?P<suffix>\.kd)?$")
 MAX_LEN = 4096               # longer is not a symbol; the demangler's work grows with the name
 
-try:                         # the package loads libstdc++ at import; without it, names stay raw
-    import cxxfilt as _cxxfilt
-except Exception:            # noqa: BLE001 - ImportError, or OSError/AttributeError from ctypes
-    _cxxfilt = None
+
+@functools.lru_cache(maxsize=1)
+def _demangler():
+    """The package, loaded at the first mangled name (it loads libstdc++ through ctypes, which
+    `faultkit --help` and a triage without C++ names need not pay); None where it cannot load."""
+    try:
+        import cxxfilt
+    except Exception:        # noqa: BLE001 - ImportError, or OSError/AttributeError from ctypes
+        return None
+    return cxxfilt
 
 
 @functools.lru_cache(maxsize=4096)
 def demangled(name: str | None) -> str | None:
     """The demangled form of a mangled name, else None (not mangled, not valid, no demangler)."""
-    if not name or _cxxfilt is None or len(name) > MAX_LEN:
+    if not name or len(name) > MAX_LEN:
         return None
     m = MANGLED.match(name)
-    if not m:
+    if not m or (lib := _demangler()) is None:
         return None
     try:
-        out = _cxxfilt.demangle(m["name"], external_only=True)
+        out = lib.demangle(m["name"], external_only=True)
     except Exception:        # noqa: BLE001 - InvalidName, or an encoding the library refuses
         return None
     if not out or out == m["name"]:

@@ -95,3 +95,4 @@ class RankCollectives:
     version: str | None = None
     timed_out: bool = False          # a watchdog line: the rank's watchdog gave up on its last entry
     problems: list[str] = field(default_factory=list)
+    internal: list[str] = field(default_factory=list)   # the reader's own bugs, caught (tests assert there is none)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from . import layout
 from ._signals import capture_exit_status
-from .analyze.job import CONSEQUENCE_XIDS, JobVerdict, NodeEvent, NodeEvidence, decide
+from .analyze.job import JobVerdict, NodeEvent, NodeEvidence, decide
+from .codes import CONSEQUENCE_XIDS
+from .ingest.schema import read_manifest
 from .ingest.markers import PEER_LOSS, markers_in
 from .launch_env import Launch
 
@@ -31,11 +33,7 @@ class JobReport:
 
 
 def _manifest(path: str) -> dict | None:
-    try:
-        data = json.loads((Path(path) / layout.MANIFEST).read_text(errors="replace"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_manifest(Path(path) / layout.MANIFEST)[0]
 
 
 def job_of(paths: list[str], job: str | None = None) -> tuple[str | None, list[str]] | None:

@@ -530,6 +530,16 @@ class DebuggerLog:
     registers: dict[str, int] = field(default_factory=dict)   # `info registers` of the focused thread/lane
     problems: list[Problem] = field(default_factory=list)
 
+    def first_backtrace(self) -> list[Frame]:
+        """The stopped thread's own `bt`: the frames up to where the next backtrace starts again at
+        level 0 (a capture's `thread apply all bt` repeats that thread after it)."""
+        out: list[Frame] = []
+        for f in self.backtrace:
+            if out and f.level == 0:
+                break
+            out.append(f)
+        return out
+
     def extend(self, other: "DebuggerLog") -> None:
         for name in self.__dataclass_fields__:
             value = getattr(other, name)
@@ -588,7 +598,7 @@ class Candidate:
     kernel: str
     score: float
     why: str
-    claims: list[int] = field(default_factory=list)   # indices into the verdict's claims
+    claims: list[str] = field(default_factory=list)   # ids of the verdict's claims behind it (Claim.id)
 
 
 @dataclass
@@ -599,6 +609,11 @@ class Verdict:
     why: str
     candidates: list[Candidate] = field(default_factory=list)
     claims: list[Any] = field(default_factory=list)    # judge.claims.Claim: the evidence behind it, ranked
+    decisive: str | None = None      # the finding that narrows the search most (judge/decisive.py)
+
+    def claim(self, claim_id: str):
+        """The claim a candidate points at, by its id."""
+        return next(c for c in self.claims if c.id == claim_id)
 
     def to_json(self) -> dict[str, Any]:
         return {"level": self.level, "kernel": self.kernel,

@@ -74,6 +74,8 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     _pasted_hang(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
+    if inputs.agent:
+        _join_black_box(inputs, inc)
     # Every source's claims (in the registry's order, the order ties are broken) go to the judge.
     manifest = inputs.manifest if inputs.captured else {}
     system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
@@ -83,15 +85,13 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
         inc.traces.rank()
-    inc.report_points = inc.runtime.report_points
-    if inputs.agent:
-        _join_black_box(inputs, inc)
+    inc.report_points = [r for r in inc.runtime.report_points if not _our_interrupt(r, manifest)]
     inc.kernel_events = [e for e in inc.kernel.events if e.kind in KEY_EVENTS]
     # Kernel events (a host segfault line) stay: a short-lived child of the target can die before the
     # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces), inc.debugger.events)
+                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang)
     if not inputs.files and not inputs.traces and not inputs.cores:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
@@ -123,7 +123,8 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
                 rounds[name] = (samples, interval)
         elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
             rc = parse_flight_record(f.data, f.name)
-            inc.problems += [Problem(f.name, p) for p in rc.problems]
+            inc.problems += [Problem(f.name, p) for p in rc.problems] + [Problem(f.name, p, internal=True)
+                                                                         for p in rc.internal]
             inc.collectives.append(rc)
     tags = [c.get("tag") for c in (inputs.manifest or {}).get("hang_check") or [] if isinstance(c, dict)]
     order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)
@@ -143,6 +144,13 @@ def _pasted_hang(inc: Incident) -> None:
     lags = lagging_ranks(inc.collectives)
     if inc.pasted_stacks or lags:
         inc.hang = analyse_hang(as_samples(inc.pasted_stacks), None, lags, inc.running)
+
+
+def _our_interrupt(point, manifest: dict) -> bool:
+    """A KeyboardInterrupt traceback of a target that capture itself stopped with SIGINT (at its
+    timeout, a hang, the user's Ctrl-C): how the stop looked from inside, not where an error was reported."""
+    stopped = manifest.get("stopped_with") if isinstance(manifest.get("stopped_with"), list) else []
+    return "SIGINT" in stopped and (point.exception or "").startswith("KeyboardInterrupt")
 
 
 def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[InputFile]:

@@ -81,3 +81,10 @@ def no_internal_errors(problems) -> None:
     when none was caught (a planted ZeroDivisionError otherwise leaves just a problem)."""
     internal = [str(p) for p in problems if getattr(p, "internal", False)]
     assert not internal, f"internal parser errors: {internal[:5]}"
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, at most 8 (each worker holds its own imports, and the tests
+    that start servers and clusters gain nothing from more)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cores))

@@ -176,3 +176,153 @@ def test_verb_modules_leave_the_command_line_to_cli():
             text = path.read_text()
             assert "import click" not in text and "sys.exit(" not in text, mod
             assert "faultkit.cli" not in GRAPH[mod], mod
+
+
+# ---------------- one owner per fact (issue 32) ----------------
+
+def _trees():
+    for p in sorted(PKG.rglob("*.py")):
+        yield str(p.relative_to(PKG)), ast.parse(p.read_text())
+
+
+def test_levels_are_assigned_only_by_the_judge():
+    """A level (certain, likely, candidates, or a private word such as 'possible') is given to a
+    verdict, a claim's ceiling or a finding only in judge/; everything else reads them (`unknown`
+    stands where there is no verdict to read)."""
+    from faultkit.judge.levels import CANDIDATES, CERTAIN, LIKELY
+    words = {CERTAIN, LIKELY, CANDIDATES, "possible", "candidate"}
+    names = {"CERTAIN", "LIKELY", "CANDIDATES", "CANDIDATE"}
+
+    def is_level(v) -> bool:
+        return (isinstance(v, ast.Constant) and v.value in words) or (isinstance(v, ast.Name) and v.id in names) or \
+            (isinstance(v, ast.IfExp) and (is_level(v.body) or is_level(v.orelse)))
+
+    found = []
+    for rel, tree in _trees():
+        if rel.startswith("judge/"):
+            continue
+        for n in ast.walk(tree):
+            targets = []
+            if isinstance(n, ast.Assign):
+                targets = [(t, n.value) for t in n.targets]
+            elif isinstance(n, ast.AnnAssign) and n.value is not None:
+                targets = [(n.target, n.value)]
+            elif isinstance(n, ast.keyword) and n.arg in ("level", "ceiling"):
+                targets = [(ast.Name(n.arg), n.value)]
+            for t, v in targets:
+                for tt, vv in (zip(t.elts, v.elts) if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) else [(t, v)]):
+                    name = tt.attr if isinstance(tt, ast.Attribute) else tt.id if isinstance(tt, ast.Name) else ""
+                    if name in ("level", "ceiling") and is_level(vv):
+                        found.append(f"{rel}:{n.lineno}")
+    assert not found, f"levels assigned outside faultkit/judge: {found}"
+
+
+def test_no_module_outside_sources_lists_a_fault_word():
+    """The words whose line ends a capture are the sources' stop anchors (faultkit/sources/): no
+    other module holds a list of them (a tuple, list or set of strings with one in it, or a pattern
+    joining two), so what a fault line is cannot drift apart again."""
+    from faultkit.sources import stop_words
+    stops = stop_words()
+    found = []
+    for rel, tree in _trees():
+        if rel.startswith("sources/"):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Tuple, ast.List, ast.Set)):
+                items = [e.value for e in n.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                if len(items) > 1 and any(i in stops for i in items):
+                    found.append(f"{rel}:{n.lineno}: {items[:3]}")
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and "|" in n.value:
+                hits = [w for w in stops if w in n.value or w.replace(" ", r"\ ") in n.value]
+                if len(hits) > 1:
+                    found.append(f"{rel}:{n.lineno}: a pattern of {hits[:3]}")
+    assert not found, f"fault words listed outside faultkit/sources: {found}"
+
+
+def test_one_table_of_xids():
+    """codes.XIDS is the one table of NVIDIA Xids (meaning, hardware sign, consequence); a module that
+    speaks of Xids holds no literal of two Xid numbers of its own."""
+    from faultkit.codes import XIDS
+    known = set(XIDS)
+    found = []
+    for rel, tree in _trees():
+        if rel == "codes.py" or "xid" not in (PKG / rel).read_text().lower():
+            continue
+        for n in ast.walk(tree):
+            keys = n.keys if isinstance(n, ast.Dict) else n.elts if isinstance(n, (ast.Set, ast.Tuple, ast.List)) else []
+            ints = {k.value for k in keys if isinstance(k, ast.Constant) and type(k.value) is int}
+            if len(ints & known) >= 2:
+                found.append(f"{rel}:{n.lineno}: {sorted(ints & known)}")
+    assert not found, f"a second table of Xids: {found}"
+
+
+def test_a_manifest_is_read_only_by_its_owner():
+    """ingest/schema.py reads a bundle's manifest (read_manifest, check_manifest): nothing else parses
+    one with json (a call on a manifest's path or text, into a name of it, or in a function named
+    for it), bypassing the type checks."""
+    found = []
+    for rel, tree in _trees():
+        if rel == "ingest/schema.py":
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            into = {id(a.value): ast.unparse(a.targets[0]) for a in ast.walk(fn) if isinstance(a, ast.Assign)}
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("loads", "load") \
+                        and isinstance(n.func.value, ast.Name) and n.func.value.id == "json":
+                    said = " ".join([*(ast.unparse(a) for a in n.args), into.get(id(n), ""), fn.name]).lower()
+                    if "manifest" in said:
+                        found.append(f"{rel}:{n.lineno} in {fn.name}")
+    assert not found, f"a manifest parsed outside ingest/schema.py: {found}"
+
+
+# ---------------- the README's Layout section is the package as it is ----------------
+
+def _layout_paragraphs() -> tuple[str, dict[str, str]]:
+    """The Layout block of README.md, and each top-level folder's paragraph (its line and the lines
+    indented under it)."""
+    readme = (PKG.parent / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    paragraphs: dict[str, str] = {}
+    current = None
+    for line in block.splitlines():
+        m = __import__("re").match(r"^  (\w+)/ ", line)
+        if m:
+            current = m.group(1)
+            paragraphs[current] = line
+        elif line.startswith("   ") and current:
+            paragraphs[current] += "\n" + line
+        else:
+            current = None
+    return block, paragraphs
+
+
+def test_the_readme_layout_names_every_module():
+    import re
+    block, paragraphs = _layout_paragraphs()
+    missing = []
+    for p in sorted(PKG.rglob("*.py")):
+        rel = p.relative_to(PKG)
+        if p.name == "__init__.py":
+            continue
+        if len(rel.parts) == 1:
+            if not re.search(rf"(?<![\w/]){re.escape(p.name)}\b", block):
+                missing.append(str(rel))
+        elif not re.search(rf"\b{re.escape(p.stem)}\b", paragraphs.get(rel.parts[0], "")):
+            missing.append(str(rel))
+    assert not missing, f"README.md's Layout does not name: {missing}"
+
+
+def test_the_readme_layout_names_no_module_that_is_gone():
+    """Every `name.py` of the block is a file, and every snake_case name in a folder's paragraph is a
+    module of that folder (or a file named elsewhere in the tree)."""
+    import re
+    block, paragraphs = _layout_paragraphs()
+    stems = {p.stem for d in (PKG, PKG.parent / "scripts", PKG.parent / "tests") for p in d.rglob("*")}
+    gone = [n for n in re.findall(r"(?<![\w.])(\w+)\.py\b", block) if n not in stems]
+    for folder, text in paragraphs.items():
+        here = {p.stem for p in (PKG / folder).rglob("*.py")} if (PKG / folder).is_dir() else set()
+        gone += [f"{folder}/{w}" for w in re.findall(r"(?<![\w.`/-])([a-z]+(?:_[a-z]+)+)(?![\w.`(])", text)
+                 if w not in here and w not in stems]
+    assert not gone, f"README.md's Layout names what is not there: {gone}"

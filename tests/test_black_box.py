@@ -59,7 +59,7 @@ def test_use_after_free_of_a_released_pool(live):
     assert o.allocated_at.endswith(f"agent_fault_demo.py:{_line_of('torch.empty(1 << 30')} make_kv_pool")
     assert 200 < o.freed_ms_before < 5000                  # the demo sleeps 0.2 s after empty_cache()
     assert "freed and released to the driver" in o.text and "use after free" in o.text
-    assert inc.black_box.finding() == o.text
+    assert inc.verdict.decisive == o.text
     md = render_markdown(inc)
     assert f"Decisive finding: {o.text}" in md
 

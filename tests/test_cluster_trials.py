@@ -22,6 +22,10 @@ from tests.conftest import own_processes
 
 PY = sys.executable
 
+# One Slurm cluster and one Ray cluster at a time (each starts daemons and several workers): under
+# xdist these tests run on one worker, in order, sharing the module's cluster.
+pytestmark = pytest.mark.xdist_group("clusters")
+
 
 def cli(*args, env=None, timeout=300):
     return subprocess.run([PY, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,

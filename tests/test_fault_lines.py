@@ -53,5 +53,5 @@ def test_dump_lines_are_the_parsers(line, prefilter):
 
 
 def test_the_prefilter_is_shared():
-    from faultkit.capture import launcher
-    assert launcher.PREFILTER is fault_lines.PREFILTER
+    from faultkit.capture import recorder
+    assert recorder.PREFILTER is fault_lines.PREFILTER

@@ -170,9 +170,11 @@ def test_every_real_report_lists_the_claims_behind_its_verdict(corpus, tmp_path)
         doc = to_json(triage([p]))
         for v in [doc["verdict"]] + [i["verdict"] for i in doc["incidents"]]:
             assert "claims" in v, p
+            by_id = {c["id"]: c for c in v["claims"]}
+            assert len(by_id) == len(v["claims"]), p          # one id per claim
             for c in v["candidates"]:
-                assert c["claims"] and all(same_kernel(v["claims"][i]["kernel"], c["kernel"]) or
-                                           not v["claims"][i]["named"] for i in c["claims"]), (p, c)
+                assert c["claims"] and all(same_kernel(by_id[i]["kernel"], c["kernel"]) or
+                                           not by_id[i]["named"] for i in c["claims"]), (p, c)
             if v["level"] in ("certain", "likely"):
                 sure += 1
                 behind = [c for c in v["claims"] if c["kernel"] and same_kernel(c["kernel"], v["kernel"])

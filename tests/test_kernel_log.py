@@ -4,7 +4,7 @@ import pytest
 
 from faultkit.ingest.kernel_log import parse_kernel_log
 
-from .conftest import corpus_bytes
+from .conftest import corpus_bytes, no_internal_errors
 
 GMC9_610 = """\
 [ 4778.915423] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)
@@ -144,7 +144,9 @@ def test_nvidia_xid_lines():
 def test_garbage_and_cut_lines_do_not_raise():
     k = parse_kernel_log(b"\x00\xff[  12.3] amdgpu 0000:01:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ri\n"
                          b"[  12.3] amdgpu 0000:01:00.0: amdgpu: \t RW: 0x1\n[ 1", "cut.txt")
-    assert k.problems
+    no_internal_errors(k.problems)
+    # line 1 begins with \x00\xff (not UTF-8) and the fault's block is cut after its first line
+    assert k.problems and all(p.file == "cut.txt" for p in k.problems)
 
 
 # ---------------- the shared corpus ----------------

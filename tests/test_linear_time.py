@@ -1,7 +1,8 @@
 """Every text reader runs in time linear in its input (issue 28: 100 KB of newlines took kind
 detection > 30 s). Each shape is read at n and at 10n units: a linear reader takes about 10x as
 long, a quadratic one 100x. The bound is generous (50x) and no absolute time is asserted, so a
-busy machine does not fail it; the best of three runs is compared to keep noise out."""
+busy machine does not fail it; CPU time of the thread is compared, not the wall clock, and a large
+run that looks too slow is tried again (best of three) to keep noise out."""
 
 from __future__ import annotations
 
@@ -24,22 +25,28 @@ READERS = {"detect_kinds": detect_kinds, "kernel log": parse_kernel_log, "runtim
 SMALL = 10_000
 
 
-def _best(fn, text: str) -> float:
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        fn(text)
-        best = min(best, time.perf_counter() - t)
-    return best
+def _cpu(fn, text: str) -> float:
+    """CPU seconds of this thread (not the wall clock: on a shared machine, or beside another test
+    worker, the time a test is descheduled is not the reader's)."""
+    t = time.thread_time()
+    fn(text)
+    return time.thread_time() - t
 
 
 @pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("unit", UNITS)
 def test_ten_times_the_input_takes_about_ten_times_as_long(reader, unit):
     fn = READERS[reader]
-    small, large = _best(fn, UNITS[unit] * SMALL), _best(fn, UNITS[unit] * SMALL * 10)
-    # A floor for the small run: timer resolution must not turn a fast run into a huge ratio.
-    ratio = large / max(small, 2e-3)
+    small = min(_cpu(fn, UNITS[unit] * SMALL) for _ in range(3))
+    # The large run is repeated (best of three) only while it looks too slow: a linear reader pays
+    # for one large run, a quadratic one fails all three.
+    large = float("inf")
+    for _ in range(3):
+        large = min(large, _cpu(fn, UNITS[unit] * SMALL * 10))
+        # A floor for the small run: timer resolution must not turn a fast run into a huge ratio.
+        ratio = large / max(small, 2e-3)
+        if ratio < 50:
+            break
     assert ratio < 50, f"{reader} on {unit!r}: {SMALL}x took {small:.4f} s, {SMALL * 10}x took {large:.4f} s"
 
 

@@ -134,3 +134,29 @@ def test_the_findings_have_a_report_section(tmp_path):
     CliRunner().invoke(main, ["triage", str(SHAPES / "racecheck_hazard_warn_cuda_memcheck.txt"), "-o", str(out)])
     md = out.read_text()
     assert "## compute-sanitizer findings" in md and "RAW-hazard" in md and "warp_prefix.cuh:88" in md
+
+
+def test_no_source_meets_an_internal_error_on_any_corpus_file(corpus):
+    """Every corpus file through every source that reads it: a caught reader bug is a failure here
+    (an AttributeError in the kernel log's cut-block handling was silently a problem line on
+    dmesg/gfx1102_vmid0_kernel_cpc_fault_rocm_issue_2766.txt until this test)."""
+    from faultkit.triage import TriageOptions, triage
+
+    from .conftest import no_internal_errors
+    files = [p for p in sorted(corpus.rglob("*")) if p.is_file()]
+    assert len(files) > 100
+    for f in files:
+        no_internal_errors(triage([str(f)], TriageOptions(open_cores=False)).problems)
+
+
+def test_each_json_key_has_one_source_and_the_report_writes_it():
+    """A source names the report's JSON keys it owns; no key has two owners, and the report of a
+    bundle with every kind of record (the live agent bundle: server log, kernel log, core transcript,
+    black box) writes each of them."""
+    from faultkit.export.report import to_json
+    from faultkit.triage import TriageOptions, triage
+    owned = [k for s in REGISTRY for k in s.json_keys]
+    assert len(owned) == len(set(owned))
+    doc = to_json(triage([str(Path(__file__).parent / "data" / "live_h200_agent" / "uaf")], TriageOptions(open_cores=False)))
+    assert set(owned) <= set(doc), set(owned) - set(doc)
+    assert doc["black_box"]["owners"][0]["verdict"] == "freed"      # rendered by sources/agent.py

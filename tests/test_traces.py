@@ -245,7 +245,7 @@ def test_use_after_free_freed_3ms_before(tmp_path):
                                  alloc("FREE", 0x7F0000000000, 0, FAULT_NS - 3 * MS, 2)])
     inc, doc = tri(b)
     a = doc["trace"]["address"]
-    assert a["verdict"] == "use-after-free" and "freed 3.000 ms before the fault" in a["text"]
+    assert a["verdict"] == "freed" and "freed 3.000 ms before the fault" in a["text"]
     assert doc["trace"]["fault_time"]["boottime_ns"] == FAULT_NS and "stamped by capture" in \
         doc["trace"]["fault_time"]["source"]
     assert "use after free" in render_markdown(inc)
@@ -255,7 +255,25 @@ def test_overflow_by_16_bytes(tmp_path):
     b = bundle(tmp_path, address=0x7F1000001010,
                allocs=[alloc("ALLOCATE", 0x7F1000000000, 4096, FAULT_NS - 100 * MS)])
     a = tri(b)[1]["trace"]["address"]
-    assert a["verdict"] == "overflow" and a["distance"] == 16 and "16 bytes past the end" in a["text"]
+    assert a["verdict"] == "past-end" and a["distance"] == 16 and "16 bytes past the end" in a["text"]
+
+
+def test_past_the_end_is_one_rule_for_the_trace_and_the_agent(tmp_path):
+    """analyze/placement.py: 3 MiB past a live 64 MiB allocation is past its end for the trace's
+    history as for the agent's map (the trace said "none" beyond 1 MiB before the two were one);
+    beyond 64 MiB it is in no allocation for both."""
+    from faultkit.agent_model import AgentProcess, AllocEvent
+    from faultkit.analyze.allocation_owner import locate as owner_of
+    base, size = 0x7F2000000000, 64 << 20
+    for over, verdict in ((3 << 20, "past-end"), ((64 << 20) + 16, "none")):
+        b = bundle(tmp_path / str(over), address=base + size + over,
+                   allocs=[alloc("ALLOCATE", base, size, FAULT_NS - 100 * MS)])
+        a = tri(b)[1]["trace"]["address"]
+        p = AgentProcess(4242, events=[AllocEvent(1, "segment_alloc", FAULT_NS - 100 * MS, base, size, 0, 0, 0, 1)])
+        o = owner_of(p, base + size + over, FAULT_NS, "test")
+        assert (a["verdict"], o.verdict) == (verdict, verdict)
+        if verdict == "past-end":
+            assert a["distance"] == over and o.offset == over
 
 
 def test_cross_queue_overlap_and_ineffective_serialization(tmp_path):
@@ -396,7 +414,7 @@ def test_bundle_and_its_tarball_give_the_same_report(tmp_path):
     assert [f["address"] for f in folder["faults"]] == ["0x7f0000001000"]     # not 0xdead0000
     assert folder["trace"]["fault_time"]["boottime_ns"] == FAULT_NS           # the arrival stamp, from both
     assert folder["trace"]["overlaps"]["serialization"]["variables"] == {"AMD_SERIALIZE_KERNEL": "3"}
-    assert folder["trace"]["address"]["verdict"] == "use-after-free"
+    assert folder["trace"]["address"]["verdict"] == "freed"
     names = [i["name"] for i in packed["inputs"]]
     assert not any("times.tsv" in n or "kernel-before" in n or "environ.json" in n for n in names)
 

@@ -30,7 +30,7 @@ def test_sample_json_contract_and_verdict():
     assert "on the faulting GPU (node 3)" in v["candidates"][0]["why"]
     assert v["candidates"][1]["kernel"] == "_fwd_grouped_kernel_stage1"
     assert "consistent with the kernel log" in v["candidates"][1]["why"]
-    assert report["trace"]["address"]["verdict"] == "use-after-free"
+    assert report["trace"]["address"]["verdict"] == "freed"
     for f in report["faults"]:
         assert set(f) >= {"source", "kind", "address", "code", "gpu", "pid", "process", "time", "detail"}
         assert f["address"] is None or (f["address"].startswith("0x") and f["address"] == f["address"].lower())

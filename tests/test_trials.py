@@ -137,7 +137,10 @@ def test_env_that_does_not_reach_the_worker_is_reported(tmp_path):
     assert "Warning" in run_cli("trials", "report", str(out)).output
 
 
-def test_stale_server_on_the_port_is_refused(tmp_path):
+def test_stale_server_on_the_port_is_refused(tmp_path, monkeypatch):
+    from faultkit.trials import runner
+    wait = runner._wait_port_free      # the real check, waiting 1 s instead of the default 30 s
+    monkeypatch.setattr(runner, "_wait_port_free", lambda port, wait_s: wait(port, 1.0))
     port = free_port()
     holder = socket.socket()
     holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

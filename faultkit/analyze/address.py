@@ -1,4 +1,5 @@
-"""The fault address against the allocation history: live, freed, just past one, or none.
+"""The fault address against the trace's allocation history: live, freed, past the end of one, or
+none (analyze/placement.py: the vocabulary and the "past the end" rule).
 
 Allocations and frees are paired into lifetimes [base, base+size) x [allocated, freed). The
 lifetimes are sorted by base once; each query is a binary search plus a scan back over at most
@@ -14,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace_model import MISSING, Trace
-
-NEAR_BYTES = 1 << 20       # "just past" an allocation: within 1 MiB after its end
+from .placement import FREED, LIVE, NONE, PAST_END, PAST_END_BYTES, past_end
 
 
 @dataclass
@@ -56,7 +56,7 @@ def lifetimes(trace: Trace) -> list[Lifetime]:
 @dataclass
 class AddressFinding:
     address: int
-    verdict: str               # live | use-after-free | overflow | none | no-allocation-trace
+    verdict: str               # live | freed | past-end | none | no-allocation-trace (placement.py)
     text: str
     lifetime: Lifetime | None = None
     since: list[Lifetime] | None = None
@@ -86,20 +86,20 @@ class AddressIndex:
                 out.append(lt)
         return out
 
-    def below(self, addr: int, at: int) -> Lifetime | None:
-        """The live allocation ending closest below `addr` (within NEAR_BYTES)."""
+    def live_below(self, addr: int, at: int):
+        """The allocations live at `at` that start below `addr` and could end within reach of it."""
         i = bisect.bisect_right(self.bases, addr)
-        best = None
         while i > 0:
             i -= 1
             lt = self.lts[i]
-            if addr - lt.base > self.span + NEAR_BYTES:
+            if addr - lt.base > self.span + PAST_END_BYTES:
                 break
-            end = lt.base + lt.size
-            live = lt.allocated <= at and (lt.freed is None or lt.freed > at)
-            if live and end <= addr < end + NEAR_BYTES and (best is None or end > best.base + best.size):
-                best = lt
-        return best
+            if lt.allocated <= at and (lt.freed is None or lt.freed > at):
+                yield lt
+
+    def below(self, addr: int, at: int) -> Lifetime | None:
+        """The live allocation whose end `addr` is past (placement.past_end)."""
+        return past_end(addr, self.live_below(addr, at), lambda lt: lt.base + lt.size)
 
 
 def locate(trace: Trace, address: int | None, fault_ns: int | None, page_only: bool = False) -> AddressFinding | None:
@@ -117,7 +117,7 @@ def locate(trace: Trace, address: int | None, fault_ns: int | None, page_only: b
     live = [x for x in cover if x.allocated <= at and (x.freed is None or x.freed > at)]
     if live:
         lt = max(live, key=lambda x: x.allocated)
-        return AddressFinding(address, "live", f"0x{address:x} is inside a live allocation of {lt.size:,} bytes at "
+        return AddressFinding(address, LIVE, f"0x{address:x} is inside a live allocation of {lt.size:,} bytes at "
                               f"0x{lt.base:x} (offset {address - lt.base:,}), made by pid {lt.pid}{page}; a caching "
                               f"allocator hands out pieces of such segments, so the buffer may still have been "
                               f"released to it", lt)
@@ -127,15 +127,15 @@ def locate(trace: Trace, address: int | None, fault_ns: int | None, page_only: b
         since = [x for x in lts if x.allocated > lt.freed and x.allocated <= at and
                  x.base < lt.base + lt.size and lt.base < x.base + x.size]
         ago = at - lt.freed
-        return AddressFinding(address, "use-after-free", f"0x{address:x} is inside an allocation of {lt.size:,} bytes "
+        return AddressFinding(address, FREED, f"0x{address:x} is inside an allocation of {lt.size:,} bytes "
                               f"at 0x{lt.base:x} that was freed {ago / 1e6:.3f} ms before the fault: a use after free"
                               + (f"; {len(since)} allocation(s) have reused that range since" if since else
                                  "; nothing was allocated there since") + page, lt, since)
     near = idx.below(address, at)
     if near is not None:
         over = address - (near.base + near.size)
-        return AddressFinding(address, "overflow", f"0x{address:x} is {over:,} bytes past the end of a live allocation "
+        return AddressFinding(address, PAST_END, f"0x{address:x} is {over:,} bytes past the end of a live allocation "
                               f"of {near.size:,} bytes at 0x{near.base:x}: an overflow (out-of-bounds index){page}",
                               near, distance=over)
-    return AddressFinding(address, "none", f"0x{address:x} is in no allocation the trace recorded (never allocated "
+    return AddressFinding(address, NONE, f"0x{address:x} is in no allocation the trace recorded (never allocated "
                           f"through the traced runtime, a wild pointer, or allocated before tracing started){page}")

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ..agent_model import AgentLog, AgentProcess, StackDump
 from ..model import Fault
+from .placement import FREED, LIVE, NONE, PAST_END, past_end
 
-PAST_END_BYTES = 64 << 20     # "past the end of" a live allocation: up to this far beyond it, nothing between
 PAGE = 4096
 OPEN = ("alloc", "segment_alloc", "segment_map")
 SEGMENT_CLOSE = ("segment_free", "segment_unmap")
@@ -124,10 +124,6 @@ class BlackBox:
     notes: list[str] = field(default_factory=list)
     log: AgentLog | None = None          # the records joined (the timeline draws their events)
 
-    def finding(self) -> str | None:
-        o = next((o for o in self.owners if o.verdict in ("freed", "past-end", "live", "none")), None)
-        return o.text if o else None
-
     def to_json(self) -> dict:
         return {"owners": [o.to_json() for o in self.owners], "notes": self.notes, "processes": [
             {**p, "threads_at_abort": [t.to_json() for t in self.threads.get(p["pid"], [])],
@@ -163,7 +159,7 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
 
     def fill(iv: Interval, verdict: str) -> AllocationOwner:
         o.verdict, o.level, o.base, o.size, o.stream = verdict, iv.level, iv.base, iv.size, iv.stream
-        o.offset = address - iv.base if verdict != "past-end" else address - iv.end
+        o.offset = address - iv.base if verdict != PAST_END else address - iv.end
         o.allocated_at = _site(p, iv.alloc_site)
         o.freed_at = _site(p, iv.free_site) if iv.freed_ns is not None else None
         if iv.freed_ns is not None and at is not None:
@@ -178,7 +174,7 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
     live_blocks = [iv for iv in covers if iv.level == "block" and iv.live(at)]
     if live_blocks:
         iv = max(live_blocks, key=lambda x: x.allocated_ns)
-        fill(iv, "live")
+        fill(iv, LIVE)
         o.text = f"{where} is {address - iv.base:,} bytes inside {what(iv)}, live at the fault (pid {p.pid})"
         return o
     live_segs = [iv for iv in covers if iv.level == "segment" and iv.live(at)]
@@ -188,14 +184,14 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         inside = [b for b in freed_blocks if seg.base <= b.base < seg.end]
         if inside:
             b = max(inside, key=lambda x: x.freed_ns)
-            fill(b, "freed")
+            fill(b, FREED)
             o.released = False
             ago = f" {_ms(at - b.freed_ns)} before the fault" if at is not None else " before the fault"
             o.text = (f"{where} is in {what(b)}, freed{ago}" + (f" at {o.freed_at}" if o.freed_at else "") +
                       f"; the allocator kept the memory cached (its segment 0x{seg.base:x} is still reserved), so the "
                       f"read hit stale or reused memory rather than faulting by itself (pid {p.pid})")
             return o
-        fill(seg, "live")
+        fill(seg, LIVE)
         o.text = (f"{where} is {address - seg.base:,} bytes inside {what(seg)}, reserved at the fault"
                   + ("" if blocks else "; which tensor is not known at segment level (--alloc-history names the block)")
                   + f" (pid {p.pid})")
@@ -206,7 +202,7 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         inside = [b for b in freed_blocks if seg.base <= b.base < seg.end]
         b = max(inside, key=lambda x: x.freed_ns) if inside else None
         iv = b or seg
-        fill(iv, "freed")
+        fill(iv, FREED)
         o.released = True
         o.freed_ms_before = round((at - seg.freed_ns) / 1e6, 3) if at is not None else None
         ago = f"{_ms(at - seg.freed_ns)} before the fault" if at is not None else "before the fault (its time unknown)"
@@ -214,15 +210,16 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         o.text = (f"{where} is {address - iv.base:,} bytes into {what(iv)}: freed and released to the driver {ago}"
                   + (f" (released at {freed_where})" if freed_where else "") + f": a use after free (pid {p.pid})")
         return o
-    below = [iv for iv in ivs if iv.end <= lo and iv.live(at) and lo - iv.end < PAST_END_BYTES
-             and (iv.level == "block" or not blocks or not any(b.level == "block" for b in ivs))]
-    if below:
-        iv = max(below, key=lambda x: (x.end, x.level == "block"))
+    # blocks where the map has them (a block says which tensor), else segments
+    has_blocks = bool(blocks) and any(b.level == "block" for b in ivs)
+    iv = past_end(lo, (x for x in ivs if x.live(at) and (x.level == "block" or not has_blocks)),
+                  lambda x: x.end, prefer=lambda x: x.level == "block")
+    if iv is not None:
         if not any(iv.end <= x.base < hi for x in ivs if x is not iv and x.live(at)):
-            fill(iv, "past-end")
+            fill(iv, PAST_END)
             o.text = f"{where} is {address - iv.end:,} bytes past the end of {what(iv)} (pid {p.pid})"
             return o
-    o.verdict = "none"
+    o.verdict = NONE
     since = (p.header.get("alloc") or {}).get("attached") or {}
     o.text = f"{where} is in no allocation of this process (pid {p.pid})"
     if p.ring and p.ring.get("wrapped"):

@@ -328,9 +328,10 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
             continue
         core = st.kind == "core" or f.from_core
         pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
-        text = (f"{'GPU core dump: the excepting' if core else 'debugger stop on a GPU'} "
-                f"{'warp' if st.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
-                + (f", {f.coordinates}" if f.coordinates else "") + f"; kernel from {f.kernel_basis}; "
+        headline = (f"{'GPU core dump: the excepting' if core else 'debugger stop on a GPU'} "
+                    f"{'warp' if st.kind == 'cuda-exception' else 'wave'} in this kernel{pc}"
+                    + (f", {f.coordinates}" if f.coordinates else ""))
+        text = (headline + f"; kernel from {f.kernel_basis}; "
                 + (f"PC exact: {f.precise_basis}" if f.precise else
                    "the core holds the wave the exception stopped, so its kernel is the one that faulted; the "
                    "instruction is not: without precise memory the wave's PC is past the faulting access" if core else
@@ -343,7 +344,7 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
             continue
         seen.add(key)
         out.append(Claim(f.kernel, Basis(kind, f.debugger or "debugger"), text, Identities(engine="shader"),
-                         str(st.origin), entry=entry,
+                         str(st.origin), entry=entry, headline=headline,
                          ceiling_note=None if kind != "debugger-stop-inexact" else
                          "without precise memory the stop PC can lie after the faulting instruction"))
     return out
@@ -375,9 +376,9 @@ def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
         if kernel is None and inner:
             # no entry point visible: the fault is placed in the device function, no kernel is claimed
             out.append(Claim(f"device function {inner} (a helper of an unnamed kernel)",
-                             Basis("sanitizer", "compute-sanitizer"),
+                             Basis("device-function", "compute-sanitizer"),
                              f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device function "
-                             f"{inner}{at}; {unshown}", ids, str(r.origin), ceiling="candidates", named=False,
+                             f"{inner}{at}; {unshown}", ids, str(r.origin), named=False,
                              entry=False, went_on=went_on(log, r)))
             continue
         if not kernel or any(kernel_key(c.kernel) == kernel_key(kernel) for c in out):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, XID_MEANINGS, client_role, engine_of,
-                     status_meaning, status_name)
+from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
+                     status_meaning, status_name, xid_meaning)
 from ..model import DriverException, Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
 PAGE = 0xFFF
@@ -154,7 +154,7 @@ def xid_fault(x: Xid) -> Fault:
             detail[key] = value
     if not x.trusted:
         detail["untrusted"] = "UNRECOGNIZED_* MMU fault record: keep the pid, distrust address and type"
-    meaning = f"NVIDIA Xid {x.xid}: {XID_MEANINGS.get(x.xid, 'see NVIDIA Xid documentation')}."
+    meaning = f"NVIDIA Xid {x.xid}: {xid_meaning(x.xid)}."
     if x.caused_by is not None:
         meaning += f" The driver says it was caused by the earlier Xid {x.caused_by}: a consequence, not a new error."
     if x.exception:

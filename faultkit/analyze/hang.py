@@ -5,14 +5,21 @@ The rule (the one place it is written; `capture --hang-after` and `faultkit dump
   - a thread is STUCK when it waits on the GPU or in a collective (analyze/waits.py) and its stack
     is the same in every sample: the GPU did not finish the work, or the collective did not
     complete, in the time between them (a `hang-stuck` claim: the judge allows it `likely`);
-  - a process is IDLE when every thread waits for work (sockets, queues, sleeps, condition
-    variables, its children) or is a background thread (NCCL's proxy, the c10d watchdog): a server
-    with no request in flight. Idle is not hung;
-  - a process is BLOCKED when a thread waits on a lock or a read with the same stack in every
-    sample and nothing else moves (a host deadlock: a `hang-blocked` claim, `candidates`);
+  - a process is IDLE when every thread waits for work (sockets, queues, pipe reads, sleeps,
+    condition variables, parked pool threads, its children) or is a background thread (NCCL's
+    proxy, the c10d watchdog, the helpers of analyze/waits.py: resource trackers, queue feeders,
+    gRPC's and rayon's pools): a server with no request in flight. Idle is not hung;
+  - a process is BLOCKED when a thread waits on a lock (held by someone: a mutex, a Python
+    Lock.acquire) with the same stack in every sample and nothing else moves (a host deadlock: a
+    `hang-blocked` claim, `candidates`). A read is no lock: a pipe read waits for input like a socket;
+  - a tree is CLOSED when every process is idle, no thread waits on anything from outside the
+    tree (a socket, a message queue, an event loop, a timer) and one waits on another of the tree
+    (its child, a thread it joins): what each waits for can only come from another that waits too,
+    so it never comes (a parent joining a worker that waits for a task nobody sends: `hang-blocked`);
   - a process is BUSY when a thread is on a CPU outside any known wait, or its stack moved;
   - one sample cannot tell stuck from slow: a GPU wait seen once is `waiting`, never stuck.
-A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in.
+A hang is silence AND one of: a stuck thread, a blocked process, a collective a rank is behind in,
+a closed tree.
 A request in flight shows in the stacks: the thread working on it is busy (its stack moves: work
 in progress, judged again at the next silence) or waits on the GPU or a collective for it (stuck
 when that wait does not move). Silence with every process idle is idle.
@@ -26,11 +33,11 @@ from ..hang_model import ProcessStacks, ThreadStack
 from ..judge.claims import BASES, Basis, Claim, Identities
 from .collectives import CollectiveLag
 from .running import RunningKernel
-from .waits import COLLECTIVE, GPU, HOST, RUNNING, Wait, classify, signature
+from .waits import COLLECTIVE, GPU, HOST, OUTSIDE_KINDS, RUNNING, WAITS_ON_OTHER, Wait, classify, signature
 
 STUCK, BLOCKED, BUSY, IDLE, WAITING, EXITED, UNKNOWN = ("stuck", "blocked", "busy", "idle", "waiting", "exited",
                                                        "unknown")
-BLOCKING_HOST = frozenset({"lock", "read"})
+BLOCKING_HOST = frozenset({"lock"})
 # A thread stuck on the GPU or in a collective across the samples, or a rank behind the others, is
 # a hang; a host lock held through them, or a dead worker the rest waits for, is one explanation.
 SURE_SIGNS = frozenset({"stuck", "behind"})
@@ -91,7 +98,7 @@ class ProcessFinding:
 class HangFinding:
     """The verdict's evidence, typed: what judge turns into a verdict."""
     state: str                       # hung | idle | busy | one-sample | unknown
-    sign: str | None                 # what shows the hang: stuck | behind | blocked | orphaned (hung only)
+    sign: str | None                 # what shows the hang: stuck | behind | blocked | orphaned | closed (hung only)
     summary: str
     stuck: list[ThreadFinding] = field(default_factory=list)
     waits_on: list[str] = field(default_factory=list)      # who waits on whom, one sentence each
@@ -138,7 +145,7 @@ def process_finding(samples: list[ProcessStacks | None]) -> ProcessFinding:
             history.setdefault(_key(t, i), []).append(t)
     for i, t in enumerate(last.threads):
         runs = history.get(_key(t, i), [t])
-        w = classify(t)
+        w = classify(t, last.command)
         unchanged = None if len(runs) < 2 else len({signature(r) for r in runs}) == 1
         ticks = (runs[-1].cpu_ticks - runs[0].cpu_ticks
                  if len(runs) > 1 and runs[0].cpu_ticks is not None and runs[-1].cpu_ticks is not None else None)
@@ -200,17 +207,20 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.state, hf.sign = "hung", "blocked"
         t = next(t for t in blocked[0].threads if t.wait.kind in BLOCKING_HOST)
         hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
+    elif procs and states <= {IDLE, EXITED} and gone:
+        hf.state, hf.sign = "hung", "orphaned"
+        g = gone[0]
+        hf.summary = (f"GPU worker pid {g.pid} ({g.command[:80]}) died and the rest waits for work: what was sent "
+                      f"to it is not answered")
+    elif procs and states <= {IDLE, EXITED} and closed_tree(procs):
+        hf.state, hf.sign = "hung", "closed"
+        hf.summary = closed_tree(procs)
     elif len(samples) == 1 and procs and any(p.threads for p in procs) and not gone:
         # One sample cannot tell a hang from a pause (a deadlock and a server between requests
         # look the same once): say where each thread waits, never "not hung".
         hf.state = ONE_SAMPLE
         hf.summary = "one sample: " + "; ".join(_waits_in(p) for p in procs if p.threads) + \
             f"; {SECOND_SAMPLE}"
-    elif procs and states <= {IDLE, EXITED} and gone:
-        hf.state, hf.sign = "hung", "orphaned"
-        g = gone[0]
-        hf.summary = (f"GPU worker pid {g.pid} ({g.command[:80]}) died and the rest waits for work: what was sent "
-                      f"to it is not answered")
     elif procs and states <= {IDLE, EXITED}:
         hf.state = "idle"
         hf.summary = ("every thread waits for work (" +
@@ -254,6 +264,29 @@ def _waits_in(p: ProcessFinding) -> str:
         parts.append(f"{len(bg)} background thread(s) (" + ", ".join(dict.fromkeys(t.wait.on for t in bg)) + ")")
     who = p.label if p.pid else "the process (its pid is not in the dump)"
     return f"{who}: " + ", ".join(parts)
+
+
+def closed_tree(procs: list[ProcessFinding]) -> str | None:
+    """Why nothing can wake a tree that only waits on itself, or None: some thread waits on the
+    outside (a client, a timer), or nobody waits on another of the tree."""
+    live = [p for p in procs if p.state != EXITED]
+    fg = [(p, t) for p in live for t in p.threads if not t.wait.background]
+    if not fg or any(t.wait.kind in OUTSIDE_KINDS for _, t in fg):
+        return None
+    waiting = next(((p, t) for p, t in fg if t.wait.kind in WAITS_ON_OTHER), None)
+    if waiting is None:
+        return None
+    p, t = waiting
+    if t.wait.kind == "subprocess":      # what its child waits in
+        on = next(((q, u) for q in live if q.ppid == p.pid for u in q.threads if not u.wait.background), None)
+    else:                                # a join: what its other threads wait in
+        on = next(((p, u) for u in p.threads if u is not t and not u.wait.background), None)
+    them = ""
+    if on is not None:
+        whose = "" if on[0] is p else f"its child {on[0].label}'s "
+        them = f"; {whose}{on[1].describe()}"
+    return (f"{p.label} waits on another of its tree and nothing outside it can start work (no thread waits on a "
+            f"socket, a message queue, an event loop or a timer): its {t.describe()}{them}")
 
 
 def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
@@ -328,3 +361,32 @@ def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
             ONE_SAMPLE: "stacks of one moment (a hang is not told from a pause by one)"}.get(hf.state, f"hang ({hf.level})")
     out.append(Claim(None, Basis(hf.basis or "hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
     return out
+
+
+def hang_steps(hf: HangFinding | None) -> list[str]:
+    """A hang's next steps, from what its stacks say (none where there are no stacks): what a
+    no-fault report says instead of asking for a crash log."""
+    if hf is None or hf.state == UNKNOWN and not hf.processes:
+        return []
+    if hf.state == "hung" and any(t.wait.category in (GPU, COLLECTIVE) for t in hf.stuck):
+        return ["A thread waits on the GPU or a collective and does not move: see what each GPU runs at that moment "
+                "with `faultkit capture --hang-after 5m -- <launch command>` (each GPU process is asked for a core "
+                "dump of its running kernels before anything is stopped), and compare the ranks' last collectives "
+                "(the flight records in the bundle's collectives/)."]
+    if hf.state == "hung" and any(p.state == BLOCKED for p in hf.processes):
+        return ["A thread waits on a lock that is not released: the thread holding it is among the others in the "
+                "hang analysis (one that took the lock and now waits on something else); `py-spy dump --locals "
+                "--pid PID` shows which lock each frame holds."]
+    if hf.state == "hung":
+        return ["Every process waits on another of its tree and none on the outside: find the message that is "
+                "never sent (a task's end marker, a reply, a child's result) between the waits the hang analysis "
+                "lists."]
+    if hf.state == "idle":
+        return ["The target was idle when the capture ended (every thread waited for work): no request was in "
+                "flight. Send it the request that hangs while capturing with `--hang-after` (an idle server is let "
+                "run; a stuck one is stopped with its stacks)."]
+    if hf.state == "busy":
+        return ["The target was working when the capture ended (a thread on a CPU, or stacks that moved): give it "
+                "longer (`--timeout`), or take its stacks again with `faultkit dump BUNDLE` while it runs."]
+    return ["The stacks could not tell a hang (see the hang analysis): take them again with `faultkit dump --pid PID` "
+            "where py-spy or gdb can read the processes."]

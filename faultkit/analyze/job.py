@@ -19,7 +19,6 @@ import statistics
 from dataclasses import dataclass, field
 
 STAMP_RESOLUTION_S = 0.01      # a capture stamps output by the block it arrived in
-CONSEQUENCE_XIDS = frozenset({43, 45})
 CONSEQUENCE_KINDS = frozenset({"collective-timeout", "peer-loss"})
 
 

@@ -87,12 +87,13 @@ def driver_claims(runtime: RuntimeLog) -> list[Claim]:
         # kernel, and a #0 above it is a device function inside it.
         kernel = d.frames[-1] if d.frames else d.kernel
         inner = f"; frame #0 is {d.kernel}, a device function it called" if kernel != d.kernel else ""
+        headline = (f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} "
+                    f"({driver_place(d)}, PC 0x{d.pc or 0:x})")
         out.append(Claim(kernel, Basis("driver-exception", "CUDA driver"),
-                         f"the CUDA driver's own exception report while writing the GPU core dump: {d.exception} "
-                         f"({driver_place(d)}, PC 0x{d.pc or 0:x}); the excepting warp's stack "
+                         headline + "; the excepting warp's stack "
                          + (f"ends in this kernel{inner}" if len(d.frames) > 1 else "frame #0 is this kernel")
                          + f" ({d.origin})", _kernel_ids(d.pid), str(d.origin),
-                         entry=True if d.frames else None))
+                         entry=True if d.frames else None, headline=headline))
     return out
 
 

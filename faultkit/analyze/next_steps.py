@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from ..judge.levels import CANDIDATES, UNKNOWN
 from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
+from .hang import hang_steps
 
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
             kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = (),
-            frameworks: set[str] = frozenset(), have_trace: bool = False, debugger_events: list = ()) -> list[str]:
+            frameworks: set[str] = frozenset(), have_trace: bool = False, debugger_events: list = (),
+            stacks=None) -> list[str]:
     """`frameworks`: servers the inputs mention (sglang, vllm); `have_trace`: a tracer's output is
-    among them. Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
+    among them; `stacks`: the hang finding of the stacks (analyze/hang.py), where any were taken. Steps
+    follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
     where nothing is SGLang."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
     # a program's own error print (gpu-runtime-error) does not say which runtime: both sets of steps
@@ -83,8 +86,10 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
                      "'amdgpu|kfd|fault|VM_L2|NVRM'` or `journalctl -k --since ...`): it tells which engine "
                      "(shader, copy engine, command processor) faulted and on which page.")
     if not faults and not cores:
-        steps.append("No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
-                     "debugger transcript; or reproduce under `faultkit capture`.")
+        # a hang's stacks say what to do next (analyze/hang.py); a crash log is asked for only without them
+        steps += hang_steps(stacks) or [
+            "No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
+            "debugger transcript; or reproduce under `faultkit capture`."]
     return steps
 
 

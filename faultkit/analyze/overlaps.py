@@ -41,11 +41,32 @@ class Overlaps:
                 "copy_kernel": self.copy_kernel, "pairs": self.pairs, "serialization": self.serialization}
 
 
+def _text(s: pd.Series) -> np.ndarray:
+    """`s.astype(str)` as an object array, for a categorical column through its few categories
+    (the per-row conversion of a 1M-row column to Arrow strings took seconds)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        table = np.array([str(c) for c in s.cat.categories] + ["nan"], dtype=object)
+        return table[s.cat.codes.to_numpy()]                # code -1 (missing) takes the last: "nan"
+    return s.astype(str).to_numpy(dtype=object)
+
+
 def _device(node: pd.Series, label: pd.Series) -> np.ndarray:
-    nodes = node.to_numpy()
-    labels = label.astype(str).where(label.notna(), "").to_numpy(dtype=object)
-    out = np.where(nodes != MISSING, np.char.add("node ", nodes.astype(str)), labels)
-    return out.astype(object)
+    """Per row: "node N" where agent_info maps it, else the tracer's label ("" where it has none);
+    each string made once per distinct (node, label), not per row."""
+    nodes = node.to_numpy().astype(np.int64)
+    labels = _text(label)
+    labels[label.isna().to_numpy()] = ""
+    if not len(nodes):
+        return labels
+    lab_codes, lab_uniques = pd.factorize(labels)
+    if nodes.min() < MISSING or int(nodes.max()) >= (1 << 62) // (len(lab_uniques) + 1):
+        out = np.where(nodes != MISSING, np.char.add("node ", nodes.astype(str)), labels)   # unusual ids
+        return out.astype(object)
+    inverse, uniques = pd.factorize((nodes + 1) * (len(lab_uniques) + 1) + lab_codes + 1)
+    first = np.zeros(len(uniques), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+    table = np.array([f"node {nodes[i]}" if nodes[i] != MISSING else labels[i] for i in first.tolist()], dtype=object)
+    return table[inverse]
 
 
 def running_before(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -85,16 +106,22 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
     # A device is its KFD node where agent_info maps it, else the tracer's own agent label.
     agent = np.concatenate([_device(d["agent_node"], d["agent"]), _device(c["dst_node"], c["dst_agent"])])
     corr = np.concatenate([d["correlation_id"].to_numpy(), c["correlation_id"].to_numpy()]).astype(np.int64)
-    names = np.concatenate([d["kernel"].astype(str).to_numpy(dtype=object),
-                            ("copy " + c["direction"].astype(str)).to_numpy(dtype=object)])
+    kernel_col, direction_col = d["kernel"], c["direction"]
+
+    def name_of(j: int) -> str:              # only the pairs reported need names
+        return str(kernel_col.iat[j]) if j < n_k else "copy " + str(direction_col.iat[j - n_k])
     # rocprofv3 often leaves a copy's destination agent unresolved: where the process ran its
     # kernels on one GPU only, that is the copy's device; otherwise it stays apart (unknown).
     # A copy's agent label the same process's kernels carry names the same device.
-    k_labels = d["agent"].astype(str).to_numpy(dtype=object)
-    known = dict(zip(zip(pid[:n_k].tolist(), k_labels.tolist()), agent[:n_k].tolist()))
-    c_labels = c["dst_agent"].astype(str).to_numpy(dtype=object)
-    for i in np.flatnonzero(c["dst_node"].to_numpy() == MISSING).tolist():
-        agent[n_k + i] = known.get((int(pid[n_k + i]), c_labels[i]), agent[n_k + i])
+    unmapped = np.flatnonzero(c["dst_node"].to_numpy() == MISSING)
+    if len(unmapped):
+        k_labels = _text(d["agent"])
+        # the last row of each (pid, label) decides, as a dict built over every row would
+        last = pd.DataFrame({"pid": pid[:n_k], "label": k_labels}).drop_duplicates(keep="last").index.to_numpy()
+        known = dict(zip(zip(pid[last].tolist(), k_labels[last].tolist()), agent[last].tolist()))
+        c_labels = _text(c["dst_agent"])
+        for i in unmapped.tolist():
+            agent[n_k + i] = known.get((int(pid[n_k + i]), c_labels[i]), agent[n_k + i])
     unknown = agent == ""
     for p in np.unique(pid[is_copy & unknown]).tolist():
         used = np.unique(agent[(pid == p) & ~is_copy & ~unknown])
@@ -107,8 +134,11 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
     rank = np.empty(len(start), dtype=np.int64)
     rank[order] = np.arange(len(order))
     # One device of one process: (pid, agent) as one key.
-    device = pd.factorize(pd.Series(pid.astype(str)) + "|" + pd.Series(agent))[0].astype(np.int64) \
-        if len(start) else np.zeros(0, np.int64)
+    device = np.zeros(0, np.int64)
+    if len(start):
+        agent_codes, agent_uniques = pd.factorize(agent)
+        pid_codes = pd.factorize(pid)[0]
+        device = pd.factorize(pid_codes.astype(np.int64) * (len(agent_uniques) + 1) + agent_codes)[0].astype(np.int64)
     valid = np.zeros(len(start), dtype=np.int64)      # per record: earlier partners it overlaps
     for members in _sets(device, order):
         members = members[np.argsort(rank[members], kind="stable")]
@@ -136,7 +166,7 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
         found, seen = [], set()
         for j in earlier[mask][::-1][:8 * PAIRS_PER_ROW].tolist():     # the latest partners: enough to list
             kind = "copy-kernel" if is_copy[i] or is_copy[j] else "kernel-kernel"
-            pair = {"kind": kind, "a": names[j], "b": names[i], "a_start": int(start[j]), "a_end": int(end[j]),
+            pair = {"kind": kind, "a": name_of(j), "b": name_of(i), "a_start": int(start[j]), "a_end": int(end[j]),
                     "b_start": int(start[i]), "b_end": int(end[i]),
                     "overlap_ns": int(min(end[j], end[i]) - start[i]), "pids": [int(pid[i])]}
             key = tuple(v for k, v in pair.items() if k != "pids")

@@ -44,8 +44,8 @@ def assert_claims(runtime: RuntimeLog) -> list[Claim]:
         sign = helper_sign(a.function)
         if sign:
             out.append(Claim(f"device function {a.function} (a helper of an unnamed kernel)",
-                             Basis("device-assert", a.runtime), f"{why}; {sign}", Identities(pid=a.pid), at,
-                             ceiling="candidates", named=False, entry=False))
+                             Basis("device-function", a.runtime), f"{why}; {sign}", Identities(pid=a.pid), at,
+                             named=False, entry=False))
         else:
             # the asserting function: the kernel itself, or a device function it called
             out.append(Claim(a.function, Basis("device-assert", a.runtime), why, Identities(pid=a.pid), at,

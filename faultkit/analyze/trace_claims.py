@@ -8,9 +8,14 @@ latest gets LATEST. Only a single plausible, named kernel can make the trace's a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..judge.claims import BASES, Basis, Claim, Identities
+from ..durations import relative
 from ..judge.corroborate import LATEST
-from .in_flight import Suspect
+
+if TYPE_CHECKING:     # in_flight imports pandas; claims on its suspects need only their fields
+    from .in_flight import Suspect
 
 KINDS = {"running-at-fault": "trace-running", "launch-without-dispatch": "trace-launch",
          "dispatch-id-gap": "trace-dispatch-gap", "copy-without-record": "trace-copy", "copy-running": "trace-copy"}
@@ -26,17 +31,20 @@ def label(s: Suspect) -> str:
     return f"kernel launched by thread {s.thread} (correlation id {s.correlation_id}; name not in the trace)"
 
 
-def trace_claims(suspects: list[Suspect], producer: str = "rocprofv3") -> list[Claim]:
-    """One claim per suspect, kept on it (`s.claim`) for the trace's own table."""
+def trace_claims(suspects: list[Suspect], producer: str = "rocprofv3", at: int | None = None) -> list[Claim]:
+    """One claim per suspect, kept on it (`s.claim`) for the trace's own table. `at`: the fault's
+    time on the trace's clock (the headline says how long before it the suspect started)."""
     latest = max((s.start or s.end or 0 for s in suspects), default=0)
     out = []
     for s in suspects:
         kind = KINDS.get(s.kind, "trace-other")
         is_latest = bool(latest) and (s.start or s.end or 0) == latest
         words = s.kind.replace("-", " ") + ("; the latest" if is_latest else "")
+        when = f", started at {relative(s.start - at)}" if s.start is not None and at is not None else ""
         s.claim = Claim(label(s), Basis(kind, producer), f"trace: {words}; {s.evidence}",
                         Identities(pid=s.pid, node=s.agent_node, stream=s.stream, engine=s.engine, time_ns=s.start),
                         named=s.kernel is not None, alias=s.alias,
+                        headline=f"{label(s)} was in flight at the fault{when} (trace: {s.kind.replace('-', ' ')})",
                         strength=BASES[kind][1] + (LATEST if is_latest else 0.0))
         out.append(s.claim)
     return out

@@ -7,14 +7,17 @@ takes the trace it read and the fault time, and opens nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..model import Fault, Problem
-from ..trace_model import Trace
-from .address import AddressFinding, locate
 from .fault_time import FaultTime
-from .in_flight import Suspect, find_in_flight
-from .overlaps import Overlaps, find_overlaps, serialization_check
 from .trace_claims import trace_claims
+
+if TYPE_CHECKING:     # the trace model and its analyses import pandas: only a triage with traces loads them
+    from ..trace_model import Trace
+    from .address import AddressFinding
+    from .in_flight import Suspect
+    from .overlaps import Overlaps
 
 WINDOW_NS = 2_000_000_000      # in-flight work and overlaps: the last 2 s before the fault
 
@@ -34,7 +37,7 @@ class TraceFindings:
         return sum(1 for s in self.suspects if s.claim is not None and s.claim.plausible)
 
     def claims(self):
-        return trace_claims(self.suspects)
+        return trace_claims(self.suspects, at=self.time.on(self.trace.clock))
 
     def rank(self) -> None:
         """After judging: strongest suspect first."""
@@ -52,6 +55,9 @@ class TraceFindings:
 def analyse_traces(trace: Trace, ft: FaultTime, faults: list[Fault], env: dict[str, str] | None,
                    env_source: str, window_ns: int) -> TraceFindings:
     """`window_ns`: how far back the analyses look; `env`: the variables the GPU processes had."""
+    from .address import locate
+    from .in_flight import find_in_flight
+    from .overlaps import find_overlaps, serialization_check
     if trace.clock.startswith("wall") and ft.wall_ns is None and ft.source != "none":
         trace.problems.append(Problem("<trace>", "this trace is on the wall clock and the fault time is not: "
                                                  "the fault time falls back to the trace's end"))

@@ -9,6 +9,17 @@ futex, a `barrier()` in a device synchronize, a GPU wait in an ioctl or a poll.
      innermost Python frame that is neither the standard library nor a known wait): a queue or a
      socket beats the condition variable and the lock it is built on.
 A thread that matches nothing is `running` where the tool or /proc says it is on a CPU.
+
+Before any of that, a thread (or a whole process) that is one of the helpers real servers carry
+(multiprocessing's resource and semaphore trackers, queue feeder threads, pool handler threads,
+tokenizers' rayon pool, OpenMP pools, gRPC's and ZMQ's and Ray's internal threads, watchdog and
+monitor threads) is `background`: it waits like that for its whole life and is never a hang.
+
+Each host wait is also one of two sources of wake-up: from OUTSIDE the tree (a socket, a message
+queue, an event loop, a timer: a request may come at any time) or from INSIDE it (a queue, a pipe
+read, a condition, a parked pool thread, a child or thread waited for: only another thread of the
+tree can end it). analyze/hang.py calls a tree where every wait is an inside one, and someone waits
+on another, hung: what they wait for never comes.
 """
 
 from __future__ import annotations
@@ -20,7 +31,15 @@ from ..hang_model import StackFrame, ThreadStack
 
 GPU, COLLECTIVE, HOST, RUNNING, UNKNOWN = "gpu", "collective", "host", "running", "unknown"
 # Host waits of a process that waits for work: with nothing else going on, the process is idle.
-IDLE_KINDS = frozenset({"socket", "queue", "message-queue", "condition", "sleep", "subprocess", "event-loop"})
+# `read` is a pipe or socket read (a resource tracker's, a worker's of its parent's pipe), `park` a
+# pool thread asleep in a futex until it is given work, `join` a thread waiting for another thread.
+IDLE_KINDS = frozenset({"socket", "queue", "message-queue", "condition", "sleep", "subprocess", "event-loop",
+                        "read", "park", "join"})
+# Waits that work from outside the tree (a client, a timer) can end; every other idle wait needs
+# another thread of the tree.
+OUTSIDE_KINDS = frozenset({"socket", "message-queue", "event-loop", "sleep"})
+# Waits on another process or thread of the tree (its end).
+WAITS_ON_OTHER = frozenset({"subprocess", "join"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,41 @@ def _sym(names: str) -> re.Pattern:
 def _py(func: str, file: str) -> tuple[re.Pattern, re.Pattern]:
     return re.compile(rf"^(?:\w+\.)*(?:{func})$"), re.compile(rf"(?:^|/)(?:{file})$")
 
+
+HELPER = "helper"
+# The helpers real servers carry, by a frame anywhere in the thread's stack: each waits like this
+# for its whole life and runs no user code (a thread pool's worker does, so it is not one: idle, it
+# waits in a queue like any other). gRPC's and rayon's threads have no Python frame: py-spy never
+# shows them, gdb does.
+HELPERS: tuple[Rule, ...] = (
+    Rule(HOST, "resource-tracker", *_py(r"main", r"multiprocessing/(?:resource|semaphore)_tracker\.py"),
+         background=True),
+    Rule(HOST, "forkserver", *_py(r"main", r"multiprocessing/forkserver\.py"), background=True),
+    Rule(HOST, "queue-feeder", *_py(r"_feed", r"multiprocessing/queues\.py"), background=True),
+    Rule(HOST, "pool-handler", *_py(r"_handle_workers|_handle_tasks|_handle_results|_wait_for_updates",
+                                    r"multiprocessing/pool\.py"), background=True),
+    Rule(HOST, "executor-manager", *_py(r"run|wait_result_broken_or_wakeup", r"concurrent/futures/process\.py"),
+         background=True),
+    Rule(HOST, "pin-memory", *_py(r"_pin_memory_loop", r"torch/utils/data/_utils/pin_memory\.py"), background=True),
+    Rule(HOST, "monitor", *_py(r"run", r"tqdm/_monitor\.py"), background=True),
+    Rule(HOST, "watchdog", _sym(r"faulthandler_thread"), background=True),
+    Rule(HOST, "rayon-pool", _sym(r"(?:<)?rayon_core(?:\[\w+\])?::(?:registry|sleep)::\S*"), background=True),
+    Rule(HOST, "openmp-pool", _sym(r"gomp_thread_start|gomp_team_barrier_wait\w*|gomp_barrier_wait\w*|"
+                                   r"__kmp_suspend\w*|__kmp_fork_barrier|__kmp_launch_worker|__kmp_launch_thread"),
+         background=True),
+    Rule(HOST, "grpc-internal", _sym(r"grpc_core::(?:\w+::)*(?:Executor|Timer\w*|Lifeguard\w*|ThreadPool\w*)"
+                                     r"(?:::\w+)*|grpc_event_engine::(?:\w+::)*\w*ThreadPool\w*(?:::\w+)*|"
+                                     r"gpr_cv_wait"), background=True),
+    Rule(HOST, "zmq-io", _sym(r"zmq::(?:epoll_t::loop|worker_poller_base_t::worker_routine|thread_t::"
+                              r"thread_routine)"), background=True),
+    Rule(HOST, "ray-internal", _sym(r"ray::core::CoreWorker::RunIOService|ray::(?:\w+::)*\w*IoService\w*|"
+                                    r"boost::asio::detail::scheduler::(?:run|do_run_one)"), background=True),
+)
+# Helper threads of stripped libraries, by the thread's name (/proc's comm: 15 characters at most).
+HELPER_THREAD_NAMES = re.compile(r"QueueFeederThread|ZMQbg/\S+|lifeguard|event_engine|grpc_global_tim\w*|"
+                                 r"default-executo\w*|resolver-execut\w*|timer_manager|pt_autograd_\d+")
+# Whole helper processes, by their command line (every one of their threads is the helper).
+HELPER_COMMANDS = re.compile(r"from multiprocessing\.(?:resource_tracker|semaphore_tracker|forkserver) import main")
 
 RULES: tuple[Rule, ...] = (
     # --- collectives (rule 1): the background threads every NCCL process has
@@ -86,12 +140,16 @@ RULES: tuple[Rule, ...] = (
     Rule(HOST, "condition", *_py(r"wait|Condition\.wait|Event\.wait|Barrier\.wait", r"threading\.py"), rank=2),
     Rule(HOST, "condition", _sym(r"pthread_cond_(?:timed)?wait\w*|___pthread_cond_(?:timed)?wait\w*|"
                                  r"__pthread_cond_wait\w*|(?:std::)?condition_variable::wait\w*"), rank=2),
-    Rule(HOST, "lock", *_py(r"acquire|Lock\.acquire|RLock\.acquire|_acquire_restore|join|_wait_for_tstate_lock",
-                            r"threading\.py"), rank=1),
+    Rule(HOST, "join", *_py(r"join|_wait_for_tstate_lock", r"threading\.py"), rank=2),
+    Rule(HOST, "lock", *_py(r"acquire|Lock\.acquire|RLock\.acquire|_acquire_restore", r"threading\.py"), rank=1),
+    # A mutex is held by someone: waiting on it is a lock. Python's own lock primitive is the lock of
+    # both Lock.acquire and Condition.wait: a Python frame above says which (`py-lock`, see classify).
     Rule(HOST, "lock", _sym(r"pthread_mutex_(?:timed)?lock|__pthread_mutex_lock\w*|__lll_lock_wait\w*|"
-                            r"PyThread_acquire_lock\w*|lock_PyThread_acquire_lock|acquire_timed|pthread_rwlock_\w*lock|"
-                            r"sem_wait|sem_timedwait|__new_sem_wait\w*|do_futex_wait\w*|(?:std::)?mutex::lock|"
-                            r"futex_wait\w*|__futex_abstimed_wait\w*|futex_abstimed_wait\w*|syscall"), rank=0),
+                            r"pthread_rwlock_\w*lock|(?:std::)?mutex::lock"), rank=1),
+    Rule(HOST, "py-lock", _sym(r"PyThread_acquire_lock\w*|lock_PyThread_acquire_lock|acquire_timed"), rank=1),
+    # A bare futex or semaphore wait is how pool threads (rayon, gRPC, OpenMP) sleep until given work.
+    Rule(HOST, "park", _sym(r"sem_wait|sem_timedwait|__new_sem_wait\w*|do_futex_wait\w*|futex_wait\w*|"
+                            r"__futex_abstimed_wait\w*|futex_abstimed_wait\w*|syscall"), rank=0),
     Rule(HOST, "read", _sym(r"read|__libc_read|__GI___libc_read|__read_nocancel|_io_\w*read\w*"), rank=0),
 )
 
@@ -160,10 +218,28 @@ STDLIB_BASENAMES = frozenset({"threading.py", "queue.py", "selectors.py", "socke
                               "connection.py", "queues.py", "popen_fork.py", "process.py", "<frozen runpy>"})
 
 
-def classify(thread: ThreadStack) -> Wait:
+def helper_of(thread: ThreadStack, command: str | None = None) -> Rule | None:
+    """The helper this thread is (HELPERS, by a frame, its name, or its process's command line)."""
+    for f in thread.frames:
+        r = next((r for r in HELPERS if matches(r, f)), None)
+        if r is not None:
+            return r
+    if thread.name and HELPER_THREAD_NAMES.fullmatch(thread.name):
+        return Rule(HOST, "helper-thread", re.compile(re.escape(thread.name)), background=True)
+    if command and HELPER_COMMANDS.search(command):
+        return Rule(HOST, "helper-process", re.compile(""), background=True)
+    return None
+
+
+def classify(thread: ThreadStack, command: str | None = None) -> Wait:
+    """`command`: the process's command line, where known (a helper process is known by it)."""
     frames = thread.frames
     own = own_frame(frames)
     where = frames[own] if own is not None else next((f for f in frames if not f.native), None)
+    helper = helper_of(thread, command)
+    if helper is not None:
+        at = next((f for f in frames if matches(helper, f)), frames[0] if frames else None)
+        return Wait(HOST, helper.kind, at, where, True)
     for cats in ((COLLECTIVE,), (GPU,)):
         for i, f in enumerate(frames):
             r = _rule_of(f, cats)
@@ -176,7 +252,10 @@ def classify(thread: ThreadStack) -> Wait:
         if r is not None and (best is None or r.rank > best[0].rank):
             best = (r, f)
     if best is not None:
-        return Wait(HOST, best[0].kind, best[1], where or caller(frames, frames.index(best[1])))
+        kind = best[0].kind
+        if kind == "py-lock":      # under a Python frame a Lock.acquire; in a native-only stack, which one is unknown
+            kind = "lock" if any(not f.native for f in frames) else "park"
+        return Wait(HOST, kind, best[1], where or caller(frames, frames.index(best[1])))
     on_cpu = thread.active is True or thread.state == "R"
     return Wait(RUNNING if on_cpu else UNKNOWN, "on-cpu" if on_cpu else "unknown", frames[0] if frames else None, where)
 

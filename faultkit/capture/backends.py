@@ -104,6 +104,12 @@ class PlainBackend:
         return {"exit_code": code if code is not None else self.target.poll(), "stopped_with": sent}
 
 
+# gdb's words for a program that could not be started at all
+NEVER_RAN = re.compile(r"not in executable format|No executable file specified|No such file or directory|"
+                       r"Permission denied|cannot exec|During startup program exited")
+STARTED = re.compile(r"Starting program: \S")
+
+
 class DebugLaunchBackend:
     """`gdb --args PROGRAM ARGS` (`/bin/sh -c LINE` only for shell syntax) following forks and
     execs, so spawned workers are debugged too; the program's output goes to its own pty and is
@@ -121,6 +127,9 @@ class DebugLaunchBackend:
         self.exit_code: int | None = None     # the program's own status, or -N for the signal it stopped on
         self.stop_signal: str | None = None
         self._inferior = 1                    # gdb's current inferior (1: the launched program)
+        self.resolved: list[str] = []         # how a script's machine program was found (capture/program.py)
+        self.never_ran: str | None = None     # gdb's words where the program never started
+        self._started = False                 # gdb said "Starting program: PATH"
 
     def start(self) -> None:
         master, self._slave = os.openpty()
@@ -165,6 +174,20 @@ class DebugLaunchBackend:
         code = exit_status(seen.text, self._inferior)
         if code is not None:
             self.exit_code = code
+        if not self._started:
+            self._started = STARTED.search(seen.text) is not None
+        if seen.kind == "exited" and self._inferior == 1 and code is None and not self._started:
+            # `run` started no program (not an executable, no such file): gdb said why, at its start
+            # or at `run`; its transcript has both
+            try:
+                with open(self.driver.transcript, "rb") as fh:
+                    said = fh.read(1 << 16).decode(errors="replace")
+            except OSError:
+                said = seen.text
+            self.never_ran = next((ln.strip() for ln in said.splitlines() if NEVER_RAN.search(ln)),
+                                  "the debugger started no program")
+            self.exit_code, self.ended = 126, "target-exit"
+            return self.ended
         if seen.kind == "fault":
             self.driver.harvest()
             self.ended = "debugger-stop"
@@ -194,9 +217,12 @@ class DebugLaunchBackend:
         exit_text = None
         if self.ended == "debugger-stop":
             exit_text = f"stopped in the debugger at {self.stop_signal or 'the fault'}, then killed with it"
+        elif self.never_ran:
+            exit_text = f"never ran under the debugger: {self.never_ran}"
         elif self.ended == "target-exit" and self.exit_code is None:
             exit_text = "exited under the debugger (its transcript has how)"
-        return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks}],
+        return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks,
+                               **({"program_resolved": self.resolved} if self.resolved else {})}],
                 "exit": exit_text, "exit_code": self.exit_code}
 
 

@@ -61,13 +61,16 @@ class FollowBackend:
             return
         with fh:
             fh.seek(0, os.SEEK_END)              # what the server writes from now on
-            while not self._stop.is_set():
+            while True:
+                stopping = self._stop.is_set()   # read before the last look: what was written before the stop is read
                 chunk = fh.read(1 << 16)
                 if chunk:
                     try:
                         os.write(self._pipe[1], chunk)
                     except OSError:
                         return
+                elif stopping:
+                    return                       # drained to the end after the server was gone
                 else:
                     self._stop.wait(0.1)
 
@@ -99,7 +102,7 @@ class FollowBackend:
         """Ends the following only: the server is not ours to stop."""
         self._stop.set()
         for t in self._threads[1:]:
-            t.join(timeout=2)
+            t.join(timeout=10)                   # each reads its file to the end first
         if self._pipe is not None:
             os.close(self._pipe[1])
             self._threads[0].join(timeout=5)

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import layout
 from ..analyze.hang import HangFinding, analyse
 from ..hang_model import ProcessStacks
+from ..ingest.schema import read_manifest
 from . import stacks as collector
 
 DEFAULT_SAMPLES, DEFAULT_INTERVAL_S, DEFAULT_DEADLINE_S = 2, 3.0, 10.0
@@ -29,10 +30,9 @@ class NotRunning(Exception):
 
 def running_root(bundle: Path) -> int:
     """The root pid of a capture that is still writing `bundle` (its manifest says so)."""
-    try:
-        manifest = json.loads((bundle / layout.MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        raise NotRunning(f"{bundle}: no readable {layout.MANIFEST} ({exc})")
+    manifest, problems = read_manifest(bundle / layout.MANIFEST)
+    if manifest is None:
+        raise NotRunning(f"{bundle}: no readable {layout.MANIFEST} ({'; '.join(p.message for p in problems)})")
     if not isinstance(manifest, dict) or manifest.get("state") != "running":
         state = manifest.get("state") if isinstance(manifest, dict) else None
         raise NotRunning(f"{bundle}: not a running capture (state {state!r}); give --pid PID")

@@ -159,10 +159,13 @@ class KmsgFollower:
 
     def _run(self) -> None:
         with open(self.out, "ab") as fh:
-            while not self._stop.is_set():
+            while True:
+                stopping = self._stop.is_set()   # the records written before the stop are read first
                 try:
                     rec = os.read(self._fd, 8192)
                 except BlockingIOError:
+                    if stopping:
+                        return
                     self._stop.wait(0.1)
                     continue
                 except OSError as exc:

@@ -1,9 +1,9 @@
 """Start a command in its own process group, keep its output as it arrives, stop the whole tree.
 
 Output is written raw to `<name>.log` (what the program printed, unchanged, so the triage parsers
-read it like any log) and, line by line, to `<name>.times.tsv` with the wall clock,
-CLOCK_MONOTONIC and CLOCK_BOOTTIME of arrival. Both are flushed per line: a crash of the target
-or of faultkit itself loses nothing already read.
+read it like any log) and, per block, to `<name>.times.tsv` with the wall clock, CLOCK_MONOTONIC
+and CLOCK_BOOTTIME of arrival, by the recorder (capture.recorder): written through as it comes, so
+a crash of the target or of faultkit itself loses nothing already read.
 """
 
 from __future__ import annotations
@@ -24,12 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import layout
-from .. import redact as redaction
-from ..fault_lines import DUMP_END, DUMP_START, FAULT_LINE, PREFILTER
-
-def clocks() -> dict:
-    return {"wall": time.time(), "monotonic_ns": time.monotonic_ns(),
-            "boottime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}
+from .recorder import BLOCK, LineTee, clocks  # noqa: F401 - the recorder has its own module; launches use it
 
 
 def port_listening(port: int) -> bool:
@@ -169,102 +164,6 @@ def is_helper(pid: int) -> bool:
         return False
 
 
-MAX_PENDING = 1 << 20      # a "line" this long without a newline is recorded as it is
-
-
-class LineTee:
-    """Copy a stream into `<name>.log` raw and `<name>.times.tsv` stamped, line by line, flushed."""
-
-    def __init__(self, out_dir: Path, name: str):
-        self.out_dir, self.name = out_dir, name
-        self.fault_line: str | None = None
-        self.lines = 0
-        self.last_output = time.monotonic()    # when the last line arrived (hang detection)
-        self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
-        self.redact = False                    # --redact-output: secrets in the target's own output replaced
-        self.disk_error: str | None = None     # the disk filled up: said in the manifest
-        self.mirror = None                     # shows each block as it arrives (the capture's console)
-        self._watch: list = []      # (compiled regex, threading.Event)
-
-    def watch_for(self, pattern: str) -> threading.Event:
-        ev = threading.Event()
-        self._watch.append((re.compile(pattern), ev))
-        return ev
-
-    def run(self, stream) -> None:
-        """Drain the stream in blocks as fast as it comes (the target must never block on its pipe):
-        raw bytes are written first, lines are split afterwards with a bounded buffer (a line longer
-        than MAX_PENDING is stamped in pieces), and a full disk is recorded, not fatal."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.out_dir / layout.log_of(self.name), "ab")
-        times = open(self.out_dir / layout.times_of(self.name), "a", encoding="utf-8")
-        fd = stream.fileno()
-        pending = b""
-        try:
-            while True:
-                try:
-                    chunk = os.read(fd, PIPE_SIZE)
-                except OSError:          # a pty whose last writer closed: EIO is its end of file
-                    break
-                if not chunk:
-                    break
-                c = clocks()
-                self.last_output = time.monotonic()
-                if self.mirror is not None:
-                    self.mirror(chunk)
-                pending += chunk
-                cut = pending.rfind(b"\n") + 1
-                if cut == 0 and len(pending) < MAX_PENDING:
-                    continue
-                done, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
-                self._lines(done, c, log, times)
-            if pending:
-                self._lines(pending, clocks(), log, times)
-        finally:
-            for f in (log, times):
-                try:
-                    f.close()
-                except OSError:
-                    pass
-
-    def _lines(self, block: bytes, c: dict, log, times) -> None:
-        count = block.count(b"\n") + (not block.endswith(b"\n"))     # the parsers' numbering (split on \n)
-        if self.redact:
-            block = redaction.text(block.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        self._write(log, block)
-        # One row per block that arrived together: its first line and the clocks; the lines up to the
-        # next row's first line arrived at that moment.
-        self._write(times, f"{self.lines + 1}\t{c['wall']:.6f}\t{c['monotonic_ns']}\t{c['boottime_ns']}\n")
-        self.lines += count
-        # Cheap byte tests first: most blocks hold none of the patterns, and the target's output must
-        # be drained as fast as it comes.
-        fault, dump = PREFILTER.hits(block)
-        if self.fault_line is None and fault:
-            hit = next((ln for ln in block.decode(errors="replace").splitlines() if FAULT_LINE.search(ln)), None)
-            if hit is not None:
-                self.fault_line = hit.strip()[:2000]
-        if dump:
-            for ln in block.decode(errors="replace").splitlines():
-                if DUMP_START.search(ln):
-                    self.dumping += 1
-                elif DUMP_END.search(ln) and self.dumping:
-                    self.dumping -= 1
-        if self._watch:
-            text = block.decode(errors="replace")
-            for rx, ev in self._watch:
-                if not ev.is_set() and rx.search(text):
-                    ev.set()
-
-    def _write(self, fh, data) -> None:
-        if self.disk_error:
-            return               # keep draining the target; what no longer fits is lost, and said
-        try:
-            fh.write(data)
-            fh.flush()
-        except OSError as exc:
-            self.disk_error = f"{fh.name}: {exc.strerror or exc} after {self.lines} lines; output no longer recorded"
-
-
 @dataclass
 class Launch:
     command: str | list[str]             # a command line, or an argv (see target_argv)
@@ -360,7 +259,7 @@ class Launch:
 
 
 PR_SET_PDEATHSIG = 1
-PIPE_SIZE = 1 << 20        # the target's output pipe: 1 MiB (Linux's default 64 KiB wakes the reader 16x as often)
+PIPE_SIZE = BLOCK          # the target's output pipe: 1 MiB (Linux's default 64 KiB wakes the reader 16x as often)
 F_SETPIPE_SZ = 1031
 
 

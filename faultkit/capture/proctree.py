@@ -176,12 +176,22 @@ class TreeSampler:
         return sorted(self.seen.values(), key=lambda r: r.pid)
 
 
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
+
+
+def is_shell(cmdline: list[str]) -> bool:
+    return bool(cmdline) and os.path.basename(cmdline[0]).lstrip("-") in SHELLS
+
+
 def verify_env(records: list[ProcessRecord], wanted: dict[str, str]) -> dict:
     """Did every GPU process really get the variables? Where no process opened a GPU (a CPU-only
     machine, or a crash before the device was opened), every process of the tree is checked."""
     gpu = [r for r in records if r.gpu]
-    checked = [r for r in (gpu or records) if not r.exited_before_check]
-    exited = [r.pid for r in (gpu or records) if r.exited_before_check]
+    # A shell is a launcher, not a process the variables are for: a pyenv shim's helper shells, a
+    # `sh -c` wrapper. The programs they start are checked (the shells too where nothing else ran).
+    programs = [r for r in records if not is_shell(r.cmdline)] or records
+    checked = [r for r in (gpu or programs) if not r.exited_before_check]
+    exited = [r.pid for r in (gpu or programs) if r.exited_before_check]
     mismatches = []
     for r in checked:
         if not r.env_readable:

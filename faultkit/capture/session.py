@@ -7,6 +7,7 @@ the manifest atomically at the start and the end.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -24,7 +25,7 @@ from .._signals import exit_words
 from ..private_files import private_dir, private_tree
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from . import agent, coredump, facts, kmsg, watchdog
+from . import agent, coredump, facts, kmsg, program, watchdog
 from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
@@ -102,7 +103,15 @@ def make_backend(opts: CaptureOptions, env: dict[str, str], core_limit: int | No
         if opts.attach_workers or opts.attach_match:
             return DebugAttachBackend(binary, opts.command, opts.out, env, opts.command_deadline_s, opts.grace_s,
                                       opts.attach_match, delay, core_limit, cgroup_procs=cgroup_procs)
-        return DebugLaunchBackend(binary, opts.command, opts.out, env, opts.command_deadline_s)
+        # A debugger starts only a machine program: a `#!` script, an entry point or a shim is
+        # debugged as its interpreter with the script's arguments (execs followed), or refused.
+        prog = program.resolve(target_argv(opts.command), {**os.environ, **env})
+        if prog.problem:
+            raise CaptureError(f"--with {opts.backend}: {prog.problem}; a debugger can start only a machine "
+                               f"program (give its interpreter: --with {opts.backend} -- python3 SCRIPT ...)", 126)
+        backend = DebugLaunchBackend(binary, prog.argv, opts.out, {**env, **prog.env}, opts.command_deadline_s)
+        backend.resolved = prog.chain
+        return backend
     if opts.backend == "rocprofv3":
         tool = opts.debugger or "rocprofv3"
         if shutil.which(tool) is None:
@@ -133,14 +142,37 @@ def stale_guard(opts: CaptureOptions) -> None:
             wanted = wanted[2].split()
     if not wanted:
         return
-    program = _resolved(wanted[0], None)
+    # A script, an entry point or a shim runs as its interpreter: compare with what really runs.
+    forms = [wanted]
+    real = program.resolve(wanted, {**os.environ, **opts.env})
+    if not real.problem and real.argv != wanted:
+        forms.append(real.argv)
+    programs = [_resolved(f[0], None) for f in forms]
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         args = cmdline_of(int(name))
-        if args and args[1:] == wanted[1:] and program in _programs_of(int(name), args):
+        if not args:
+            continue
+        if any(_same_args(int(name), args[1:], f[1:]) and prog in _programs_of(int(name), args)
+               for f, prog in zip(forms, programs)):
             raise CaptureError(f"pid {name} already runs the same command ({redaction.text(' '.join(args))[:120]}); "
                                f"stop it or pass --allow-running.")
+
+
+def _same_args(pid: int, running: list[str], wanted: list[str]) -> bool:
+    """The same arguments, a script's path compared as the file it names (the kernel hands the
+    interpreter the path as it was given: `./serve.py` in one directory is `/srv/serve.py`)."""
+    if running == wanted:
+        return True
+    if len(running) != len(wanted):
+        return False
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return all(a == b or ("/" in a and "/" in b and os.path.realpath(os.path.join(cwd, a)) == os.path.realpath(b))
+               for a, b in zip(running, wanted))
 
 
 def _resolved(prog: str, cwd: str | None) -> str:
@@ -189,6 +221,9 @@ def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], 
 
 def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
     """`console` shows the target's output live and a status line; `echo` says faultkit's own steps."""
+    # Every path handed to the target (core patterns, the flight recorder's prefix, the agent's
+    # folder, a tool's output) is absolute: a worker that changes directory writes into the bundle.
+    opts = dataclasses.replace(opts, out=Path(os.path.abspath(opts.out)))
     if opts.backend not in BACKENDS_READY:
         raise CaptureError(f"--with {opts.backend} is not implemented yet; available: {', '.join(BACKENDS_READY)}")
     if opts.pid is not None and not os.path.exists(f"/proc/{opts.pid}"):
@@ -295,14 +330,24 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         start = time.monotonic()
         idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
         status_at = 0.0                   # when the status line was last drawn
+        # The stacks a timeout keeps are taken before its deadline, so the capture ends at it.
+        lead = _end_sampling_s(hang, bool(agent_vars))
+        sample_at = None if opts.timeout_s is None else max(0.0, opts.timeout_s - min(lead, opts.timeout_s / 2))
+        sampled_early = False
         while ended_by is None:
             sampler.sample()
             if console is not None and time.monotonic() - status_at >= 1.0:
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
             ended_by = backend.step(sampler) or ended_by_time_or_interrupt(start, opts.timeout_s, sigint)
+            if ended_by is None and sample_at is not None and not sampled_early \
+                    and time.monotonic() - start >= sample_at:
+                sampled_early = True
+                _timeout_stacks(manifest, hang, sampler, out, agent_vars)
             silent = time.monotonic() - max(backend.output.last_output, idle_at)
-            if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s:
+            # A hang check that could not finish before the timeout's own stacks is left to them.
+            room = sample_at is None or time.monotonic() - start + hang.interval_s + 1.0 <= sample_at
+            if ended_by is None and opts.hang_after_s and silent > opts.hang_after_s and room:
                 # Silence is a hang only where the stacks show one: an idle server is let run.
                 if hang.confirm(lambda: _live(sampler), gone=_gone(sampler)):
                     ended_by = "hang"
@@ -310,12 +355,14 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                     idle_at = time.monotonic()
         if ended_by == "interrupted":
             manifest["interrupted_by"] = sigint.signal
-        if agent_vars and ended_by in ("timeout", "hang", "interrupted"):
+        if sampled_early and ended_by != "timeout":
+            _drop_timeout_stacks(manifest, hang, out)      # it ended otherwise after all: they say nothing
+        if ended_by == "timeout" and not sampled_early:
+            _timeout_stacks(manifest, hang, sampler, out, agent_vars)
+        if agent_vars and ended_by in ("hang", "interrupted"):
             # Every Python thread's stack of each live process, before anything stops it.
             manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
                                                                   if os.path.exists(f"/proc/{r.pid}")])
-        if ended_by == "timeout":        # stacks before anything is stopped (a hang was sampled already)
-            hang.confirm(lambda: _live(sampler), ended_by, _gone(sampler))
         if hang.findings:
             manifest["hang_check"] = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted") and not sigint.forced.is_set():
@@ -359,8 +406,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         except OSError as exc:
             manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
+        # A server that already ran (--pid) was handed nothing: nothing to check, nothing to warn of.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
-                  and k != watchdog.MARKER and k not in agent_vars}
+                  and k != watchdog.MARKER and k not in agent_vars} if opts.pid is None else {}
         check = verify_env(records, wanted) if wanted else None
         exit_code = result.pop("exit_code", None)
         if opts.pid is not None and exit_code is None and ended_by == "target-exit" \
@@ -404,6 +452,30 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     if check and not check["ok"]:
         echo(f"WARNING: requested environment {describe_env_check(check)}")
     return manifest
+
+
+AGENT_STACKS_WAIT_S = 1.0
+
+
+def _end_sampling_s(hang: HangCheck, agent_on: bool) -> float:
+    """About how long the stacks of a timeout take: the agent's dump, two samples `interval` apart,
+    and the tools' own time (a second or two each round)."""
+    return (AGENT_STACKS_WAIT_S if agent_on else 0.0) + hang.interval_s + 2.0
+
+
+def _timeout_stacks(manifest: dict, hang: HangCheck, sampler: TreeSampler, out: Path, agent_vars: dict) -> None:
+    """Every live process's stacks for a capture its --timeout ends, before anything is stopped:
+    the agent's (each Python thread) and two samples judged by the hang check."""
+    if agent_vars:
+        manifest["stacks_asked"] = agent.ask_for_stacks(out, _live(sampler), AGENT_STACKS_WAIT_S)
+    hang.confirm(lambda: _live(sampler), "timeout", _gone(sampler))
+
+
+def _drop_timeout_stacks(manifest: dict, hang: HangCheck, out: Path) -> None:
+    for f in [f for f in hang.findings if str(f.get("tag", "")).startswith("timeout-")]:
+        hang.findings.remove(f)
+        (out / layout.STACKS_DIR / layout.STACK_SAMPLES.format(tag=f["tag"])).unlink(missing_ok=True)
+    manifest.pop("stacks_asked", None)
 
 
 def _shown_command(command, redact: bool) -> str:

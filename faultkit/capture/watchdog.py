@@ -19,6 +19,7 @@ from pathlib import Path
 from .cgroup import OwnCgroup
 from .launcher import helper_env
 from ..private_files import private_tree
+from ..ingest.schema import read_manifest
 
 MARKER = "FAULTKIT_CAPTURE"
 
@@ -90,8 +91,8 @@ def main(out: str, token: str, cgroup: str = "") -> None:
         group.remove()
     manifest = Path(out) / "manifest.json"
     try:
-        m = json.loads(manifest.read_text())
-        if isinstance(m, dict) and m.get("state") == "running":
+        m = read_manifest(manifest)[0]
+        if m is not None and m.get("state") == "running":
             m.update(state="cut", ended_by="faultkit-killed", killed_leftovers=killed,
                      note="faultkit itself was killed during the capture: its watchdog killed the target's "
                           "processes and the bundle holds what was written until then")

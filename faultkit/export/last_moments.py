@@ -5,12 +5,9 @@ controls removed too); kernel names demangled."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..analyze.incident import Incident
 from ..durations import relative
 from ..demangle import display_name
-from ..trace_model import MISSING
 from .markup import html_text
 
 WIDTH, LEFT, LANE, TOP = 1180, 230, 22, 28
@@ -23,6 +20,7 @@ def last_moments_svg(inc: Incident) -> str | None:
     tf = inc.traces
     if tf is None:
         return None
+    from ..trace_model import MISSING       # only an incident with traces loads the trace model (pandas)
     at = tf.time.on(tf.trace.clock)
     d, c = tf.trace.dispatches, tf.trace.copies
     if at is None or (not len(d) and not len(c)):
@@ -101,6 +99,7 @@ def last_moments_svg(inc: Incident) -> str | None:
 
 def _span(d, c, at: int) -> int:
     """The shortest of the usual spans that holds some work before the fault (a few dozen items)."""
+    import numpy as np
     ends = np.concatenate([d["end"].to_numpy(), c["end"].to_numpy()]) if len(c) else d["end"].to_numpy()
     for span in SPANS_NS:
         if np.count_nonzero(ends >= at - span) >= 20:

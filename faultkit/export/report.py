@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from ..analyze.incident import Incident
 from ..analyze.trace_claims import label
 from ..durations import relative
-from . import black_box
 from .last_moments import last_moments_svg
 from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout, sources
@@ -22,6 +21,7 @@ from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
 from ..model import hex_or_none
+from .._signals import capture_exit_status
 
 SCHEMA = "faultkit.triage/1"
 
@@ -61,7 +61,6 @@ def _json_tree(inc: Incident) -> dict:
         "debugger_stops": [_stop_json(f) for f in inc.stops],
         "capture": capture_facts(inc.capture),
         "trace": inc.traces.to_json() if inc.traces else None,
-        "black_box": inc.black_box.to_json() if inc.black_box else None,
         "cores": [c.to_json() for c in inc.cores],
         "running_at_dump": [r.to_json() for r in inc.running],
         "hang": inc.hang.to_json() if inc.hang else None,
@@ -133,33 +132,10 @@ def _incidents_section(inc: Incident) -> Section:
     return s
 
 
-def decisive_finding(inc: Incident) -> str | None:
-    """The one fact that most narrows the search, said first: the agent's map of the faulting process,
-    else where the trace's allocations place the address, else the claim the verdict ranks first (what
-    was in flight at the fault, a debugger's or sanitizer's stop)."""
-    if inc.black_box is not None and inc.black_box.finding():
-        return inc.black_box.finding()              # the agent's map of the faulting process itself
-    t = inc.traces
-    if t is not None and t.address is not None and t.address.verdict in ("use-after-free", "overflow", "live"):
-        return t.address.text
-    v = inc.verdict
-    if v is None or not v.candidates or not v.candidates[0].claims:
-        return None
-    claim = v.claims[v.candidates[0].claims[0]]
-    if claim.basis.kind.startswith("trace-"):
-        at = t.time.on(t.trace.clock) if t is not None else None
-        start = claim.ids.time_ns
-        when = f", started at {relative(start - at)}" if start is not None and at is not None else ""
-        return f"{claim.kernel} was in flight at the fault{when} ({'; '.join([claim.why.split(';')[0], *claim.notes])})"
-    if v.level == CERTAIN:
-        return claim.why.split(";")[0]
-    return None
-
-
 def _evidence(v, c) -> str:
     """What each claim behind a candidate is and the level it was allowed."""
-    return "; ".join(f"{v.claims[i].basis.producer} {v.claims[i].basis.kind}: {v.claims[i].level}"
-                     for i in c.claims) if c.claims else ""
+    return "; ".join(f"{x.basis.producer} {x.basis.kind}: {x.level}"
+                     for x in map(v.claim, c.claims)) if c.claims else ""
 
 
 def sections(inc: Incident) -> list[Section]:
@@ -168,9 +144,8 @@ def sections(inc: Incident) -> list[Section]:
              _facts_section(inc), _others_section(inc), _meaning_section(inc), _decoded_section(inc),
              _events_section(inc), _wave_section(inc), _queue_section(inc), _capture_section(inc.capture),
              _hang_section(inc), _cores_section(inc),
-             Section(**parts) if (parts := black_box.section_parts(inc)) else None,
-             *[_stop_section(f) for f in inc.stops[:4]], *[Section(**p) for p in sources.sections(inc)],
-             *(_trace_sections(inc.traces) if inc.traces else []),
+             *[Section(**p) for p in sources.sections(inc)],     # the sources that render themselves
+             *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
              _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
              _inputs_section(inc)]
     return [s for s in built if s is not None]
@@ -185,7 +160,7 @@ def _verdict_section(inc: Incident) -> Section:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
-    finding = decisive_finding(inc)
+    finding = v.decisive
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")
     if v.candidates:
@@ -329,7 +304,7 @@ def _report_points_section(inc: Incident) -> Section:
         # a host crash under a debugger: its backtrace is the host stack (the crash site itself)
         s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
                             f"({host.stop.origin}): a CPU crash, so this is where it happened.")
-        s.code = [f.text for f in inc.debugger.backtrace[:40]]
+        s.code = [f.text for f in inc.debugger.first_backtrace()[:40]]
     else:
         s.paragraphs.append("No host stack was found.")
     return s
@@ -365,7 +340,10 @@ def capture_facts(m: dict | None) -> dict | None:
     return {
         "state": m.get("state"), "command": m.get("command"), "backend": m.get("backend"),
         "ended_by": m.get("ended_by"), "interrupted_by": m.get("interrupted_by"),
-        "exit": m.get("exit"), "exit_code": m.get("exit_code"),
+        # exit_code: what `faultkit capture` exited with (124 at a timeout or a hang, like the CLI);
+        # target_exit_code: the target's own status (negative: the signal that ended it)
+        "exit": m.get("exit"), "exit_code": capture_exit_status(m) if m.get("state") == "finished" else None,
+        "target_exit_code": m.get("exit_code"),
         "armed": {"cuda_coredump": bool(arming.get("cuda")), "rocm_coredump": bool(arming.get("rocm")),
                   "full_core": bool(arming.get("full")),
                   "notes": [n for n in arming.get("notes") or [] if isinstance(n, str)]},

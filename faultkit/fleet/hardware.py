@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-HARDWARE_XIDS = {
-    48: "double-bit ECC error", 63: "ECC page retirement / row remapping", 64: "row remapping failure",
-    74: "NVLink error", 79: "GPU has fallen off the bus", 92: "high single-bit ECC error rate",
-    94: "contained ECC error", 95: "uncontained ECC error", 119: "GSP RPC timeout", 120: "GSP error",
-}
+from ..codes import HARDWARE_XIDS      # the Xid table's hardware column
+
 HARDWARE_EVENT_KINDS = {"ras": "RAS error (amdgpu)", "vram-lost": "VRAM lost at reset (amdgpu)"}
 
 # Thresholds of the rule, named so a reader can find and question them.

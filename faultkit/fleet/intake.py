@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from .. import layout
+from ..ingest.schema import read_manifest
 from ..launch_env import Launch, launch_of
 from .record import Context, IncidentRecord, records_from_report
 
@@ -73,11 +74,7 @@ def intake(path: str, node: str | None = None, job: str | None = None,
 
 
 def _manifest(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(errors="replace"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_manifest(path)[0] or {}
 
 
 def _job_from_env(folder: Path) -> str | None:

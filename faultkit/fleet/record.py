@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 
+from ..codes import CONSEQUENCE_XIDS
 from ..judge.levels import CERTAIN, LIKELY
 from ..judge.names import kernel_key
 from .hardware import hardware_signs
@@ -162,9 +163,8 @@ def _first(faults: list[dict]) -> dict:
     return (causes or ordered)[0]
 
 
-# Xids that report the end of work another event caused (NVIDIA's Xid catalogue: 43 "GPU stopped
-# processing", 45 "preemptive cleanup, due to previous errors").
-FOLLOW_ON_XIDS = frozenset({43, 45})
+# Xids that report the end of work another event caused: the Xid table's consequence column (codes.XIDS).
+FOLLOW_ON_XIDS = CONSEQUENCE_XIDS
 
 
 def _chain(faults: list[dict]) -> list[str]:

@@ -42,6 +42,12 @@ def _restore_type_tag(value, _type_str=None):
     return value
 
 
+# What unpickling or decoding damaged bytes raises (pickle's machine: a bad opcode, a cut stream, a
+# memo or stack index out of range, a wrong argument type); anything else is a bug of this reader.
+DAMAGED = (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+           UnicodeDecodeError, OverflowError, RecursionError, MemoryError)
+
+
 class SafeUnpickler(pickle.Unpickler):
     """Plain data only: the torch list builders become `list`, anything else is refused."""
 
@@ -82,8 +88,11 @@ def parse_flight_record(data: bytes, name: str) -> RankCollectives:
         out.problems.append(f"{name}: not read: the pickle asks for {exc} (only plain data is read from a flight "
                             f"record, never code)")
         return out
-    except Exception as exc:                 # noqa: BLE001 - any damaged pickle is a message, not a crash
+    except DAMAGED as exc:                   # what pickle and json raise on damaged bytes: a message, not a crash
         out.problems.append(f"{name}: not a readable flight record ({type(exc).__name__}: {exc})")
+        return out
+    except Exception as exc:                 # noqa: BLE001 - the reader's own bug: kept apart, never a traceback
+        out.internal.append(f"{name}: internal reader error ({exc!r}); the record is left out")
         return out
     if not isinstance(dump, dict):
         out.problems.append(f"{name}: a pickle, but not a flight record (no dict at its top)")

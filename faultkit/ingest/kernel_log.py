@@ -538,6 +538,13 @@ class _Blocks:
         f.lines.append(p.raw)
         return True
 
+    def orphan(self, p: _Parsed) -> bool:
+        """Status sub-lines whose header was cut off: nothing to attach them to."""
+        if not self.out.problems or "orphaned status" not in self.out.problems[-1].message:
+            self.out.problems.append(Problem(self.name, "orphaned status lines before the first fault header "
+                                                        "(cut excerpt); ignored", p.no))
+        return True
+
     def _v8_register(self, m: re.Match, key: str, pci, p: _Parsed, org: Origin) -> bool:
         f = self.open.get(key)
         if f is None or f.generation != "gfx8":

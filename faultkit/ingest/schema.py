@@ -108,6 +108,27 @@ def check_manifest(value, name: str) -> tuple[dict | None, list[Problem]]:
     return out, problems
 
 
+MANIFEST_BYTES = 64 << 20      # a manifest is kilobytes; a bigger file is not one
+
+
+def read_manifest(path) -> tuple[dict | None, list[Problem]]:
+    """A bundle's manifest file (the one owner of reading it): decoded, type-checked, or None with
+    the reason. Every reader of a manifest goes through here or through `check_manifest`."""
+    name = str(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MANIFEST_BYTES + 1)
+    except OSError as exc:
+        return None, [Problem(name, f"not readable ({exc.strerror or exc})")]
+    if len(data) > MANIFEST_BYTES:
+        return None, [Problem(name, f"larger than {MANIFEST_BYTES >> 20} MiB: not a manifest; not read")]
+    value, problems = load_json(data.decode("utf-8", "replace"), name)
+    if value is None:
+        return None, problems
+    value, more = check_manifest(value, name)
+    return value, problems + more
+
+
 def records(value, name: str, problems: list[Problem]) -> list[dict]:
     """capture's process records (environ.json): a list of objects; wrong items are dropped."""
     if value is None:

@@ -20,7 +20,24 @@ Adding a new evidence source (an allocation-owner finding, a hang stack, a colle
 3. Add its claims to the list triage passes to `judge` (triage.build). Nothing in decide.py changes.
 """
 
-from .claims import Basis, Claim, Identities
-from .decide import Judgment, judge
+from typing import TYPE_CHECKING
+
+# Loaded on first use (PEP 562): `faultkit --help` reads only judge.levels (the --fail-on choices),
+# and importing the package must not build the judgment's model and rules for that.
+_LAZY = {"Basis": "claims", "Claim": "claims", "Identities": "claims", "Judgment": "decide", "judge": "decide"}
+
+if TYPE_CHECKING:
+    from .claims import Basis, Claim, Identities
+    from .decide import Judgment, judge
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Basis", "Claim", "Identities", "Judgment", "judge"]

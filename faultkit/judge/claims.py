@@ -31,6 +31,9 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     "debug-agent-wave":      (LIKELY,    0.9,  "reported", ()),
     # a device-side assert: the function that asserted (the kernel, or a device function in it)
     "device-assert":         (LIKELY,    0.8,  "reported", ()),
+    # the fault placed in a device function, no entry point visible (a sanitizer report cut in its
+    # device frames, an assert in a lambda or a library helper): said, never a kernel
+    "device-function":       (CANDIDATES, 0.5,  "reported", ()),
     "rocclr-memory-fault":   (CANDIDATES, 0.7,  "reported", ()),
     "queue-callback":        (CANDIDATES, 0.65, "reported", ()),
     "hang-analysis-pending": (CANDIDATES, 0.6,  "reported", ()),
@@ -51,6 +54,9 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     # claims that name no kernel: what the verdict says where no kernel can be named
     "host-stop":             (CANDIDATES, 0.0,  "observed", ()),
     "unopened-core":         (CANDIDATES, 0.0,  "observed", ()),
+    # where the fault address lies: the agent's map of the faulting process, the trace's allocations
+    "address-owner":         (CANDIDATES, 0.0, "observed", ()),
+    "trace-address":         (CANDIDATES, 0.0, "inferred", ()),
     "hang-stacks":           (CANDIDATES, 0.0,  "observed", ()),   # idle or busy: the stacks' words (no kernel)
     # a hang the stacks show, no kernel named: a thread stuck on the GPU or in a collective across
     # the samples, or a rank behind the others, is a likely hang; a host lock held through them or a
@@ -105,7 +111,9 @@ class Claim:
     went_on: str | None = None         # the program went on after this report: the evidence that says so
     ceiling_note: str | None = None    # why the basis's ceiling was lowered where it was (e.g. an old producer)
     alias: str | None = None           # an unnamed claim's likely name, from indirect evidence (said as such)
+    headline: str | None = None        # the claim in one sentence, said first where it narrows the search most
     # Filled by the judge:
+    id: str | None = None              # "<basis kind>-<n>": what candidates point at
     level: str | None = None           # the level this claim was allowed (<= ceiling)
     limits: list[str] = field(default_factory=list)   # why it was not allowed more
     notes: list[str] = field(default_factory=list)    # what corroboration said
@@ -131,7 +139,7 @@ class Claim:
         return "; ".join([self.why, *self.notes])
 
     def to_json(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
+        return {"id": self.id, "kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
                 "level": self.level, "strength": round(self.strength, 3), "entry_point": self.entry,
                 "identities": self.ids.to_json(), "origin": self.origin, "why": self.why, "notes": self.notes,
                 "limits": self.limits, "plausible": self.plausible}

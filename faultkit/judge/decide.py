@@ -21,6 +21,7 @@ from ..codes import ADDRESS_FAULT_CODES
 from ..model import Candidate, Fault, Verdict
 from .claims import TIERS, Claim
 from .corroborate import ALSO_NAMED, corroborate
+from .decisive import decisive
 from .incidents import FaultGroup, assign, split
 from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, UNKNOWN, lower
 from .names import kernel_key
@@ -38,6 +39,10 @@ class Judgment:
 
 def judge(claims: list[Claim], faults: list[Fault], ended_by: str | None = None) -> Judgment:
     """`ended_by`: how a capture ended (hang, timeout), which says what a snapshot of a GPU means."""
+    numbered: dict[str, int] = {}
+    for c in claims:                  # ids in the order the sources handed them in: stable across incidents
+        numbered[c.basis.kind] = numbered.get(c.basis.kind, 0) + 1
+        c.id = f"{c.basis.kind}-{numbered[c.basis.kind]}"
     groups = split(faults)
     pseudo = not groups
     if pseudo:
@@ -45,6 +50,7 @@ def judge(claims: list[Claim], faults: list[Fault], ended_by: str | None = None)
     assign(claims, groups)
     for g in groups:
         g.verdict = decide(g.claims, g.faults, ended_by)
+        g.verdict.decisive = decisive(g.verdict)
     return Judgment(groups[0].verdict, [] if pseudo else groups)
 
 
@@ -118,8 +124,7 @@ def _verdict(level: str, kernel: str | None, why: str, cands: list[_Cand], claim
     inferred = [x for x in cands if all(c.tier == "inferred" for c in x.claims)]
     cands = [x for x in cands if x not in inferred[TRACE_CANDIDATES:]]
     ordered = [c for x in cands for c in x.claims] + [c for c in claims if c.kernel is None]
-    index = {id(c): i for i, c in enumerate(ordered)}
-    out = [Candidate(x.kernel, x.score, x.why + (notes or {}).get(id(x), ""), [index[id(c)] for c in x.claims])
+    out = [Candidate(x.kernel, x.score, x.why + (notes or {}).get(id(x), ""), [c.id for c in x.claims])
            for x in cands]
     _tie(cands, out)
     return Verdict(level, kernel, why, out, ordered)
@@ -190,7 +195,7 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
         return _verdict(CANDIDATES, None, why, cands, claims)
     top = cands[0]
     best = top.best()
-    traced = [c for c in claims if c.tier == "inferred"]
+    traced = [c for c in claims if c.tier == "inferred" and c.kernel is not None]
     where = "from logs and trace" if traced and any(c.tier != "inferred" for c in claims if c.kernel) else \
         "from the trace" if traced else "named by the logs"
     why = f"{len(cands)} candidate(s) {where}, none confirmed by a debugger stop"

@@ -4,11 +4,23 @@ window around the fault time."""
 
 from __future__ import annotations
 
+from ..analyze.placement import PLACED
+from ..judge import Basis, Claim, Identities
 from .source import Source
 
 
+
+
 def _claims(inc, setting):
-    return inc.traces.claims() if inc.traces else []
+    if not inc.traces:
+        return []
+    out = inc.traces.claims()
+    a = inc.traces.address
+    if a is not None and a.verdict in PLACED:       # where the trace's allocations place the address
+        out.append(Claim(None, Basis("trace-address", "trace allocations"), a.text,
+                         Identities(page=a.address >> 12, pid=a.lifetime.pid if a.lifetime else None),
+                         headline=a.text))
+    return out
 
 
 SOURCE = Source("traces", "tracer output: dispatches, copies, allocations around the fault",

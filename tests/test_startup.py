@@ -1,0 +1,60 @@
+"""Start-up: a text-only triage and the CLI's own start import nothing heavy (issue #35).
+
+pandas, pyarrow, scipy, perfetto, protobuf and the trace model cost about a second of imports; only
+traces, trials and timelines need them. These tests run the real CLI in a fresh interpreter and read
+its sys.modules at exit: a functional guarantee, not a timing (timings: scripts/bench_startup.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT, TRACES
+
+SAMPLE = TRACES / "sglang-tp2-mi300x"
+HEAVY = ("pandas", "pyarrow", "scipy", "perfetto", "google.protobuf", "faultkit.trace_model")
+
+# The CLI as `python -m faultkit.cli ARGS`, printing at exit which heavy modules were loaded.
+PROBE = """
+import atexit, json, runpy, sys
+HEAVY = {heavy!r}
+def report():
+    loaded = sorted({{h for h in HEAVY for m in sys.modules if m == h or m.startswith(h + ".")}})
+    sys.stderr.write("\\nLOADED=" + json.dumps(loaded) + "\\n")
+atexit.register(report)
+sys.argv = ["faultkit", *{args!r}]
+runpy.run_module("faultkit.cli", run_name="__main__")
+"""
+
+
+def loaded_by(*args: str, heavy: tuple[str, ...] = HEAVY) -> tuple[list[str], subprocess.CompletedProcess]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy, args=list(args))], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    line = [x for x in p.stderr.splitlines() if x.startswith("LOADED=")]
+    assert line, p.stderr[-2000:]
+    return json.loads(line[-1][len("LOADED="):]), p
+
+
+def test_cli_help_imports_nothing_heavy():
+    # nor the evidence model and the judgment (--fail-on's choices come from judge.levels alone)
+    loaded, p = loaded_by("--help", heavy=HEAVY + ("faultkit.model", "faultkit.judge.decide", "faultkit.triage"))
+    assert p.returncode == 0 and "triage" in p.stdout
+    assert loaded == []
+
+
+def test_text_only_triage_imports_nothing_heavy():
+    loaded, p = loaded_by("triage", str(SAMPLE / "server.log"), str(SAMPLE / "dmesg.txt"))
+    # the triage really ran: the sample's ROCclr line names this kernel (server.log, "Memory Fault Error")
+    assert "_fwd_grouped_kernel_stage1" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    assert loaded == [], f"a text-only triage imported {loaded}"
+
+
+def test_trace_triage_does_load_the_trace_model():
+    """The control: the probe sees the heavy imports where the inputs need them."""
+    loaded, p = loaded_by("triage", str(SAMPLE))
+    assert "_fwd_grouped_kernel_stage1" in p.stdout
+    assert "pandas" in loaded and "faultkit.trace_model" in loaded
