@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..analyze.hang import HangFinding
+from ..analyze.hang import ONE_SAMPLE, HangFinding
 from ..hang_model import ProcessStacks
 from ..terminal import clean
 
@@ -54,7 +54,7 @@ def verdict_text(hf: HangFinding) -> str:
         lines.append(f"  also stuck: pid {t.pid} {t.describe()}")
     lines += [f"  {w}" for w in hf.waits_on]
     lines += [f"  collectives: {lag.why}" for lag in hf.lags[1:] if hf.state == "hung"]
-    if hf.samples < 2:
+    if hf.samples < 2 and hf.state != ONE_SAMPLE:     # a one-sample finding says how in its summary
         lines.append("  one sample: take two (--samples 2) to tell a stuck wait from a slow one")
     return "\n".join(lines)
 
