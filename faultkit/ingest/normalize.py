@@ -35,7 +35,7 @@ from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TA
 QUOTE = re.compile(r"(?:>[ \t]?)+")
 UNIT = re.compile(
     r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
-    r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)[ \t]*:?[ \t]?)"        # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
+    r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)(?:[ \t]*:(?=\s|$))?[ \t]?)"  # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
     r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
     r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
@@ -285,7 +285,9 @@ def normalize(text: str) -> str:
 
 
 def _common_indent(lines: list[str]) -> str:
-    if len(lines) < 2:
+    """The whitespace every line opens with; on a paste of one line, its own indentation (no line
+    before it that it could be the indented rest of)."""
+    if not lines:
         return ""
     ind = None
     for t in lines:
