@@ -30,7 +30,7 @@ SKIP_SUFFIX = (".csv", ".xz", ".cu", ".py", ".sh")
 # debugger record in two and no stamp marks the rest, the parsers still read two records or one cut short. FLOOR is what the
 # whole matrix holds now: it may only rise.
 NOT_YET = {"terminal-wrap-80", "mail-wrap-72", "wrap+quote"}
-FLOOR = 0.993
+FLOOR = 0.994
 
 
 def corpus_texts() -> list[tuple[str, str, str]]:

@@ -104,3 +104,45 @@ def test_linear_time_on_a_big_wrapped_file():
         return best
     small, big = cost(20_000), cost(80_000)
     assert big < small * 12, (small, big)        # 4x the input: linear is ~4x, quadratic 16x
+
+
+# A ROCclr Memory Fault Error record as the runtime prints it (its kernel on the same record),
+# reporter-wrapped over three lines as in ROCm issues; then cut again by an 80-column terminal.
+MFE = [":0:rocdevice.cpp            :3781: 1322868210220 us:  Memory Fault Error [host: 62f9aa2c321e, "
+       "GPU index: 0, faulting addr: 0x0,",
+       "kernel: void rocsparse::csr2hyb_kernel<512u, float>(int, float const*, int const*, int const*, int, int*,",
+       "float*, int*, int*, float*, int*, rocsparse_index_base_)]"]
+KERNEL = ("void rocsparse::csr2hyb_kernel<512u, float>(int, float const*, int const*, int const*, int, int*, "
+          "float*, int*, int*, float*, int*, rocsparse_index_base_)")
+
+
+def _cut(line: str, width: int = 80) -> list[str]:
+    return [line[k:k + width] for k in range(0, len(line), width)] or [""]
+
+
+def test_a_terminal_cut_inside_a_records_rest_is_joined_by_the_record_lines_up():
+    # the cut falls in the kernel line (`int const` | `*, int`), two lines under the record's head:
+    # only the record read with the lines before the cut shows it runs on
+    text = "\n".join(p for ln in MFE for p in _cut(ln)) + "\n"
+    assert "int const\n*" in text
+    kernels = [f["detail"].get("kernel") for f in triage(text)["faults"] if f["detail"].get("kernel")]
+    assert kernels == [KERNEL]
+
+
+def test_a_terminal_cut_into_three_lines_keeps_the_head_that_names_the_process():
+    # the worker tag that names the process is on the first piece, the record on the third
+    line = ("(pid=63079) :  25%|" + "#" * 40 + " " * 50 + "| 5.00/20.0 [1:04:24<3:07:19, 749s/it]"
+            "HW Exception by GPU node-1 (Agent handle: 0x3508fba0) reason :GPU Hang")
+    other = "[2026-08-06 17:54:22,974 E 59750 59802] logging.cc:474: *** SIGABRT received at time=1786031662 on cpu 10 ***"
+    text = "\n".join(_cut(line) + _cut(other)) + "\n"
+    assert len(_cut(line)) >= 3
+    (f,) = triage(text)["faults"]
+    assert (f["kind"], f["pid"]) == ("gpu-hang", 63079)
+
+
+def test_a_terminal_cut_just_before_a_space_is_joined():
+    line = ":0:rocdevice.cpp            :2303: 6709330589 us: Device::callbackQueue aborting with status: 0x29"
+    text = "\n".join(_cut(line)) + "\n"
+    assert text.split("\n")[1].startswith(" ")
+    (f,) = triage(text)["faults"]
+    assert f["code"] == "0x29"

@@ -357,7 +357,9 @@ def _join_wraps(out, numbered, wrappers, notes):
             cut = terminal and prev_len == width and not _opens_record(t)
             # (in a kernel log any stampless line is a rest: the word may not fit for the run of
             # spaces the client dropped at the break, so only the line before being cut is asked)
-            word = not cut and not t[0].isspace() and prev_len >= width // 3 and (
+            # (an indented line is a record's own rest, except after a line cut at the width: a
+            # terminal's cut may fall just before a space)
+            word = not cut and (not t[0].isspace() or prev_len == width) and prev_len >= width // 3 and (
                 heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
                 or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
             sep = None
@@ -369,8 +371,12 @@ def _join_wraps(out, numbered, wrappers, notes):
                     # a line at the width may be a terminal's cut even where it is the only one
                     # (one long line wrapped once): the record decides
                     at_width = prev_len == width
+                    # the lines after, for a record the wrap cut into three or more lines
+                    # (and before, for a record whose head is lines up: the cut is inside its rest)
+                    more = "\n".join(x for _, x, _ in out[k + 1:k + 1 + RECORD_LINES])
+                    before = "\n".join(r[1] for r in res[-1 - RECORD_LINES:-1])
                     for cand in (("", " ") if cut or at_width else (want,)):
-                        if _continues(prev, t, cand, cut or at_width):
+                        if _continues(prev, t, cand, cut or at_width, more, before):
                             sep = cand
                             break
             if sep is not None:
@@ -378,9 +384,24 @@ def _join_wraps(out, numbered, wrappers, notes):
                 res[-1][2] = res[-1][2] + sep + h
                 res[-1][3] = len(raw.rstrip("\r"))
                 notes.joined += 1
+                # a terminal cut one line into several, each at the width: where the record
+                # decided the last cut, the cuts before it (lines at the width, no record of their
+                # own after them) are the same line's
+                while terminal and len(res) > 1 and res[-2][3] == width and res[-1][5]:
+                    last = res.pop()
+                    res[-1][1] += last[1]
+                    res[-1][2] += last[2]
+                    res[-1][3] = last[3]
+                    notes.joined += 1
                 continue
-        res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k]])    # [4]: a producer's stamped line
-    return [(no, t, h) for no, t, h, _, _ in res]
+        # [4]: a producer's stamped line; [5]: a line that could be a cut's rest (no head, no record opened)
+        rest_like = bool(t.strip()) and not stamped[k] and not t.startswith("#") and not BOUNDARY.match(t) \
+            and not _opens_record(t)
+        res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k], rest_like])
+    return [(no, t, h) for no, t, h, _, _, _ in res]
+
+
+RECORD_LINES = 4    # the runtime parser reads a record's rest on up to four lines after its head
 
 
 def _line_head(out) -> str:
@@ -409,10 +430,13 @@ def _message(line: str) -> str:
     return line[m.end():] if m else line
 
 
-def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
+def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: str = "", before: str = "") -> bool:
     """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps): one of
     the parsers' anchored patterns, matched on the two joined, crosses the junction and reads more
-    of the record (more of its fields) than on either line alone."""
+    of the record (more of its fields) than on either line alone. `more`: the lines after `nxt`,
+    tried last where a record that opens on `prev` is no record there alone (a wrap cut it into
+    three or more lines: its end is further down); `before`: the lines before `prev`, where its
+    head may be."""
     if sep == " " and ROCCLR_PREFIX.fullmatch(prev.strip() + " "):
         return True        # a producer's line prefix with its message on the next line
     head = ROCCLR_PREFIX.search(prev)
@@ -434,6 +458,15 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
                 return True
             if alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
                 return True
+    if more or before:
+        for first in {prev, _message(prev)} | ({before + "\n" + prev} if before else set()):
+            joined, junction = first + sep + nxt + "\n" + more, len(first)
+            for g in prefilter.GUARDS:
+                if g.pattern is None or not any(a in joined for a in g.anchors) or g.pattern.search(first):
+                    continue
+                m = g.pattern.search(joined)
+                if m is not None and m.start() < junction < m.end() and g.pattern.search(nxt + "\n" + more) is None:
+                    return True
     return False
 
 
