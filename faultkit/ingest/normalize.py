@@ -373,7 +373,14 @@ def _join_wraps(out, numbered, wrappers, notes):
                     at_width = prev_len == width
                     # the lines after, for a record the wrap cut into three or more lines
                     # (and before, for a record whose head is lines up: the cut is inside its rest)
-                    more = "\n".join(x for _, x, _ in out[k + 1:k + 1 + RECORD_LINES])
+                    # (as the parser reads them, a line each; or, after lines at the width, as
+                    # the rest of the same cut line)
+                    more = ["\n" + "\n".join(x for _, x, _ in out[k + 1:k + 1 + RECORD_LINES])]
+                    j = k
+                    while j + 1 < len(out) and j < k + RECORD_LINES and lengths[j] == width:
+                        j += 1
+                    if j > k:
+                        more.append("".join(x for _, x, _ in out[k + 1:j + 1]))
                     before = "\n".join(r[1] for r in res[-1 - RECORD_LINES:-1])
                     for cand in (("", " ") if cut or at_width else (want,)):
                         if _continues(prev, t, cand, cut or at_width, more, before):
@@ -430,10 +437,10 @@ def _message(line: str) -> str:
     return line[m.end():] if m else line
 
 
-def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: str = "", before: str = "") -> bool:
+def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple | list = (), before: str = "") -> bool:
     """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps): one of
     the parsers' anchored patterns, matched on the two joined, crosses the junction and reads more
-    of the record (more of its fields) than on either line alone. `more`: the lines after `nxt`,
+    of the record (more of its fields) than on either line alone. `more`: the lines after `nxt` (each way they may run on),
     tried last where a record that opens on `prev` is no record there alone (a wrap cut it into
     three or more lines: its end is further down); `before`: the lines before `prev`, where its
     head may be."""
@@ -447,27 +454,41 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: str = "", be
     for first in {prev, _message(prev)}:
         joined = first + sep + nxt
         junction = len(first)
-        for g in prefilter.GUARDS:
-            if g.pattern is None or not any(a in joined for a in g.anchors):     # an anchor the cut split too
-                continue
-            m = g.pattern.search(joined)
+        for pattern, own_word in _record_patterns(joined):
+            m = pattern.search(joined)
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
                 continue
-            alone, after = g.pattern.search(first), g.pattern.search(nxt)
-            if _fields(m) > max(_fields(alone), _fields(after)) or alone is None and after is None:
+            alone, after = pattern.search(first), pattern.search(nxt)
+            if _fields(m) > max(_fields(alone), _fields(after)) or own_word and alone is None and after is None:
                 return True
-            if alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
+            if own_word and alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
                 return True
-    if more or before:
+    for rest in more or ([""] if before else []):
         for first in {prev, _message(prev)} | ({before + "\n" + prev} if before else set()):
-            joined, junction = first + sep + nxt + "\n" + more, len(first)
-            for g in prefilter.GUARDS:
-                if g.pattern is None or not any(a in joined for a in g.anchors) or g.pattern.search(first):
+            joined, junction = first + sep + nxt + rest, len(first)
+            for pattern, own_word in _record_patterns(joined):
+                if not own_word or pattern.search(first):
                     continue
-                m = g.pattern.search(joined)
-                if m is not None and m.start() < junction < m.end() and g.pattern.search(nxt + "\n" + more) is None:
+                m = pattern.search(joined)
+                if m is not None and m.start() < junction < m.end() and pattern.search(nxt + rest) is None:
                     return True
     return False
+
+
+def _record_patterns(joined: str):
+    """The parsers' record patterns that could match `joined`, each with whether it is told by a
+    word of its own: the anchored ones whose anchor is in it (an anchor the cut split too), and
+    the lines they read inside an open record. Of these, only those that open with a word
+    (`Address: 0x...`) are a record by matching at all; the others (a bare frame, a numbered line)
+    match almost any text, so only reading more of their fields across the cut counts."""
+    for g in prefilter.GUARDS:
+        if g.pattern is not None and any(a in joined for a in g.anchors):
+            yield g.pattern, True
+    for p in prefilter.CONTINUATION_PATTERNS:
+        yield p, WORD_LED.match(p.pattern) is not None
+
+
+WORD_LED = re.compile(r"\^(?:\\s\*)?[A-Za-z]{3,}")
 
 
 def _fields(m: re.Match | None) -> int:

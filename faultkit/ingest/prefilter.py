@@ -63,8 +63,13 @@ def words(reader: str, *anchors: str, after: int = AFTER, ignore_case: bool = Fa
     _compiled.clear()
 
 
+# the continuation patterns themselves: the front end asks them whether a wrap cut one of their lines
+CONTINUATION_PATTERNS: list[re.Pattern] = []
+
+
 def continuation(reader: str, *patterns: re.Pattern) -> None:
     CONTINUATIONS.setdefault(reader, set()).update(id(p) for p in patterns)
+    CONTINUATION_PATTERNS.extend(p for p in patterns if p not in CONTINUATION_PATTERNS)
 
 
 _compiled: dict = {}
