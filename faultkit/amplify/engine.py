@@ -222,6 +222,9 @@ def run(opts: Options, echo=print, warn=None, replay: bool = False) -> dict:
         plan = load_or_create_plan(opts.out, [s.arm for s in rate], opts.rounds, opts.seed, opts.client, opts.port,
                                    opts.timeout_s)
         save_options(opts)
+        if opts.agent:
+            from .prebuild import prebuild
+            prebuild(opts.command, any(s.amp and agent_files.ARMED_POISON in s.amp.agent for s in rate), echo, warn)
     by_name = {s.arm.name: s for s in rate}
     rounds_log = _read_rounds(opts.out)
     sigint = DeferredSigint()
