@@ -40,6 +40,6 @@ def name(pid: int, suffix: str) -> str:
 def split(filename: str) -> tuple[int, str] | None:
     """`1234.alloc.ring` -> (1234, ".alloc.ring"); None for a name that is not an agent file."""
     head, dot, rest = filename.partition(".")
-    if not head.isdigit() or not dot or "." + rest not in (HEADER, STACKS, ALLOC_RING, SITES, LAUNCH_RING):
+    if not (head.isascii() and head.isdigit() and len(head) <= 10) or not dot or "." + rest not in (HEADER, STACKS, ALLOC_RING, SITES, LAUNCH_RING):
         return None
     return int(head), "." + rest

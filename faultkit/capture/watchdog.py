@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .cgroup import OwnCgroup
 from .launcher import helper_env
-from ..private_files import private_tree
+from ..private_files import private_tree, write_private
 from ..ingest.schema import read_manifest
 
 MARKER = "FAULTKIT_CAPTURE"
@@ -96,9 +96,7 @@ def main(out: str, token: str, cgroup: str = "") -> None:
             m.update(state="cut", ended_by="faultkit-killed", killed_leftovers=killed,
                      note="faultkit itself was killed during the capture: its watchdog killed the target's "
                           "processes and the bundle holds what was written until then")
-            tmp = manifest.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(m, indent=2, default=str))
-            os.replace(tmp, manifest)
+            write_private(manifest, json.dumps(m, indent=2, default=str))
     except (OSError, ValueError):
         pass
     private_tree(Path(out))        # what was written until the kill, private like a finished bundle
