@@ -90,7 +90,7 @@ MANIFEST = {
                   "warnings": ([str], NONE), "env": ({}, NONE)}, NONE),
     "cores": ([{"path": str, "pid": OPT_INT, "how_found": OPT_STR, "size": OPT_INT, "platform": OPT_STR,
                 "analysed_with": OPT_STR, "transcript": OPT_STR, "problems": ([str], NONE)}], NONE),
-    "hang_dumps": ([], NONE), "hang_snapshots": ([], NONE), "stopped_with": ([], NONE),
+    "hang_dumps": ({}, NONE), "hang_snapshots": ([], NONE), "stopped_with": ([], NONE),
 }
 PROCESS = {"pid": int, "ppid": OPT_INT, "argv": ([str], NONE), "env": ({}, NONE), "cmdline": (str, list, NONE),
            "exe": OPT_STR, "comm": OPT_STR}
