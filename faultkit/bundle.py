@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterator
 
 from . import layout, limits
-from .ingest.core_file import is_core_header
+from .ingest.core_file import EM_AMDGPU, EM_CUDA, is_core_header
 from .ingest.flight_recorder import looks_like_flight_record
 from .ingest.logtext import LogRead, read_log
 from .ingest.schema import check_manifest, load_json, records
@@ -340,9 +340,57 @@ def _decompressed(raw: BinaryIO, kind: str | None) -> BinaryIO:
     if kind == "bzip2":
         return bz2.BZ2File(raw)
     if kind == "zstd":
-        import zstandard
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return _Zstd(raw)
     return raw
+
+
+class _Zstd:
+    """A zstd stream, frame after frame, that knows when it was cut: zstandard's stream reader ends a
+    cut frame as if it were whole (gzip and lzma raise EOFError there)."""
+
+    def __init__(self, raw):
+        import zstandard
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self.raw, self._obj, self._buf, self.cut, self._started = raw, self._new(), b"", False, False
+
+    def read(self, n: int = -1) -> bytes:
+        want = n if n is not None and n >= 0 else limits.CHUNK
+        while len(self._buf) < want:
+            chunk = self.raw.read(limits.CHUNK)
+            if not chunk:
+                self.cut = self._started and not self._obj.eof
+                break
+            while chunk:
+                if self._obj.eof:                 # the next frame
+                    self._obj = self._new()
+                self._started = True
+                self._buf += self._obj.decompress(chunk)
+                chunk = self._obj.unused_data if self._obj.eof else b""
+        out, self._buf = self._buf[:want], self._buf[want:]
+        return out
+
+
+class _CutAware:
+    """A decompressed stream read up to where it breaks: what came before the damage is kept, and
+    `cut` says that it ends early."""
+
+    def __init__(self, stream, inner):
+        self.stream, self.inner, self.cut, self.why = stream, inner, False, ""
+
+    def read(self, n: int = -1) -> bytes:
+        if self.cut:
+            return b""
+        try:
+            data = self.stream.read(n)
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+            self.cut, self.why = True, str(exc)
+            return b""
+        except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
+            self.cut, self.why = True, f"{type(exc).__name__}: {exc}"
+            return b""
+        if not data and getattr(self.inner, "cut", False):
+            self.cut, self.why = True, "the stream ends inside a frame"
+        return data
 
 
 def _is_tar(head: bytes) -> bool:
@@ -378,6 +426,28 @@ def _load_stream(raw: BinaryIO, name: str, out: Inputs, sized: int | None = None
         out.missing.append(name)
         return
     what = f"{kind}-compressed " if kind else ""
+    if is_core_header(inner.head):
+        # one compressed core (systemd-coredump stores them `.zst`): copied out decompressed, within
+        # the bounds, and read by path like the uncompressed core
+        src = _CutAware(inner, inner.raw)
+        try:
+            path = _spill(src, _shown_name(name), 0, out)
+        except OSError as exc:        # the copy could not be written
+            out.problems.append(Problem(name, f"{what}core not copied out ({exc.strerror or exc}); not read"))
+            out.missing.append(name)
+            return
+        if path is None:
+            out.missing.append(name)
+            return
+        out.shown[path] = name
+        size = os.path.getsize(path)
+        if src.cut:                   # what came before the damage is read; the input counts as unusable
+            out.problems.append(Problem(name, f"{what}core cut ({src.why}): {size:,} bytes decompressed, read "
+                                              f"as far as they go"))
+            out.missing.append(name)
+        _load([_Entry(Path(path).name, name, size, open=lambda: open(path, "rb"), path=path, head=inner.head)], out,
+              loose=True)
+        return
     try:
         got = read_log(inner, name, out.budget)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
@@ -389,6 +459,14 @@ def _load_stream(raw: BinaryIO, name: str, out: Inputs, sized: int | None = None
         out.missing.append(name)
         return
     _load([_Entry(Path(name).name, name, got.size, read=got)], out, loose=True)
+
+
+def _shown_name(name: str) -> str:
+    """A compressed file's name without its compression suffix (`core.x.zst` -> `core.x`)."""
+    for suffix in (".zst", ".xz", ".gz", ".bz2", ".lz4"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def _load_tar(stream, name: str, out: Inputs) -> None:
@@ -455,6 +533,11 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
     head = src.head
     spill = (bool(roles & {layout.TRACE, layout.CORE}) or is_core_header(head)
              or (rel.endswith(".json") and b'"traceEvents"' in head))
+    if spill and is_core_header(head) and (missing := _no_debugger_for(head)):
+        # a GPU core is read only by its debugger: gigabytes copied to disk for nothing where none is here
+        out.problems.append(Problem(shown, f"a {missing[0]} core of {m.size:,} bytes in the archive, not copied out: "
+                                           f"no {missing[1]} here to open it; extract it on a machine that has one"))
+        return None
     if spill:
         path = _spill(src, shown, m.size, out)
         # a copy is a file like any other: read as a log too where the bundle's layout says so
@@ -467,6 +550,14 @@ def _member(tar: tarfile.TarFile, m: tarfile.TarInfo, shown: str, out: Inputs) -
 
 
 # ---------------- copies out of archives ----------------
+
+def _no_debugger_for(head: bytes) -> tuple[str, str] | None:
+    """(platform, debugger) of a GPU core whose debugger is not on PATH; None for a host core (gdb's)."""
+    import struct
+    machine = struct.unpack_from("<H", head, 18)[0] if len(head) >= 20 else None
+    want = {EM_CUDA: ("CUDA", "cuda-gdb"), EM_AMDGPU: ("AMDGPU", "rocgdb")}.get(machine)
+    return want if want and shutil.which(want[1]) is None else None
+
 
 _spill_root: list[str] = []
 _spill_lock = threading.Lock()

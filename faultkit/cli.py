@@ -171,7 +171,7 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
             inc = run_triage(list(inputs), TriageOptions(read_ns=win, read_all=win is None))
             if verbose:
                 for p in inc.problems:
-                    click.echo(f"problem: {p}", err=True)
+                    click.echo(clean(f"problem: {p}"), err=True)
             progress.stage("laying out the tracks")
             tl = build_timeline(inc, win)
         progress.stage("writing", "slices")
@@ -224,15 +224,17 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
     from .export.hang_text import render_json, render_text
+    from .private_files import private_dir
 
     if reads:
         from .ingest.stacks import as_samples, parse_any
+        from .redact import text as redact_text
         if pids or bundle:
             raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
-        dumps = [parse_any(Path(r).read_text(errors="replace"), r) for r in reads]
+        dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
         for d in dumps:
             for why in d.problems:
-                click.echo(f"warning: {why}", err=True)
+                click.echo(clean(f"warning: {why}"), err=True)
         rounds = as_samples([d for d in dumps if d.threads])
         hf = analyse(rounds)
         sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
@@ -252,24 +254,27 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
 
     def live() -> list[int]:
-        return list(dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)]))
+        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads)
+        mine = set(descendants(os.getpid()))
+        return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
+                if q not in mine]
 
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
     s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
     hf = analyse(s.samples, s.interval_s if samples > 1 else None)
     last = s.samples[-1] if s.samples else []
     sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
     if folder is not None and not quiet:
-        click.echo(f"kept {len(s.files)} file(s) in {folder}", err=True)
+        click.echo(clean(f"kept {len(s.files)} file(s) in {folder}"), err=True)
     if verbose and any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
     if not any(p.threads for p in last):
         for p in last:
             for why in p.problems:
-                click.echo(f"pid {p.pid}: {why}", err=True)
+                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
@@ -277,6 +282,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)
+TEXT_SUFFIXES = {".json": "json"}          # show, doctor: text unless the file is .json
 REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
 TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
@@ -308,8 +314,9 @@ def _triage_job(bundles, opts, fmt: str, output: str | None, quiet: bool = False
     from .export.job_report import JOB_RENDERERS
     from .job_triage import triage_job
     from .triage import triage as run_triage
+    fmt = output_format(output, fmt, REPORT_SUFFIXES, "md")      # as every report: -f, else -o's extension, else md
     if fmt not in JOB_RENDERERS:
-        raise click.UsageError(f"a job's report is Markdown or JSON, not {fmt}")
+        raise click.UsageError(f"a job's report is Markdown, HTML or JSON, not {fmt}")
     report = triage_job(bundles[0], bundles[1], lambda p: run_triage([p], opts))
     text = JOB_RENDERERS[fmt](report)
     if output:
@@ -401,6 +408,9 @@ def trials() -> None:
 @click.option("--ready-pattern", help="regex in the server output that means ready (instead of the port)")
 @click.option("--metric", metavar="REGEX", help="record a per-trial figure from the client (else server) output: "
                                                 "the last match's first group (throughput, tokens served)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @click.option("-o", "--output", "out", default="trials", show_default=True, type=click.Path(file_okay=False),
               help="the experiment's folder: plan.json and one trial-NNN-ARM folder per trial (0700, files 0600)")
 @click.option("--on", "engine", type=click.Choice(["local", "slurm", "ray"]), default="local", show_default=True,
@@ -415,7 +425,7 @@ def trials() -> None:
 @click.option("--no-wait", is_flag=True, help="with --on slurm: submit and return; `trials report` reports so far")
 @verbose_option
 @quiet_option
-def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, out,
+def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready_pattern, metric, alternative, out,
                engine="local", gpus_per_trial=0, slurm_args=(), ray_address=None, engine_retries=1, no_wait=False,
                verbose=False, quiet=False) -> None:
     """Run the trials (resumes an interrupted run in the same folder).
@@ -452,16 +462,17 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         if engine == "local":
             results = run_trials(Path(out), list(arms.values()), n, seed, client, port, parse_duration(trial_timeout),
                                  parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
-                                 metric=parse_regex(metric, "--metric"), warn=warn, verbose=verbose)
+                                 metric=parse_regex(metric, "--metric"), warn=warn, verbose=verbose,
+                                 alternative=alternative)
         else:
             from .trials.distributed import run_on
             results = run_on(engine, Path(out), list(arms.values()), n, seed, client, port,
                              parse_duration(trial_timeout), parse_regex(ready_pattern, "--ready-pattern"), echo=echo,
                              warn=warn, metric=parse_regex(metric, "--metric"), gpus_per_trial=gpus_per_trial,
                              engine_args=list(slurm_args), retries=engine_retries, wait=not no_wait,
-                             ray_address=ray_address)
+                             ray_address=ray_address, alternative=alternative)
     except StartFailure as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except TrialsError as exc:
         raise click.ClickException(str(exc))
@@ -502,7 +513,7 @@ def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
                           task_id=os.environ.get("SLURM_ARRAY_TASK_ID"), slurm_job=os.environ.get("SLURM_JOB_ID"))
         result = run_task(experiment.task(Path(folder), entry), plan, where)
     except (TaskError, RecordError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(clean(f"error: {exc}"), err=True)
         sys.exit(EXIT_NOT_STARTED)
     except KeyboardInterrupt:   # scancel, pre-emption, a time limit: SIGTERM to every process of the task
         click.echo(f"trial {index}: ended by a signal from {engine}; no result kept (not counted)", err=True)
@@ -522,9 +533,12 @@ def trials_task(folder, index, engine, verbose=False, quiet=False) -> None:
               help="report format [default: from -o's extension (.md, .html, .json), else md]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="a FILE to write the report to instead of stdout (readable by you only; its folder is made)")
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="with --counts: the test's sidedness [default: greater, the arm named first crashes more "
+                   "often]; a folder's report takes its plan's")
 @verbose_option
 @quiet_option
-def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet=False) -> None:
+def trials_report(folder, count_specs, metric, fmt, output, alternative=None, verbose=False, quiet=False) -> None:
     """Crash rates, intervals, exact tests, a conclusion and signatures of a trials folder, or of
     counts collected by hand.
 
@@ -547,14 +561,17 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
             counts[m.group(1)] = (int(m.group(2)), int(m.group(3)))
         if len(counts) < 2:
             raise click.BadParameter("give two or more arms", param_hint="--counts")
-        summary = summarise_counts(counts)
+        summary = summarise_counts(counts, **({"alternative": alternative} if alternative else {}))
     else:
+        if alternative:
+            raise click.UsageError("--alternative goes with --counts: a trials folder's report uses the sidedness "
+                                   "its plan.json recorded")
         plan, results, problems = load_results(Path(folder))
         for p in problems:
             click.echo(clean(f"warning: {p}"), err=True)
         if verbose:
-            click.echo(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
-                                                                 ", no plan") + f" from {folder}", err=True)
+            click.echo(clean(f"read {len(results)} trial result(s)" + (f" of {len(plan.order)} planned" if plan else
+                                                                       ", no plan") + f" from {folder}"), err=True)
         if not results:
             raise click.ClickException(f"no finished trials in {folder}")
         if metric:
@@ -574,9 +591,12 @@ def trials_report(folder, count_specs, metric, fmt, output, verbose=False, quiet
 @click.option("--power", "target", type=float, default=0.9, show_default=True)
 @click.option("-n", "n", type=click.IntRange(min=1), help="report the power of this many trials per arm instead")
 @click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--alternative", type=click.Choice(["greater", "two-sided"]), default=None,
+              help="the test's sidedness, chosen once: greater (the arm named first crashes more often) or "
+                   "two-sided [default: greater]; recorded in plan.json and used by its report")
 @verbose_option
 @quiet_option
-def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> None:
+def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, quiet=False) -> None:
     """How many trials per arm reach the power asked (exact enumeration under Fisher's test).
     The answer goes to stdout; -q and -v change nothing here (nothing else is said).
 
@@ -598,7 +618,7 @@ def trials_plan(rates, alpha, target, n, fmt, verbose=False, quiet=False) -> Non
             raise click.BadParameter(f"{spec!r}: expected ARM=P with 0 <= P <= 1", param_hint="--rate")
     if len(parsed) != 2:
         raise click.BadParameter("give exactly two --rate", param_hint="--rate")
-    s = plan_summary(parsed, alpha, target, n)
+    s = plan_summary(parsed, alpha, target, n, **({"alternative": alternative} if alternative else {}))
     if fmt == "json":
         click.echo(json.dumps(s, indent=2))
         return
@@ -626,7 +646,8 @@ main.add_command(_amplify(parse_duration, parse_regex, emit))
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True))
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the summary to this file (0600)")
 @verbose_option
 @quiet_option
@@ -643,10 +664,11 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
     from .show import render_json, render_text, summarise
 
     s = summarise(bundle)
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     text = (render_json if fmt == "json" else render_text)(s)
     if verbose:
         for p in s.problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(clean(f"problem: {p}"), err=True)
     emit(text, output, quiet)
     if not s.is_bundle:
         sys.exit(EXIT_INPUT)
@@ -655,7 +677,8 @@ def show(bundle, fmt, output, verbose, quiet) -> None:
 @main.command()
 @click.option("--dir", "folder", default=".", show_default=True, type=click.Path(file_okay=False),
               help="where bundles will be written: its disk is the one checked")
-@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["text", "json"]), default=None,
+              help="[default: from -o's extension (.json), else text]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the checks to this file (0600)")
 @verbose_option
 @quiet_option
@@ -672,6 +695,7 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
     from .doctor import OK, INFO, exit_status, render_json, render_text, run_checks
 
     checks = run_checks(Path(folder))
+    fmt = output_format(output, fmt, TEXT_SUFFIXES, "text")
     shown = [c for c in checks if c.status not in (OK, INFO)] if quiet and fmt != "json" else checks
     emit((render_json if fmt == "json" else render_text)(shown), output, quiet)
     sys.exit(exit_status(checks))
@@ -683,9 +707,11 @@ def doctor(folder, fmt, output, verbose, quiet) -> None:
               help="the archive to write (.tar.gz, 0600)")
 @click.option("--with-cores", is_flag=True, help="include core dumps (process memory; often gigabytes)")
 @click.option("--with-env", is_flag=True, help="include every process's environment (environ.json)")
+@click.option("--with-kernel-history", is_flag=True,
+              help="include the machine's kernel log from before the capture (default: the capture's window only)")
 @verbose_option
 @quiet_option
-def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
+def pack(bundle, output, with_cores, with_env, with_kernel_history, verbose, quiet) -> None:
     """A shareable copy of a bundle for an issue tracker: no cores or environments unless asked,
     every text file redacted again, and pack-manifest.json listing what was left out and why.
 
@@ -697,16 +723,16 @@ def pack(bundle, output, with_cores, with_env, verbose, quiet) -> None:
     from .pack import PackError, pack as run_pack
 
     try:
-        res = run_pack(Path(bundle), Path(output), with_cores, with_env)
+        res = run_pack(Path(bundle), Path(output), with_cores, with_env, with_kernel_history)
     except PackError as exc:
         raise click.ClickException(str(exc))
     if verbose:
         for f in res.included:
-            click.echo(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
-                                                                         else "") + ")", err=True)
+            click.echo(clean(f"included {f['name']} ({f['bytes']:,} bytes" + (f", {f['redacted']} redacted" if f["redacted"]
+                                                                         else "") + ")"), err=True)
     for f in res.left_out:
         if verbose or not quiet:
-            click.echo(f"left out {f['name']}: {f['why']}", err=True)
+            click.echo(clean(f"left out {f['name']}: {f['why']}"), err=True)
     redacted = sum(f["redacted"] for f in res.included)
     if not quiet:
         click.echo(f"wrote {output}: {len(res.included)} files" + (f", {redacted} secret(s) redacted" if redacted
@@ -820,7 +846,7 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         manifest = run_capture(opts, echo=console.message, console=console)
     except CaptureError as exc:
         if exc.status in (126, 127):                # refused like a shell: one line, its status
-            click.echo(f"faultkit capture: {exc}", err=True)
+            click.echo(clean(f"faultkit capture: {exc}"), err=True)
             sys.exit(exc.status)
         raise click.ClickException(str(exc))
     if quiet:
@@ -884,13 +910,13 @@ def error_folders(argv: list[str]) -> list[Path]:
 # ---------------- the fleet: `watch` (a node agent) and `registry` (incidents of many nodes) ----------------
 
 
-def _store(db):
+def _store(db, read_only=False):
     try:
         from .fleet.store import RegistryError, open_store
     except ImportError as exc:      # pragma: no cover - the extra is part of the test install
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     try:
-        return open_store(db)
+        return open_store(db, read_only=read_only)
     except ImportError as exc:
         raise click.ClickException(f"the registry needs its extra: pip install 'faultkit[fleet]' ({exc})") from None
     except RegistryError as exc:
@@ -920,19 +946,22 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
     """Add triage reports (faultkit.triage/1 JSON), bundles or logs (triaged here). Adding the same
     report twice keeps one copy. Exit 1 when an input could not be read (the others are added)."""
     from .fleet.intake import intake
-    store, failed = _store(db), False
-    for path in inputs:
+    failed, read = False, []
+    for path in inputs:            # triaged first: a DuckDB registry is held only while adding
         records, problems = intake(path, node=node, job=job)
         for p in problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(f"problem: {clean(p)}", err=True)
         if verbose:
             for r in records:
-                click.echo(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
-                           f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})", err=True)
+                click.echo(clean(f"{path}: {r.node} {r.gpu or '?'} pid {r.pid}: signature {r.signature} "
+                                 f"({r.kernel_key or 'no kernel named'}, {r.fault_kind})"), err=True)
         failed |= bool(problems) and not records
+        read.append((path, records))
+    store = _store(db)
+    for path, records in read:
         added = store.add(records)
         if not quiet:
-            click.echo(f"{path}: {len(records)} incident(s), {added} new", err=True)
+            click.echo(clean(f"{path}: {len(records)} incident(s), {added} new"), err=True)
     store.close()
     if failed:
         sys.exit(EXIT_INPUT)
@@ -947,7 +976,7 @@ def registry_add(inputs, db, node, job, quiet, verbose) -> None:
 def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Signatures ranked by incidents, then nodes."""
     from .fleet.render import row_json, top_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     rows, total = store.top(limit), store.count()
     store.close()
     if fmt == "json":
@@ -965,7 +994,7 @@ def registry_top(db, limit, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one 
 def registry_show(signature, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """One signature: where and when, its driver-event chains, versions, and the hardware/software suspicion."""
     from .fleet.render import show_text
-    store = _store(db)
+    store = _store(db, read_only=True)
     data = _show(store, signature)
     store.close()
     if data is None:
@@ -997,10 +1026,10 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
     from .fleet.intake import intake
     records, problems = intake(source)
     for p in problems:
-        click.echo(f"problem: {p}", err=True)
+        click.echo(clean(f"problem: {p}"), err=True)
     if not records:
         raise click.ClickException(f"{source}: no fault found to compare")
-    store = _store(db)
+    store = _store(db, read_only=True)
     out = []
     for r in records:
         same = store.signature(r.signature)
@@ -1017,15 +1046,15 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
         return
     from .fleet.render import show_text
     for o in out:
-        click.echo(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})")
+        click.echo(clean(f"{source}: signature {o['signature']} ({o['kernel_key'] or 'no kernel named'}, {o['fault_kind']})"))
         if o["same_signature"]:
             click.echo(show_text(o["same_signature"]), nl=False)
         else:
             click.echo("  not seen before in the registry")
         for x in o["same_kernel_other_fault"]:
-            click.echo(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})")
+            click.echo(clean(f"  same kernel, other fault: {x['signature']} {x['fault_kind']} {x['code'] or ''} ({x['incidents']})"))
         for x in o["same_gpu_other_signatures"]:
-            click.echo(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})")
+            click.echo(clean(f"  same GPU, other signature: {x['signature']} {x['kernel_key'] or ''} {x['fault_kind']} ({x['incidents']})"))
 
 
 @registry.command("export")
@@ -1036,7 +1065,7 @@ def registry_similar(source, db, fmt, quiet, verbose) -> None:  # noqa: ARG001 -
 def registry_export(db, output, quiet, verbose) -> None:  # noqa: ARG001 - one -q/-v on every verb
     """Every incident (with its signature) as Parquet, for analysis elsewhere."""
     from .fleet.store import write_parquet
-    store = _store(db)
+    store = _store(db, read_only=True)
     try:
         n = write_parquet(store, output)
     except OSError as exc:
@@ -1100,25 +1129,28 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
                         textfile=textfile, otlp_endpoint=otlp_endpoint, registry_db=db)
     once = mode != "daemon"
     if not quiet and not once:
-        click.echo(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
-                   + f"; incidents into {opts.spool}", err=True)
+        click.echo(clean(f"faultkit watch: {opts.node}: following {kernel_log}" + "".join(f", {p}" for p in logs)
+                         + f"; incidents into {opts.spool}"), err=True)
     try:
         w = run(opts, once=once, stop=lambda: stopping["now"])
+    except RuntimeError as exc:            # the registry named by --db cannot be used: said, no traceback
+        raise click.ClickException(clean(str(exc))) from None
     except OSError as exc:
-        raise click.ClickException(f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        raise click.ClickException(clean(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else
+                                         f"{exc.strerror or exc}")) from None
     for p in w.problems:
         click.echo(f"problem: {clean(p)}", err=True)
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
         click.echo(clean(s["line"]))
         if verbose:
-            click.echo(f"incident {s['id']}: {opts.spool / s['id']}", err=True)
+            click.echo(clean(f"incident {s['id']}: {opts.spool / s['id']}"), err=True)
     if mode == "npd":
         sys.exit(EXIT_NPD_PROBLEM if w.closed else EXIT_NPD_UNKNOWN if w.problems else 0)
     if mode == "slurm":
         hard = [s for s in w.closed if s["suspect"] == "hardware"]
         for s in hard:
-            click.echo(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
-                       f"{', '.join(sorted(s['kinds']))})")
+            click.echo(clean(f"faultkit: drain {opts.node}: hardware suspected ({', '.join(s['gpus']) or 'GPU'}: "
+                       f"{', '.join(sorted(s['kinds']))})"))
         sys.exit(EXIT_SLURM_DRAIN if hard else 0)
 
 

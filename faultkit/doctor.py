@@ -86,9 +86,17 @@ def core_dumps(folder: Path) -> list[Check]:
                      "it; CUDA GPU cores do not)",
                      "raise the hard limit where the server starts: `ulimit -c unlimited` as root, "
                      "docker --ulimit core=-1, or LimitCORE=infinity in a systemd unit")]
+    elif arming.core_limit is not None:
+        out = [Check("core limit", OK, f"{limits}; capture sets the target's soft limit to "
+                                       f"{_limit(arming.core_limit)} itself")]
     else:
-        out = [Check("core limit", OK, f"{limits}; capture sets the target's soft limit itself"
-                     + (f" ({_limit(arming.core_limit)} here)" if arming.core_limit is not None else ""))]
+        # capture's own arming leaves the limit as it is here (no AMD GPU or ROCm: CUDA GPU cores do
+        # not need it): say so, and what a soft limit of 0 costs
+        left = next((n for n in arming.notes if n.startswith("core-size limit left")), "capture leaves it as it is")
+        out = [Check("core limit", WARN if soft == 0 else OK, f"{limits}; {left}"
+                     + ("; host cores (of a segfault) are not written" if soft == 0 else ""),
+                     "`ulimit -c unlimited` before `faultkit capture` to have host cores in the bundle"
+                     if soft == 0 else None)]
     out += [Check("core arming", WARN, w, "see the warning") for w in arming.warnings]
     pattern = coredump._core_pattern()          # the one reader of core_pattern
     if pattern is None:

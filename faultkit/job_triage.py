@@ -14,11 +14,11 @@ from pathlib import Path
 
 from . import layout
 from ._signals import capture_exit_status
-from .analyze.job import JobVerdict, NodeEvent, NodeEvidence, decide
+from .analyze.job import CONSEQUENCE_KINDS, JobVerdict, NodeEvent, NodeEvidence, decide
 from .codes import CONSEQUENCE_XIDS
 from .ingest.schema import read_manifest
 from .manifest import Manifest
-from .ingest.markers import PEER_LOSS, markers_in
+from .ingest.markers import OWN_TIMEOUT, PEER_LOSS, markers_in
 from .launch_env import Launch
 
 LOG_READ_LIMIT = 64 << 20          # markers are looked for in the first 64 MiB of each output log
@@ -87,7 +87,10 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
     system = m.system or {}
     name = launch.host or system.get("host") or Path(path).name
     node = NodeEvidence(name=str(name), bundle=path, rank=launch.rank if launch.rank is not None else launch.node_rank,
-                        start_wall_s=m.start.wall if m.start else None)
+                        start_wall_s=m.start.wall if m.start else None,
+                        boot_id=system.get("boot_id") if isinstance(system.get("boot_id"), str) else None)
+    if m.start and m.start.wall is not None and m.start.monotonic_ns is not None:
+        node.start_wall_minus_monotonic_s = m.start.wall - m.start.monotonic_ns / 1e9
     if inc.verdict is not None:
         node.verdict_level, node.verdict_kernel = inc.verdict.level, inc.verdict.kernel
     problems = []
@@ -114,8 +117,10 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
         if wall is None:
             continue
         loss = bool(PEER_LOSS.search(r.exception or ""))
-        kind = "peer-loss" if loss else r.kind
-        node.events.append(NodeEvent(wall, kind, not loss, (r.exception or r.frame or r.kind)[:200], str(r.origin)))
+        timeout = not loss and bool(OWN_TIMEOUT.search(r.exception or ""))
+        kind = "peer-loss" if loss else "collective-timeout" if timeout else r.kind
+        node.events.append(NodeEvent(wall, kind, not (loss or timeout), (r.exception or r.frame or r.kind)[:200],
+                                     str(r.origin)))
     for log in (inc.log_clock.stamps if inc.log_clock is not None else {}):
         try:
             with open(log, "rb") as fh:
@@ -132,15 +137,20 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
         for pl in losses:
             wall = _wall_of_line(inc, log, pl.origin.line)
             if wall is not None and str(pl.origin) not in seen:
-                node.events.append(NodeEvent(wall, "peer-loss", False, pl.text, str(pl.origin)))
+                node.events.append(NodeEvent(wall, pl.kind, False, pl.text, str(pl.origin)))
     end = m.end.wall if m.end else None
     status = capture_exit_status(m)
     if status > 128 and m.ended_by not in ("interrupted", "timeout", "hang") \
             and end is not None and not any(e.cause for e in node.events):
         # a death by signal with nothing earlier to show it (the kernel rate-limits its segfault
-        # lines): the capture saw it at its end
-        node.events.append(NodeEvent(float(end), f"killed by signal {status - 128}", True,
-                                     str(m.exit or f"exit {status}"), f"{path}/{layout.MANIFEST}"))
+        # lines): the capture saw it at its end. After this rank's own collective timed out (or lost
+        # its peer) the death is that timeout's consequence (a watchdog's abort), not a cause.
+        after = next((e for e in sorted(node.events, key=lambda e: e.wall_s)
+                      if e.kind in CONSEQUENCE_KINDS and e.wall_s <= end), None)
+        node.events.append(NodeEvent(float(end), f"killed by signal {status - 128}", after is None,
+                                     str(m.exit or f"exit {status}")
+                                     + (f", after its own {after.kind} ({after.origin})" if after else ""),
+                                     f"{path}/{layout.MANIFEST}"))
     return node, problems
 
 

@@ -76,6 +76,14 @@ class PatternError(ValueError):
 _TOKEN = re.compile(r"%(.)")
 
 
+def path_part(value: str) -> str:
+    """A value from the environment as one folder name: what the pattern's author wrote decides where
+    the bundle goes, never the value (a host name `../../x`, a job id `..`): no separator, and no
+    name made of dots only."""
+    part = re.sub(r"[^A-Za-z0-9._-]", "_", value)[:128]
+    return part if part.strip(".") else part.replace(".", "_") or "_"
+
+
 def expand(pattern: str, launch: Launch, pid: int) -> str:
     """`-o` patterns: %h host, %p pid, %r rank (the node rank where the launcher gives one per node, else
     the global rank), %j job id, %% a percent sign. A pattern with %r or %j under no launcher is refused."""
@@ -84,7 +92,7 @@ def expand(pattern: str, launch: Launch, pid: int) -> str:
         if c == "%":
             return "%"
         if c == "h":
-            return launch.host or "unknown-host"
+            return path_part(launch.host or "unknown-host")
         if c == "p":
             return str(pid)
         if c == "r":
@@ -96,6 +104,6 @@ def expand(pattern: str, launch: Launch, pid: int) -> str:
         if c == "j":
             if not launch.job:
                 raise PatternError("%j: no launcher's job id is set (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, RAY_JOB_ID, ...)")
-            return re.sub(r"[^A-Za-z0-9._-]", "_", launch.job)
+            return path_part(launch.job)
         raise PatternError(f"%{c}: unknown in an output pattern (use %h, %p, %r, %j or %%)")
     return _TOKEN.sub(sub, pattern)

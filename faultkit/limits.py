@@ -109,3 +109,47 @@ def inflate(blob: bytes, limit: int = INFLATE, wbits: int = 15) -> Inflated:
     out = d.decompress(blob, limit)
     over = bool(d.unconsumed_tail) or (len(out) >= limit and not d.eof)
     return Inflated(out, over)
+
+
+# Numbers read from evidence: a count, a pid, a sequence number fits 64 bits. A longer run of digits
+# is hostile or damaged: Python refuses to convert more than 4,300 digits (ValueError), and a huge
+# int reaches JSON output only to fail there. Readers take numbers through these.
+INT_DIGITS = 19
+INT_MAX = (1 << 63) - 1
+
+
+def small_int(text: str | bytes | None, base: int = 10) -> int | None:
+    """`text` as an int when it fits 64 bits; None when it is longer, empty or not a number."""
+    if text is None:
+        return None
+    s = text.strip()
+    if not s or len(s) > (INT_DIGITS if base == 10 else 18):
+        return None
+    try:
+        n = int(s, base)
+    except ValueError:
+        return None
+    return n if -INT_MAX - 1 <= n <= INT_MAX or (base == 16 and n < 1 << 64) else None
+
+
+def fits_int(v) -> bool:
+    """An int (not a bool) that fits a signed 64-bit column (a pid, a count, a sequence number): what a
+    field of a typed record may hold."""
+    return isinstance(v, int) and not isinstance(v, bool) and -INT_MAX - 1 <= v <= INT_MAX
+
+
+MAX_FIELD = 4096         # characters of one string field from a structured input (a name, a state)
+
+
+def short_text(v, limit: int = MAX_FIELD) -> str | None:
+    """A string field as a bounded string; a number as its digits (when it fits); any other type
+    None. Never `str()` of a container: a pickle's shared references make that gigabytes."""
+    if isinstance(v, str):
+        return v[:limit]
+    if isinstance(v, bool):
+        return str(v)
+    if fits_int(v):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    return None

@@ -1,6 +1,6 @@
 """The capture bundle's manifest (manifest.json) as one typed record: the one owner of its fields.
 
-capture builds a `Manifest` and writes it through `write` (atomically, at the start, once the
+capture builds a `Manifest` and writes `dumps(manifest)` (private_files.write_private, atomically, at the start, once the
 target runs and at the end); every reader gets one from `ingest.schema.read_manifest` (which checks
 each field's type against the spec derived here: a bad field is a problem and is dropped, the rest
 is kept); docs/schemas/bundle-manifest.schema.json is generated from these classes
@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import types
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Union
 
 SCHEMA = "faultkit.bundle/1"
@@ -176,14 +174,8 @@ def _value_json(v):
 
 
 def dumps(manifest: Manifest) -> str:
+    """The one serialization of a manifest (capture and its watchdog write it with private_files)."""
     return json.dumps(to_json(manifest), indent=2, default=str)
-
-
-def write(folder: Path, manifest: Manifest, tmp_name: str, name: str) -> None:
-    """The one writer of a manifest file: written beside and renamed over, never half-written."""
-    tmp = Path(folder) / tmp_name
-    tmp.write_text(dumps(manifest))
-    os.replace(tmp, Path(folder) / name)
 
 
 def from_json(cls, value: dict):

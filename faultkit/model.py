@@ -472,6 +472,9 @@ class SanitizerReport:
     allocation_size: int | None = None
     host_frames: list[str] = field(default_factory=list)
     device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
+    # the report went on past its device frames (its host backtrace, the next report): the outermost
+    # device frame shown is the launched kernel; False where the paste ends in them (the kernel cut)
+    device_frames_end: bool = False
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """`faultkit pack BUNDLE -o incident.tar.gz`: a copy of a capture bundle fit to attach to an issue.
 
-Left out unless asked: core dumps (`--with-cores`: process memory, and gigabytes) and the process
-environments (`--with-env`). Every text file that goes in is redacted again with `redact.py`
+Left out unless asked: core dumps (`--with-cores`: process memory, and gigabytes), the process
+environments (`--with-env`) and the machine's kernel history (`--with-kernel-history`: the boot's
+kernel log before the capture; by default the end snapshot keeps only the lines new since the capture
+began, the capture's window, as triage reads it). Every text file that goes in is redacted again with `redact.py`
 (a bundle made with `--no-redact`, or by an older faultkit, must not leak through the copy); a
 binary file that shows a secret-shaped value is left out, since it cannot be redacted. What was
 left out, and why, is listed in `pack-manifest.json` inside the archive. The archive is 0600.
@@ -9,9 +11,14 @@ left out, and why, is listed in `pack-manifest.json` inside the archive. The arc
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import os
+import re
+import sqlite3
 import stat
 import tarfile
 import tempfile
@@ -22,6 +29,7 @@ from pathlib import Path
 from . import layout
 from . import redact as redaction
 from .ingest.core_file import is_core_header
+from .private_files import PrivateFile, scratch_dir, write_private
 
 SCHEMA = "faultkit.pack/1"
 # Files of a bundle that are bookkeeping of the capture, not evidence or record.
@@ -42,7 +50,8 @@ class Packed:
         return {"schema": SCHEMA, **asdict(self)}
 
 
-def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = False) -> Packed:
+def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = False,
+         with_kernel_history: bool = False) -> Packed:
     if not bundle.is_dir():
         raise PackError(f"{bundle}: not a bundle folder (pack reads the folder a capture wrote)")
     captured = (bundle / layout.MANIFEST).is_file()
@@ -53,34 +62,59 @@ def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = 
     for path, rel in _files(bundle, skip, result):
         size = path.stat().st_size
         role = layout.classify(rel, captured)
+        if path.name in BOOKKEEPING:
+            continue
         try:
             with open(path, "rb") as fh:
                 head = fh.read(64)
+                inner = _inner_head(head, fh)
         except OSError as exc:
             result.left_out.append({"name": rel, "bytes": size, "why": f"unreadable ({exc.strerror or exc})"})
             continue
-        if path.name in BOOKKEEPING:
-            continue
-        if (role == layout.CORE or is_core_header(head)) and not with_cores:
+        core = role == layout.CORE or is_core_header(head) or is_core_header(inner)
+        if core and not with_cores:
             result.left_out.append({"name": rel, "bytes": size, "why": "core dump (process memory): add --with-cores"})
             continue
         if role == layout.ENVIRONMENT and not with_env:
             result.left_out.append({"name": rel, "bytes": size, "why": "process environments: add --with-env"})
             continue
-        if role == layout.CORE or is_core_header(head):
+        if core:
             members.append((rel, None))                    # streamed from disk: a core may be gigabytes
             result.included.append({"name": rel, "bytes": size, "redacted": 0, "checked": False})
             continue
-        data = path.read_bytes()
-        cleaned, changed, ok = clean(rel, data)
-        if not ok:
-            result.left_out.append({"name": rel, "bytes": size, "why": "binary file holding a secret-shaped value: "
-                                                                        "it cannot be redacted"})
+        if size > MAX_CHECKED:
+            result.left_out.append({"name": rel, "bytes": size, "why": f"larger than {MAX_CHECKED >> 20} MiB: "
+                                                                        "too large to check for secrets"})
             continue
-        members.append((rel, cleaned))
-        result.included.append({"name": rel, "bytes": len(cleaned), "redacted": changed, "checked": True})
+        data = path.read_bytes()
+        if captured and not with_kernel_history and rel in (layout.KERNEL_BEFORE, layout.KERNEL_AFTER):
+            data = _window(bundle, rel, data)
+            if data is None:
+                why = ("the machine's kernel log before the capture (its whole boot)" if rel == layout.KERNEL_BEFORE
+                       else "the end snapshot of the whole boot's kernel log, with no start snapshot to cut it to "
+                            "the capture's window")
+                result.left_out.append({"name": rel, "bytes": size, "why": f"{why}: add --with-kernel-history"})
+                continue
+        got = clean(rel, data)
+        if got.why:
+            result.left_out.append({"name": rel, "bytes": size, "why": got.why})
+            continue
+        members.append((rel, got.data))
+        result.included.append({"name": rel, "bytes": len(got.data), "redacted": got.changed, "checked": True})
     _write(output, root, bundle, members, result)
     return result
+
+
+def _window(bundle: Path, rel: str, data: bytes) -> bytes | None:
+    """The capture's window of a kernel-log snapshot: the end snapshot's lines that the start
+    snapshot did not hold (None: nothing of it belongs to the window, or it cannot be cut)."""
+    if rel == layout.KERNEL_BEFORE:
+        return None
+    try:
+        before = set((bundle / layout.KERNEL_BEFORE).read_bytes().split(b"\n"))
+    except OSError:
+        return None
+    return b"\n".join(ln for ln in data.split(b"\n") if ln not in before or not ln)
 
 
 def _files(bundle: Path, skip: set[Path], result: Packed):
@@ -108,14 +142,45 @@ def _files(bundle: Path, skip: set[Path], result: Packed):
             yield p, rel
 
 
-def clean(rel: str, data: bytes) -> tuple[bytes, int, bool]:
-    """The file redacted again: (bytes, how many values or lines changed, whether it may go in)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        # Binary (a rocpd database, a trace): it cannot be rewritten, only refused where it shows a secret.
-        shown = data.decode("latin-1")
-        return data, 0, redaction.value(shown) == shown
+@dataclass
+class Cleaned:
+    data: bytes = b""
+    changed: int = 0               # values or lines redacted
+    why: str = ""                  # set: the file stays out, and this says why
+
+
+def clean(rel: str, data: bytes) -> Cleaned:
+    """The file redacted again, whatever its encoding or compression; or why it cannot go in.
+    Nothing goes in unread: a text is decoded (UTF-8, UTF-16 with its byte-order mark), a
+    compressed file decompressed (within a bound) and judged as what it holds, an archive or a
+    database refused or rewritten, a binary checked for secret-shaped strings."""
+    kind = COMPRESSORS.get(data[:6]) or COMPRESSORS.get(data[:3]) or COMPRESSORS.get(data[:2])
+    if kind is not None:
+        name, module = kind
+        try:
+            raw = _decompress(module, data)
+        except (OSError, EOFError, ValueError) as exc:
+            return Cleaned(why=f"{name} data that cannot be decompressed ({exc}): it cannot be checked for secrets")
+        if raw is None:
+            return Cleaned(why=f"{name} data of more than {MAX_CHECKED >> 20} MiB: too large to check for secrets")
+        inner = clean(rel[: -len(name) - 1] if rel.endswith("." + name) else rel, raw)
+        if inner.why:
+            return Cleaned(why=f"{name}-compressed: {inner.why}")
+        if not inner.changed:
+            return Cleaned(data, 0)
+        return Cleaned(module.compress(inner.data), inner.changed)
+    if _is_archive(data):
+        return Cleaned(why="an archive (an earlier pack, or files packed together): its members are not checked "
+                           "one by one; pack the bundle they came from instead")
+    if data.startswith(SQLITE_MAGIC):
+        return _database(data)
+    text, encoding = _decode(data)
+    if text is None:
+        # Binary (a trace, a code object): it cannot be rewritten, only refused where it shows a secret.
+        shown = "\n".join(m.decode("latin-1") for m in PRINTABLE_RUN.findall(data))
+        if redaction.text(shown) != shown:
+            return Cleaned(why="binary file holding a secret-shaped value: it cannot be redacted")
+        return Cleaned(data, 0)
     if rel.endswith(".json"):
         try:
             doc = json.loads(text)
@@ -124,14 +189,115 @@ def clean(rel: str, data: bytes) -> tuple[bytes, int, bool]:
         if doc is not None:
             counter = [0]
             out = _json(doc, counter)
-            return (json.dumps(out, indent=2) + "\n").encode() if counter[0] else data, counter[0], True
-    lines = text.split("\n")
-    changed = 0
-    for i, line in enumerate(lines):
-        red = redaction.text(line)
-        if red != line:
-            lines[i], changed = red, changed + 1
-    return ("\n".join(lines).encode() if changed else data), changed, True
+            return Cleaned((json.dumps(out, indent=2) + "\n").encode(encoding) if counter[0] else data, counter[0])
+    # The whole text at once: a secret may span lines (a PEM private key); line count is kept.
+    red = redaction.text(text)
+    if red == text:
+        return Cleaned(data, 0)
+    changed = sum(a != b for a, b in zip(text.split("\n"), red.split("\n")))
+    return Cleaned(red.encode(encoding, "surrogateescape" if encoding == "utf-8" else "strict"), max(changed, 1))
+
+
+# What a file starts with -> (its usual suffix, the module that inflates it): the standard library's.
+COMPRESSORS = {b"\x1f\x8b": ("gz", gzip), b"\xfd7zXZ\x00": ("xz", lzma), b"BZh": ("bz2", bz2)}
+SQLITE_MAGIC = b"SQLite format 3\x00"
+MAX_CHECKED = 256 << 20          # bytes of one file (decompressed) that pack reads to check it
+PRINTABLE_RUN = re.compile(rb"[\t\x20-\x7e]{6,}")
+
+
+def _inner_head(head: bytes, fh) -> bytes:
+    """The first bytes a compressed file holds (a `core.gz` is a core)."""
+    kind = COMPRESSORS.get(head[:6]) or COMPRESSORS.get(head[:3]) or COMPRESSORS.get(head[:2])
+    if kind is None:
+        return b""
+    fh.seek(0)
+    try:
+        with kind[1].open(fh) as z:
+            return z.read(64)
+    except (OSError, EOFError, ValueError):
+        return b""
+
+
+def _decompress(module, data: bytes) -> bytes | None:
+    """The whole of it, or None past MAX_CHECKED (a bomb never inflates beyond the bound)."""
+    out = bytearray()
+    with module.open(io.BytesIO(data)) as z:
+        while chunk := z.read(1 << 20):
+            out += chunk
+            if len(out) > MAX_CHECKED:
+                return None
+    return bytes(out)
+
+
+def _is_archive(data: bytes) -> bool:
+    return data[257:262] == b"ustar" or data[:4] in (b"PK\x03\x04", b"PK\x05\x06") or data[:4] == b"7z\xbc\xaf" \
+        or data[:6] == b"Rar!\x1a\x07"
+
+
+def _decode(data: bytes) -> tuple[str | None, str]:
+    """(text, its encoding) or (None, "") for what is not text."""
+    for bom, enc in ((b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+        if data.startswith(bom):
+            try:
+                return data.decode(enc), enc
+            except UnicodeDecodeError:
+                return None, ""
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    # UTF-16 without a mark (a Windows tool's log): ASCII text with a zero in every other byte
+    if len(data) >= 4 and len(data) % 2 == 0:
+        even, odd = data[0::2], data[1::2]
+        for enc, zeros in (("utf-16-le", odd), ("utf-16-be", even)):
+            if zeros.count(0) > 0.9 * len(zeros):
+                try:
+                    return data.decode(enc), enc
+                except UnicodeDecodeError:
+                    pass
+    return None, ""
+
+
+def _database(data: bytes) -> Cleaned:
+    """A SQLite database (rocpd's): a copy with every text value redacted as free text (its process
+    table holds command lines and environments); refused where a binary value shows a secret."""
+    with scratch_dir("faultkit-pack-") as tmp:
+        src = Path(tmp) / "in.db"
+        write_private(src, data)
+        changed = 0
+        try:
+            db = sqlite3.connect(src)
+            db.execute("PRAGMA trusted_schema = OFF")
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                              "AND name NOT LIKE 'sqlite_%'")]
+            for t in tables:
+                q = '"' + t.replace('"', '""') + '"'
+                cols = [r[1] for r in db.execute(f"PRAGMA table_info({q})")]
+                for rowid, *values in db.execute(f"SELECT rowid, * FROM {q}").fetchall():
+                    new = []
+                    for v in values:
+                        if isinstance(v, str):
+                            r = redaction.text(v)
+                            changed += r != v
+                            new.append(r)
+                        elif isinstance(v, bytes):
+                            shown = "\n".join(m.decode("latin-1") for m in PRINTABLE_RUN.findall(v))
+                            if redaction.text(shown) != shown:
+                                return Cleaned(why=f"a database whose table {t} holds a binary value with a "
+                                                   "secret-shaped string: it cannot be redacted")
+                            new.append(v)
+                        else:
+                            new.append(v)
+                    if new != list(values):
+                        sets = ", ".join('"' + c.replace('"', '""') + '" = ?' for c in cols)
+                        db.execute(f"UPDATE {q} SET {sets} WHERE rowid = ?", (*new, rowid))
+            db.commit()
+            if changed:
+                db.execute("VACUUM")          # the old values must not stay in free pages
+            db.close()
+        except sqlite3.Error as exc:
+            return Cleaned(why=f"a database that cannot be read to be redacted ({exc})")
+        return Cleaned(src.read_bytes() if changed else data, changed)
 
 
 def _json(v, counter: list[int], key: str | None = None):
@@ -153,31 +319,21 @@ def _json(v, counter: list[int], key: str | None = None):
 
 def _write(output: Path, root: str, bundle: Path, members: list[tuple[str, bytes | None]], result: Packed) -> None:
     try:
-        output.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".part")
+        out = PrivateFile(output, binary=True)          # atomic, 0600: the archive appears whole or not at all
     except OSError as exc:
         raise PackError(f"{output}: cannot write there ({exc.strerror or exc})")
-    os.fchmod(fd, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-            now = time.time()
-            for rel, data in members:
-                name = f"{root}/{rel}"
-                if data is None:
-                    info = tar.gettarinfo(str(bundle / rel), arcname=name)
-                    info.mode, info.uid, info.gid, info.uname, info.gname = 0o600, 0, 0, "", ""
-                    with open(bundle / rel, "rb") as src:
-                        tar.addfile(info, src)
-                else:
-                    _add(tar, name, data, now)
-            _add(tar, f"{root}/{layout.PACK_MANIFEST}", (json.dumps(result.to_json(), indent=2) + "\n").encode(), now)
-        os.replace(tmp, output)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with out, tarfile.open(fileobj=out.fh, mode="w:gz") as tar:
+        now = time.time()
+        for rel, data in members:
+            name = f"{root}/{rel}"
+            if data is None:
+                info = tar.gettarinfo(str(bundle / rel), arcname=name)
+                info.mode, info.uid, info.gid, info.uname, info.gname = 0o600, 0, 0, "", ""
+                with open(bundle / rel, "rb") as src:
+                    tar.addfile(info, src)
+            else:
+                _add(tar, name, data, now)
+        _add(tar, f"{root}/{layout.PACK_MANIFEST}", (json.dumps(result.to_json(), indent=2) + "\n").encode(), now)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:

@@ -1,9 +1,14 @@
-"""Everything faultkit writes is its owner's only: reports, timelines, bundles, trials, error
-tracebacks hold command lines, environments, log text and memory.
+"""The one writer: everything faultkit writes goes through this module (tests/test_architecture.py
+proves no other module opens a file for writing). Reports, timelines, bundles, trials, dumps,
+packs, registry exports, the agent's spool and metrics hold command lines, environments, log text
+and memory, so every file is its owner's only.
 
 Files are written atomically (a temporary file beside the target, renamed over it when complete:
 a reader never sees half a report, a crash leaves the old file) and created 0600 from the start
-(never world-readable, not even for a moment); folders faultkit creates are 0700.
+(never world-readable, not even for a moment); folders faultkit creates are 0700. Text from
+evidence is written with `write_evidence`, which redacts it by name and by shape (faultkit.redact)
+as it goes: a writer that forgets to redact cannot exist. Streams (a followed kernel log, a
+debugger's transcript) are appended through `open_append`, 0600 from their first byte.
 """
 
 from __future__ import annotations
@@ -85,6 +90,57 @@ def write_private(path: Path | str, data: str | bytes) -> None:
     """Write a whole file atomically, readable by its owner only."""
     with PrivateFile(path, binary=isinstance(data, bytes)) as fh:
         fh.write(data)
+
+
+def write_evidence(path: Path | str, data: str | bytes, redact: bool = True) -> None:
+    """Text from evidence (a tool's output, log lines, a transcript) written atomically and 0600,
+    redacted by name and by shape on the way (bytes are read as UTF-8, undecodable bytes kept)."""
+    from . import redact as redaction          # imported here: the writer is loaded by every verb
+    if redact:
+        text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
+        red = redaction.text(text)
+        if red != text or isinstance(data, str):
+            data = red.encode("utf-8", "surrogateescape") if isinstance(data, bytes) else red
+    write_private(path, data)
+
+
+def open_append(path: Path | str, buffering: int = -1, text: bool = False):
+    """A stream faultkit appends to as evidence arrives (a followed log, a transcript): created 0600
+    (an existing file is narrowed to 0600), binary unless `text`; the caller closes it."""
+    fd = open_fd(path, append=True)
+    if text:
+        return os.fdopen(fd, "a", buffering=buffering, encoding="utf-8")
+    return os.fdopen(fd, "ab", buffering=buffering)
+
+
+def open_fd(path: Path | str, append: bool = False) -> int:
+    """A file descriptor to write evidence into as it arrives (splice(2) refuses O_APPEND: the
+    recorder takes one without), 0600 from its first byte; the caller closes it."""
+    path = Path(path)
+    _parent(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0), FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def open_lock(path: Path | str):
+    """A lock file (its content is nothing; `fcntl.flock` on it is the point), 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    return os.fdopen(fd, "w")
+
+
+def reserve(path: Path | str, size: int) -> None:
+    """Disk kept for a file to be written later (capture's final manifest), 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
+def scratch_dir(prefix: str = "faultkit-"):
+    """A private temporary folder (0700, removed when the `with` ends) in the user's cache, never /tmp."""
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=cache_dir())
 
 
 def private_tree(root: Path | str) -> None:

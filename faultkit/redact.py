@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from dataclasses import dataclass
 
 MARK = "<redacted>"
 
@@ -29,13 +30,15 @@ MARK = "<redacted>"
 SECRET_WORDS = re.compile(
     r"TOKEN|KEY|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|DSN|JWT|WEBHOOK|SIGNATURE|"
     r"(?:^|_)(?:PAT|PASS|PWD|PW|PIN|OTP|SALT)(?:$|_)")
+# Names that are secrets though no word of them says so: sshpass's password variable (`sshpass -e`).
+SECRET_NAMES = frozenset({"SSHPASS", "MYSQL_PWD", "PGPASSWORD", "REDISCLI_AUTH", "LFTP_PASSWORD", "RSYNC_PASSWORD"})
 # Names with those words that count things or name options, not secrets (`--max-new-tokens`,
 # `--key-size`, `--kv-cache-dtype`, `sort_key`, `KEYTIMEOUT`).
 COUNT_WORDS = re.compile(
     r"^(?:\w*KEY_?(?:SIZE|LEN|LENGTH|DIM|COUNT|NAME|ID|FIELD|COLUMN|TYPE)S?|KV_CACHE\w*|HASH_KEY|SORT_KEY|"
     r"\w*TOKENS?_?(?:PER|LIMIT|COUNT|LEN|SIZE|BUDGET|MAX|NUM|IDS?)\w*|MAX_\w*TOKENS?|NUM_\w*TOKENS?|\w*_TOKENS|"
     r"\w*TOKENIZER\w*|\w*PASS(?:ES|THROUGH)\w*|\w*BYPASS\w*|\w*COMPASS\w*|\w*AUTHOR(?!I[ZS])\w*|"
-    r"\w*PIN_MEMORY\w*|SESSION_LEN\w*)$")
+    r"\w*PIN_MEMORY\w*|SESSION_LEN\w*|\w*KEYWORDS?\w*|\w*KEYBOARD\w*|\w*KEYS?_?(?:PRESSED|CODE|MAP)\w*)$")
 # Variables whose names look secret but hold evidence or harmless paths: kept, by name, not prefix.
 EVIDENCE_NAMES = frozenset({
     "SSH_AUTH_SOCK", "KEYTIMEOUT", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS", "XAUTHORITY", "PWD", "OLDPWD",
@@ -48,6 +51,8 @@ EVIDENCE_NAMES = frozenset({
 # also a port (`-p 8080`) or a path (`mkdir -p /x`): a number or a path after it is kept. Other
 # short flags mean too many things (`python -u`, `ls -a`) to hide what follows.
 SHORT_SECRET_FLAGS = frozenset({"-p"})
+# Flags whose value is `user:password` (curl -u, wget --user): the user is kept, the password hidden.
+USER_PASSWORD_FLAGS = frozenset({"-u", "-U", "--user", "--proxy-user", "--http-user", "--ftp-user"})
 
 # Well-known token shapes: (literal prefix, the rest). The prefix is also what a block of text is
 # searched for first, so text holding none of them costs one scan per prefix, not a regex pass.
@@ -67,14 +72,89 @@ TOKEN_SHAPES = (
     ("hooks.slack.com/services/", r"[A-Za-z0-9/]+"),
 )
 TOKEN_VALUE = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(re.escape(p) + rest for p, rest in TOKEN_SHAPES) + ")")
-URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<pw>[^/\s@]+)@")
-URL_TOKEN_USER = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]{20,})@")   # https://TOKEN@host
-# HTTP credentials: the header's scheme word kept, its value hidden; a bare `Bearer X` too.
-AUTH_HEADER = re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:(?:bearer|basic|token|"
-                         r"digest|negotiate|apikey)[ \t]+)?)(?P<value>[^\s'\",;]+)")
-BEARER = re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
-PEM = re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----)[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|\Z)")
 
+# Query parameters that carry a signature or a credential in a URL: Azure SAS `sig=`, AWS presigned
+# `X-Amz-Signature`/`-Credential`/`-Security-Token`, Google signed URLs `X-Goog-*`, CloudFront
+# `Signature=`, OAuth `access_token=`/`code=`. Only the parameter's value goes: the host, the path
+# and the other parameters (expiry, permissions) are evidence of what was asked for.
+URL_SECRET_PARAMS = ("sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+                     "x-goog-signature", "x-goog-credential", "googleaccessid", "access_token", "id_token",
+                     "refresh_token", "client_secret", "api_key", "apikey", "key", "token", "code", "auth",
+                     "password", "passwd", "pass", "pwd", "secret", "jwt", "x-api-key", "ticket")
+# What may follow an attached `-p` and is a flag of its own, not mysql's `-pPASSWORD`: gcc's
+# -pthread/-pipe/-pie/-pg/-pedantic, find's -print/-path/-perm/-prune, openssl's -pass/-passin
+# (their value is judged as a flag's), mkdir/cp's -pv, ssh/nc's -p22 (a port).
+SHORT_ATTACHED_WORDS = re.compile(r"(?:thread|ipe|ie|g|edantic(?:-errors)?|rint[0f]?|ath|erm|rune|ass\w*|"
+                                  r"[vrRfa]{1,3}|arents|rofile|lugin|ython\d*(?:\.\d+)?|\d{1,6})")
+
+
+def _pem(m: re.Match) -> str:
+    """A private key's body hidden line by line: the block keeps its line count (a log's lines are
+    numbered)."""
+    body = m["body"]
+    return m["begin"] + re.sub(r"[^\r\n]+", MARK, body) + (m["end"] or "")
+
+
+def _attached(m: re.Match) -> str:
+    return m.group(0) if SHORT_ATTACHED_WORDS.fullmatch(m["value"]) or m["value"][:1] in "/.~-=$" \
+        else m["head"] + MARK
+
+
+def _user_password(m: re.Match) -> str:
+    # `docker run -u 1000:1000` is a uid and gid, not a user and a password
+    if m["user"].isdigit() and m["value"].isdigit():
+        return m.group(0)
+    return m["head"] + MARK
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A secret known by the shape of its value. `hints`: lower-case literals one of which the text
+    must hold before the pattern runs (a scan for a literal is cheap; a regex pass is not).
+    `replace`: the match's text with the secret hidden (default: the `head` group kept, the `value`
+    group replaced)."""
+    name: str
+    hints: tuple[str, ...]
+    pattern: re.Pattern
+    replace: object = None
+
+    def apply(self, s: str, low: str) -> str:
+        if not any(h in low for h in self.hints):
+            return s
+        new = self.pattern.sub(self.replace or (lambda m: m["head"] + MARK), s)
+        return s if new == s else new
+
+
+# THE table of secret shapes: every value-shaped secret faultkit knows, in the order applied
+# (`value()` and `text()` read it; nothing else matches secrets by shape). Names of variables,
+# flags and keys are judged by SECRET_WORDS/SECRET_NAMES above.
+SHAPES: tuple[Shape, ...] = (
+    # multi-line: a PEM private key's body, BEGIN to END (or to the end of a cut text)
+    Shape("pem-private-key", ("private key-----",),
+          re.compile(r"(?P<begin>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?P<body>[\s\S]*?)"
+                     r"(?P<end>-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"), _pem),
+    Shape("url-userinfo", ("://",),
+          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<value>[^/\s@]+)(?=@)")),
+    Shape("url-token-user", ("://",),
+          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^/\s:@<>]{20,})(?=@)")),
+    Shape("url-signature", tuple(f"{p}=" for p in URL_SECRET_PARAMS),
+          re.compile(r"(?i)(?P<head>[?&;](?:" + "|".join(map(re.escape, URL_SECRET_PARAMS)) + r")=)"
+                     r"(?P<value>(?!<redacted>)[^&#\s'\"<>]+)")),
+    Shape("authorization-header", ("authorization",),
+          re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:(?:bearer|basic|token|"
+                     r"digest|negotiate|apikey)[ \t]+)?)(?P<value>(?!<redacted>)[^\s'\",;]+)")),
+    Shape("bearer", ("bearer", "basic"),
+          re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")),
+    # curl/wget `-u user:password`, `--user user:password`, `-uuser:password`: the user kept
+    Shape("user-password-flag", ("-u", "--user", "--proxy-user", "--http-user", "--ftp-user"),
+          re.compile(r"(?P<head>(?<![\w-])(?:-u|--user|--proxy-user|--http-user|--ftp-user|-U)(?:=|[ \t]+|)"
+                     r"(?:\\?[ \t])*[\"']?(?P<user>[^\s:'\"@]+):)(?P<value>(?!<redacted>)[^\s'\"]+)"),
+          _user_password),
+    # mysql's `-pPASSWORD` (the password attached to its short flag); `-p PASSWORD` is a flag's value
+    Shape("attached-short-flag", ("-p",),
+          re.compile(r"(?P<head>(?<![\w\-./])-p)(?P<value>(?!<redacted>)[^\s'\"]+)"), _attached),
+    Shape("token-prefix", tuple(p.lower() for p, _ in TOKEN_SHAPES), TOKEN_VALUE, lambda m: MARK),
+)
 # A value in free text: one shell word (quoted parts, escaped characters and plain ones run
 # together: `'"'"'X'"'"'` is one word inside a quoted `sh -c` string); gdb's escaped space `\ `
 # ends it, as gdb escapes the spaces between the words of one argument. Nothing spans a line:
@@ -105,6 +185,8 @@ def secret_name(name: str) -> bool:
     if name in EVIDENCE_NAMES:
         return False
     norm = name.lstrip("-").replace("-", "_").replace(".", "_").upper()
+    if norm in SECRET_NAMES or norm.rpartition("_")[2] in SECRET_NAMES:
+        return True
     # a dotted key is judged by its last part (`wandb.api_key`), and by the whole where that says more
     return bool(SECRET_WORDS.search(norm)) and not COUNT_WORDS.match(norm)
 
@@ -119,25 +201,15 @@ def _short_secret(flag: str, value: str) -> bool:
 
 
 def value(text: str) -> str:
-    """Secret-shaped parts of a value (URL userinfo, token prefixes, JWTs, HTTP credentials) replaced."""
+    """Secret-shaped parts of a value replaced: every shape of the table `SHAPES`, in its order."""
     if not text:
         return text
-    out = text
-    if "://" in out:
-        out = URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MARK}@", out)
-        out = URL_TOKEN_USER.sub(lambda m: f"{m['scheme']}{MARK}@", out)
-    out = _headers(out, out.lower())
-    if any(p in out for p, _ in TOKEN_SHAPES):
-        out = TOKEN_VALUE.sub(MARK, out)
+    out, low = text, text.lower()
+    for shape in SHAPES:
+        new = shape.apply(out, low)
+        if new is not out:
+            out, low = new, new.lower()
     return out
-
-
-def _headers(s: str, low: str) -> str:
-    if "authorization" in low:
-        s = AUTH_HEADER.sub(lambda m: m["head"] + MARK, s)
-    if "bearer" in low or "basic" in low:
-        s = BEARER.sub(lambda m: m["head"] + MARK, s)
-    return s
 
 
 def env(variables: dict[str, str]) -> dict[str, str]:
@@ -150,6 +222,12 @@ def argv(args: list[str]) -> list[str]:
     out: list[str] = []
     hide_next: str | None = None       # the flag whose value comes next
     for a in args:
+        if hide_next in USER_PASSWORD_FLAGS:
+            hide_next = None
+            user, colon, pw = a.partition(":")
+            if colon and pw and not (user.isdigit() and pw.isdigit()):
+                out.append(f"{user}:{MARK}")
+                continue
         if hide_next is not None:
             if hide_next in SHORT_SECRET_FLAGS and not _short_secret(hide_next, a):
                 hide_next = None
@@ -158,6 +236,14 @@ def argv(args: list[str]) -> list[str]:
                 hide_next = None
                 continue
         hide_next = None
+        if a in USER_PASSWORD_FLAGS:
+            hide_next = a
+            out.append(a)
+            continue
+        shaped = value(a)
+        if shaped != a and a.startswith("-"):        # `-pPASSWORD`, `-uuser:password`
+            out.append(shaped)
+            continue
         if FLAG.match(a) and (secret_flag(a) or a in SHORT_SECRET_FLAGS):
             hide_next = a
             out.append(a)
@@ -195,18 +281,16 @@ def _sub_ahead(pattern: re.Pattern, s: str, secret) -> str:
 
 
 def text(s: str) -> str:
-    """Free text (a shell command, a transcript line, a log line): HTTP credentials, secret strings
-    in a debugger's frames, flags and their values, key=value and key: value pairs, secret-shaped
-    values."""
+    """Free text (a shell command, a transcript line, a log line, a whole file): the value shapes
+    of `SHAPES` (multi-line ones included), then the names: secret strings in a debugger's frames,
+    flags and their values, key=value and key: value pairs."""
     if not s:
         return s
-    if "PRIVATE KEY-----" in s:
-        s = PEM.sub(lambda m: f"{m[1]}\n{MARK}\n{m[2]}", s)
+    s = value(s)
     low = s.lower()
-    s = _headers(s, low)
     if any(h in low for h in NAME_HINTS):
         s = _names_of_hinted_lines(s) if len(s) > 4096 else _names(s)
-    return value(s)
+    return s
 
 
 # Words one of which a name-based secret must contain (lower case): lines without any skip the
@@ -240,7 +324,7 @@ def _names(s: str) -> str:
         s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
     if "=" in s:
         s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
-                       and not POINTER.fullmatch(m["value"]))
+                       and not POINTER.fullmatch(m["value"].rstrip(",)")))   # `f (keywords=0x0, n=3)`: a pointer
     if ":" not in s:
         return s
     return KEY_COLON.sub(lambda m: _redact_value(m, m["name"] + m["sep"])

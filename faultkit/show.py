@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import layout
+from . import redact as redaction
 from ._signals import capture_exit_status, exit_words
 from .bundle import collect
+from .terminal import clean
 
 SCHEMA = "faultkit.show/1"
 
@@ -97,7 +99,18 @@ def summarise(path: str) -> BundleSummary:
     s.processes = len(inputs.environ)
     s.warnings += [w for w in _get(m, "warnings", list, []) if isinstance(w, str)]
     s.warnings += [w for w in _get(_get(m, "coredump", dict, {}), "warnings", list, []) if isinstance(w, str)]
+    _redacted(s)
     return s
+
+
+def _redacted(s: BundleSummary) -> None:
+    """A manifest written with --no-redact, by an older faultkit or by hand may hold secrets: what show
+    prints or emits is redacted again."""
+    for k, v in vars(s).items():
+        if isinstance(v, str):
+            setattr(s, k, redaction.text(v))
+        elif isinstance(v, list):
+            setattr(s, k, [redaction.text(x) if isinstance(x, str) else x for x in v])
 
 
 def _env(s: BundleSummary, m: dict) -> None:
@@ -176,7 +189,7 @@ def render_text(s: BundleSummary) -> str:
     if not s.is_bundle:
         lines = [f"{s.path}: not a faultkit capture bundle (no readable manifest.json); {s.files} file(s), "
                  f"{_human(s.bytes)}", f"  triage reads it anyway: faultkit triage {s.path}"]
-        return "\n".join(lines + [f"  problem: {p}" for p in s.problems]) + "\n"
+        return _lines(lines + [f"  problem: {p}" for p in s.problems])
     how = s.ended_by or s.state or "unknown"
     dur = f" after {s.duration_s:.1f} s" if s.duration_s is not None else ""
     status = f" (faultkit capture exited {s.exit_status})" if s.exit_status is not None else ""
@@ -206,7 +219,12 @@ def render_text(s: BundleSummary) -> str:
     lines += [f"warning:  {w}" for w in s.warnings]
     lines += [f"problem:  {p}" for p in s.problems]
     lines.append(f"next:     faultkit triage {s.path}")
-    return "\n".join(lines) + "\n"
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    """One terminal line each: evidence inside (a command, a file name, a log line) drives no terminal."""
+    return "".join(clean(ln) + "\n" for ln in lines)
 
 
 def render_json(s: BundleSummary) -> str:

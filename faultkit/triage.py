@@ -28,7 +28,8 @@ from .ingest.agent_files import parse_agent
 from . import sources
 from .sources import Setting, TextInput, detect_kinds
 from .ingest.flight_recorder import parse_flight_record
-from .ingest.stacks import parse_samples
+from .ingest.normalize import normalize
+from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .manifest import Manifest
@@ -71,6 +72,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     captured = {p["pid"] for p in inputs.environ if isinstance(p.get("pid"), int)} if inputs.captured else set()
     inc.faults, inc.other_faults = other_processes(inc.faults, captured)
     inc.faults += sources.faults(inc)
+    _pasted_hang(inc)
     if inputs.traces:
         _read_traces(inputs, inc, opts)
     if inputs.agent:
@@ -132,6 +134,18 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
     if order or lags:
         samples, interval = rounds[order[-1]] if order else ([], None)
         inc.hang = analyse_hang(samples, interval, lags, inc.running)
+
+
+def _pasted_hang(inc: Incident) -> None:
+    """Stack dumps and watchdog lines pasted as inputs (no capture's samples): the hang section
+    from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
+    its samples in the order given."""
+    # a collective's timeout is the hang's symptom, not a fault: the stacks still tell the hang
+    if inc.hang is not None or inc.stops or any(f.kind != "collective-timeout" for f in inc.faults):
+        return
+    lags = lagging_ranks(inc.collectives)
+    if inc.pasted_stacks or lags:
+        inc.hang = analyse_hang(as_samples(inc.pasted_stacks), None, lags, inc.running)
 
 
 def _our_interrupt(point, manifest: Manifest) -> bool:
@@ -210,12 +224,14 @@ def _parse_files(files: list[InputFile], inc: Incident) -> tuple[set[str], list,
             inc.problems.extend(problems)
             inc.inputs.append({"name": f.name, "kinds": ["code-object"] if found else ["binary"], "bytes": got.size})
             continue
-        text, size = got.text, got.size
+        text, size = normalize(got.text), got.size     # a paste's wrappers off: no parser sees them
         del got
         kinds = detect_kinds(text)
         kinds_seen |= kinds
         kinds_seen |= {f"mentions:{w.lower()}" for w in FRAMEWORKS if w in text}
         inc.inputs.append({"name": f.name, "kinds": sorted(kinds), "bytes": size})
+        if getattr(text, "notes", None) is not None:
+            inc.inputs[-1]["read_as_pasted"] = text.notes.sentences()
         records = sources.read(inc, TextInput(f.name, text, frozenset(kinds), f.name in core_transcripts))
         if "debugger" in records:
             logs[f.name] = records["debugger"]

@@ -1,10 +1,11 @@
 #!/bin/sh
 # faultkit amplify on an NVIDIA GPU (for docs/live-h200.md's amplify section): the planted, intermittent
 # use-after-free of scripts/uaf_server.py on CUDA (torch's caching allocator, a Triton gather through a
-# stale table address), amplified by caching off and by the agent's poison, the agent's hold-back, and a
+# stale table address), amplified by caching off and by the agent's poison and release, the agent's hold-back, and a
 # check that poison and hold-back change nothing a correct program computes. Prints what the docs need.
-# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all]   (OUTDIR defaults to $OUT)
-# Budget: about 6-7 minutes on one H200 (build ~1 min once, uaf ~3 min, hold ~1.5 min, nochange ~30 s).
+# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten]   (OUTDIR defaults to $OUT)
+# Budget: about 7 minutes on one H200 (build ~1 min once, uaf ~4 min, hold ~1.5 min, nochange ~30 s); the
+# sections can be run one at a time (second argument).
 set -u
 O=${1:-${OUT:?give an output folder}}
 mkdir -p "$O"
@@ -73,9 +74,10 @@ EOF
     ;; esac
 
 case "$what" in all|uaf)
-    stamp "uaf: plain vs caching-off vs poison, at most 8 rounds, the sample crashing about 1 in 10 plain"
+    stamp "uaf: plain vs caching-off vs poison vs release, at most 7 rounds, the sample crashing about 1 in 10 plain"
     rm -rf "$O/uaf"
-    $FK amplify run --arm caching-off --arm poison -n 8 --port 30123 --timeout 120s \
+    $FK amplify run --arm caching-off --arm poison --arm release --site uaf_server:decode_step -n 7 --port 30123 \
+        --timeout 120s \
         --client "$SAMPLE --client --port 30123 --requests 5" -o "$O/uaf" -- \
         $SAMPLE --port 30123 --device $DEVICE --seed 4
     echo "amplify rc=$?"
@@ -84,12 +86,21 @@ case "$what" in all|uaf)
     [ -n "$first" ] && { echo "--- agent headers of $first"; headers "$first"; }
     crashed=$($PY -c "
 import json,glob
-for p in sorted(glob.glob('$O/uaf/trial-*-caching-off/result.json')):
+for p in sorted(glob.glob('$O/uaf/trial-*-release/result.json')) + sorted(glob.glob('$O/uaf/trial-*-caching-off/result.json')):
     if json.load(open(p))['outcome']=='crash': print(p.rsplit('/',1)[0]); break")
     if [ -n "$crashed" ]; then
         echo "--- triage of $crashed"; $FK triage "$crashed" | sed -n '1,40p'
         ls -la "$crashed" "$crashed/cores" "$crashed/agent" 2>&1 | head -30
     fi ;; esac
+
+case "$what" in ten)     # not in "all" (about 4 minutes): the issue's 10 plain against 10 amplified, no early stop
+    stamp "ten: plain vs release, all 10 rounds (--no-early-stop)"
+    rm -rf "$O/ten"
+    $FK amplify run --arm release --site uaf_server:decode_step -n 10 --no-early-stop --port 30125 --timeout 120s \
+        --client "$SAMPLE --client --port 30125 --requests 3" -o "$O/ten" -- \
+        $SAMPLE --port 30125 --device $DEVICE --seed 4
+    echo "amplify rc=$?"
+    summary "$O/ten" ;; esac
 
 case "$what" in all|hold)
     stamp "hold: the table reused on every trial (--reuse-rate 1); hold-back at decode_step, at most 5 rounds"

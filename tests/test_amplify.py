@@ -4,6 +4,7 @@ does), the agent's hold-back in the real worker, and trials that are not counted
 did not reach the worker."""
 
 import json
+import os
 import random
 import socket
 import sys
@@ -52,13 +53,13 @@ def test_caching_off_turns_an_intermittent_uaf_into_every_time(tmp_path):
     port = free_port()
     out = tmp_path / "amp"
     res = amplify(out, "--arm", "caching-off", "--port", str(port), "-n", "10",
-                  server=f"{SAMPLE} --port {port} --device cpu --seed 4",
+                  server=f"{SAMPLE} --port {port} --device cpu --seed 11",
                   client=f"{SAMPLE} --client --port {port} --requests 5")
     assert res.exit_code == 0, res.output
     by = results(out)
     plain, amp = by["plain"], by["caching-off"]
     # plain: crashes exactly where the sample's draw planted a reuse (and only there)
-    assert [r["crashed"] for r in plain] == [reused(4, r["index"]) for r in plain]
+    assert [r["crashed"] for r in plain] == [reused(11, r["index"]) for r in plain]
     assert sum(r["crashed"] for r in plain) == 1            # 1 of 7: the intermittent bug
     # caching off: every trial crashes, its worker killed by SIGSEGV at the stale read
     assert all(r["crashed"] for r in amp)
@@ -67,17 +68,21 @@ def test_caching_off_turns_an_intermittent_uaf_into_every_time(tmp_path):
         assert "worker died (signal 11)" in log
         assert r["env"]["ok"] and r["env"]["wanted"]["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
         assert len(r["env"]["checked"]) == 2                     # the front and the worker
-    # the sequential rule stopped it before the 10 rounds: at the first look with p <= 0.05/10
-    from faultkit.amplify.sequential import fisher_p
-    n = len(amp)
-    assert n < 10 and fisher_p(n, n, sum(r["crashed"] for r in plain[:n]), n) <= 0.005
-    assert fisher_p(n - 1, n - 1, sum(r["crashed"] for r in plain[:n - 1]), n - 1) > 0.005
+    # the sequential rule stopped it before the 10 rounds: at the first look with p under its threshold
+    from faultkit.amplify.sequential import fisher_p, threshold
+    n, t = len(amp), threshold(0.05, 10)
+    assert n < 10 and fisher_p(n, n, sum(r["crashed"] for r in plain[:n]), n) <= t
+    assert fisher_p(n - 1, n - 1, sum(r["crashed"] for r in plain[:n - 1]), n - 1) > t
     report = json.loads((out / "amplify-report.json").read_text())
     pc = sum(r["crashed"] for r in plain)
     assert f"caching off raised the crash rate from {pc}/{len(plain)} to {n}/{n}" in res.output
     assert report["verdict"]["classes"] == ["memory-reuse"]
     assert report["verdict"]["fastest"]["arm"] == "caching-off"
-    assert "Bonferroni" in report["rule"] and "alpha/10" in report["rule"]
+    assert "calibrated by exact enumeration" in report["rule"] and "alpha/10 = 0.005 (Bonferroni" in report["rule"]
+    assert report["threshold"] == pytest.approx(t)
+    jsonschema = pytest.importorskip("jsonschema")
+    doc = json.loads((ROOT / "docs" / "schemas" / "amplify-report.schema.json").read_text())
+    assert not [e.message for e in jsonschema.Draft202012Validator(doc).iter_errors(report)]
     md = (out / "amplify-report.md").read_text()
     assert "| caching-off | memory-reuse | " in md and f"decided after round {n}" in md
     # the report of the folder replays the same looks
@@ -102,10 +107,23 @@ def test_hold_back_removes_the_crash_through_the_agent(tmp_path):
     worker = [h for h in headers if (h.get("amplify") or {}).get("hits")]
     assert worker and "amplify-hold" in worker[0]["armed"]
     assert worker[0]["amplify"]["hits"]["uaf_server:decode_step"] >= 1
-    assert "holding freed blocks back removed the crash (0/5 vs 5/5)" in res.output
+    n = len(by["hold-back"])
+    assert n < 6 and f"holding freed blocks back removed the crash (0/{n} vs {n}/{n})" in res.output
     report = json.loads((out / "amplify-report.json").read_text())
     arm = next(a for a in report["arms"] if a["arm"] == "hold-back")
     assert any("agent armed amplify-hold" in p for p in arm["reached_proof"])
+    # the same command again resumes: every trial is finished, none runs again, the verdict is the same
+    mtimes = {p: p.stat().st_mtime for p in out.glob("trial-*/result.json")}
+    again = amplify(out, "--arm", "hold-back", "--site", "uaf_server:decode_step", "--port", str(port), "-n", "6",
+                    server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 1",
+                    client=f"{SAMPLE} --client --port {port} --requests 3")
+    assert again.exit_code == 0 and {p: p.stat().st_mtime for p in out.glob("trial-*/result.json")} == mtimes
+    assert json.loads((out / "amplify-report.json").read_text())["verdict"]["text"] == report["verdict"]["text"]
+    # another experiment in the same folder is refused, its trials kept
+    other = amplify(out, "--arm", "hold-back", "--site", "uaf_server:decode_step", "--port", str(port), "-n", "6",
+                    server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 0.5",
+                    client=f"{SAMPLE} --client --port {port} --requests 3")
+    assert other.exit_code == 1 and "different experiment" in other.output
 
 
 def test_an_amplifier_that_does_not_reach_the_worker_is_not_counted(tmp_path):
@@ -170,3 +188,56 @@ def test_refusals(tmp_path, args, said, monkeypatch):
     res = CliRunner().invoke(main, ["amplify", "run", "-o", str(tmp_path / "a"), *args, "--", "true"])
     assert res.exit_code == 1 and said in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_checker_runs_one_trial_apart(tmp_path, monkeypatch):
+    """compute-sanitizer where installed: here a shim of it on PATH (prints the tool's banner, then
+    runs the command it was given, as the tool does)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "compute-sanitizer"
+    shim.write_text("#!/bin/sh\n"
+                    "echo '========= COMPUTE-SANITIZER'\n"
+                    "while [ \"${1#-}\" != \"$1\" ]; do case $1 in --tool|--target-processes|--print-limit) shift;; esac;"
+                    " shift; done\n"
+                    "exec \"$@\"\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    script = tmp_path / "idle.py"
+    script.write_text("print('served', flush=True)\n")
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "memcheck", "--arm", "launch-blocking", "-n", "2",
+                  server=f"{sys.executable} {script}")
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "amplify-report.json").read_text())
+    (c,) = report["checkers"]
+    assert c["arm"] == "memcheck" and c["outcome"] == "no-crash" and c["checker_output_seen"]
+    log = (out / "checkers" / "memcheck" / "server.log").read_text()
+    assert "COMPUTE-SANITIZER" in log and "served" in log
+    assert "memcheck" not in {a["arm"] for a in report["arms"]}            # not a rate arm
+    assert "## Checkers (one trial each)" in (out / "amplify-report.md").read_text()
+
+
+def test_a_server_that_does_not_start_is_never_counted(tmp_path):
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "caching-off", "-n", "3", server=f"{sys.executable} {tmp_path / 'missing.py'}")
+    assert res.exit_code == 1 and "the plain arm failed to start" in res.output and "script not found" in res.output
+    assert "Traceback" not in res.output
+    first = json.loads(next(out.glob("trial-*/result.json")).read_text())
+    assert first["outcome"] == "failed-to-start"
+
+
+def test_no_early_stop_runs_every_round_and_looks_once(tmp_path):
+    port = free_port()
+    out = tmp_path / "amp"
+    res = amplify(out, "--arm", "caching-off", "--no-early-stop", "--port", str(port), "-n", "6",
+                  server=f"{SAMPLE} --port {port} --device cpu --reuse-rate 0",
+                  client=f"{SAMPLE} --client --port {port} --requests 2")
+    assert res.exit_code == 0, res.output
+    by = results(out)
+    # with looks, 4/4 vs 0/4 (p = 0.029) would have stopped it after round 4; here all 6 rounds ran
+    assert len(by["plain"]) == len(by["caching-off"]) == 6
+    report = json.loads((out / "amplify-report.json").read_text())
+    arm = next(a for a in report["arms"] if a["arm"] == "caching-off")
+    assert (arm["crashes"], arm["state"], arm["stopped_after_round"]) == (6, "decided", 6)
+    assert report["rule"].startswith("fixed design") and report["threshold"] == 0.05

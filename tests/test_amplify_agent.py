@@ -119,6 +119,52 @@ def test_poison_without_cuda_says_so(tmp_path):
     r = run("import torch\nprint(torch.ones(2).sum())\n", tmp_path, {files.ENV_POISON: "0x7f"})
     assert r.returncode == 0, r.stderr
     h = headers(tmp_path)[0]
+    # the poison's own settings parse without CUDA too: an unset minimum size once raised a TypeError in
+    # the torch hook, which then armed nothing at all (seen live on the H200: every poison trial not reached)
+    assert h["failures"] == []
     assert files.ARMED_POISON not in h["armed"] and "torch" in h
     from faultkit.amplify.reach import _agent_note
     assert _agent_note(h, files.ARMED_POISON) == " (CUDA never started in it)"
+
+
+def _python312():
+    import glob
+    import shutil
+    found = [shutil.which(n) for n in ("python3.13", "python3.12")] + \
+        sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))
+    for path in found:
+        if path and subprocess.run([path, "-c", "import sys; assert sys.version_info >= (3, 12)"],
+                                   capture_output=True).returncode == 0:
+            return path
+    return None
+
+
+def test_sys_monitoring_path_on_python_312(tmp_path):
+    """The path the GPU machines take (Python 3.12+): the same hold-back and hits through sys.monitoring,
+    with every other function disabled after its first call."""
+    py = _python312()
+    if py is None:
+        pytest.skip("no python3.12 or python3.13 on PATH: the sys.monitoring path is not exercised here")
+    code = ("import weakref\nfreed = []\nclass Blk:\n    def data_ptr(self): return id(self)\n"
+            "def step(i):\n    b = Blk()\n    weakref.finalize(b, freed.append, i)\n"
+            "def other():\n    return 2\n"
+            "for i in range(4):\n    step(i); other()\n    print('after step', i, 'freed', sorted(freed))\n")
+    env = {**os.environ, "PYTHONPATH": str(SITE_DIR), files.ENV_DIR: str(tmp_path / "agent"),
+           files.ENV_HOLD: "step", files.ENV_HOLD_MAX: "1", files.ENV_HOLD_MS: "60000"}
+    r = subprocess.run([py, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert freed_after(r.stdout) == ["[]", "[0]", "[0, 1]", "[0, 1, 2]"]
+    h = headers(tmp_path)[0]
+    assert h["amplify"]["mechanism"] == "sys.monitoring" and h["amplify"]["hits"] == {"step": 1}
+
+
+def test_release_claims_nothing_without_cuda(tmp_path):
+    """The release amplifier is armed only once it really released (CUDA started): on a CPU-only torch
+    the site is hit, nothing is released, and the header does not say it was armed."""
+    r = run(STEPS, tmp_path, {files.ENV_RELEASE: "step"})
+    assert r.returncode == 0, r.stderr
+    h = headers(tmp_path)[0]
+    assert h["amplify"]["hits"] == {"step": 1} and h["amplify"]["release"] == {"sites": ["step"], "released": 0}
+    assert files.ARMED_RELEASE not in h["armed"]
+    from faultkit.amplify.reach import _agent_note
+    assert _agent_note(h, files.ARMED_RELEASE) == " (CUDA never started in it: nothing cached to release)"

@@ -178,6 +178,106 @@ def test_verb_modules_leave_the_command_line_to_cli():
             assert "faultkit.cli" not in GRAPH[mod], mod
 
 
+# Modules that open files for writing without faultkit.private_files, and why they may.
+WRITERS_ALLOWED = {
+    "faultkit/private_files.py": "the one writer",
+    "faultkit/agent/runtime.py": "runs inside the target, loaded by path: it imports nothing of faultkit",
+    "faultkit/agent/ring.py": "the agent's ring, written inside the target (same reason)",
+    "faultkit/agent/build.py": "builds the agent's library with the compiler into faultkit's cache",
+    "faultkit/limits.py": "a leaf (imports no faultkit module): spills a core out of an archive, 0600 O_EXCL",
+    "faultkit/capture/cgroup.py": "writes the kernel's cgroup control files (cgroup.kill), not files of its own",
+    "faultkit/capture/launcher.py": "writes a pid into the kernel's cgroup.procs",
+    "faultkit/capture/coredump.py": "opens the core-pipe FIFO to unblock its reader",
+}
+WRITE_FLAGS = {"O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC"}
+WRITE_CALLS = {"write_text", "write_bytes", "mkstemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile",
+               "write_to_textfile", "copyfile", "copy", "copy2", "copytree", "move"}
+
+
+def _mode_writes(node: ast.Call, pos: int) -> bool:
+    mode = node.args[pos] if len(node.args) > pos else next((k.value for k in node.keywords if k.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
+
+
+def file_writes(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every call in a module that opens a file for writing: open()/fdopen()/tarfile.open()/gzip.open()
+    in a writing mode, os.open with a writing flag, Path.write_text/write_bytes, temporary files,
+    copies, prometheus_client's textfile writer."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+        if name == "open" and owner == "os":
+            flags = {n.attr for a in node.args[1:2] for n in ast.walk(a) if isinstance(n, ast.Attribute)}
+            if flags & WRITE_FLAGS:
+                out.append((node.lineno, "os.open for writing"))
+        elif name == "open" and owner in ("", "io", "builtins") and _mode_writes(node, 1):
+            out.append((node.lineno, "open(..., 'w')"))
+        elif name == "open" and owner in ("tarfile", "gzip", "lzma", "bz2", "zipfile") and _mode_writes(node, 1) \
+                and not any(k.arg == "fileobj" for k in node.keywords):     # into a stream the writer opened
+            out.append((node.lineno, f"{owner}.open for writing"))
+        elif name == "fdopen" and _mode_writes(node, 1):
+            out.append((node.lineno, "os.fdopen for writing"))
+        elif name in ("write_text", "write_bytes"):
+            if isinstance(f, ast.Attribute) and owner != "terminal":      # Path's; terminal's write a stream
+                out.append((node.lineno, name))
+        elif name in WRITE_CALLS and (name not in ("copy", "move") or owner == "shutil"):
+            out.append((node.lineno, name))
+    return out
+
+
+def test_only_private_files_opens_a_file_for_writing():
+    """One writer: atomic, 0600 in 0700 folders, evidence text redacted on the way (issue 36)."""
+    found = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = f"faultkit/{path.relative_to(PKG).as_posix()}"
+        if rel in WRITERS_ALLOWED:
+            continue
+        hits = file_writes(ast.parse(path.read_text()))
+        if hits:
+            found[rel] = hits
+    assert not found, f"these modules write files themselves; write through faultkit.private_files: {found}"
+    for rel in WRITERS_ALLOWED:
+        assert (PKG.parent / rel).exists(), f"{rel} is allowed to write but does not exist"
+
+
+def test_the_writer_check_sees_writes():
+    # planted: each form the check must see, and two reads it must not count
+    code = ("import os, shutil, tarfile\nopen(p, 'w')\nopen(p, mode='ab')\nos.open(p, os.O_WRONLY | os.O_CREAT)\n"
+            "Path(p).write_text('x')\ntarfile.open(p, 'w:gz')\nshutil.copyfile(a, b)\nos.fdopen(fd, 'wb')\n"
+            "open(p)\nos.open(p, os.O_RDONLY)\n")
+    assert [line for line, _ in file_writes(ast.parse(code))] == [2, 3, 4, 5, 6, 7, 8]
+    assert file_writes(ast.parse((PKG / "private_files.py").read_text())), "the writer itself writes"
+
+
+EVIDENCE_PRINTERS = ("faultkit/cli.py", "faultkit/show.py", "faultkit/fleet/render.py", "faultkit/export/hang_text.py")
+
+
+def test_evidence_printed_by_the_verbs_goes_through_terminal_clean():
+    """One terminal: what a verb prints from evidence passes terminal.clean. Checked where evidence
+    is printed: every click.echo / print / stream write in these modules either prints a constant,
+    or its text is built by clean(), or by a renderer whose module cleans (show, render, hang_text)."""
+    for rel in EVIDENCE_PRINTERS:
+        path = PKG.parent / rel
+        text = path.read_text()
+        assert "clean" in text, f"{rel} prints evidence without terminal.clean"
+    tree = ast.parse((PKG / "cli.py").read_text())
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "echo" \
+                and node.args and isinstance(node.args[0], (ast.JoinedStr, ast.BinOp)):
+            names = {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+            calls = {n.func.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+            # an f-string that formats evidence (a problem, a why, a name from a record) must clean it
+            evidence = names & {"p", "why", "f", "r", "x", "o", "path", "exc", "folder", "source"}
+            if evidence and "clean" not in calls:
+                bad.append(node.lineno)
+    assert not bad, f"cli.py echoes evidence without clean() at lines {bad}"
+
+
 # ---------------- one owner per fact (issue 32) ----------------
 
 def _trees():

@@ -3,7 +3,7 @@
 Every program here is real and started by the test: an HTTP server whose two workers multiprocessing
 `spawn`ed (its resource tracker blocked in `read` for its whole life, its queue feeder threads, one
 worker waiting on the queue's semaphore), an asyncio HTTP server, a pyzmq server, a gRPC server, a
-tokenizers rayon pool. None of them gets a request. And the hangs that must still be called hung:
+tokenizers rayon pool, faulthandler's watchdog thread. None of them gets a request. And the hangs that must still be called hung:
 two threads deadlocked on two locks, a parent that joins a worker waiting for a task nobody sends.
 """
 
@@ -87,6 +87,8 @@ HELPERS = '''
 import asyncio, sys, time
 kind = sys.argv[1]
 if kind == "asyncio":
+    import faulthandler
+    faulthandler.dump_traceback_later(3600)    # a watchdog thread (native: only gdb shows it)
     async def handle(r, w):
         await r.readline(); w.write(b"HTTP/1.0 200 OK\\r\\n\\r\\nok"); await w.drain(); w.close()
     async def serve():
@@ -211,8 +213,10 @@ def test_idle_helpers_of_real_servers_are_idle_to_pyspy_and_to_gdb(tmp_path, kin
     res = CliRunner().invoke(main, ["dump", *files, "--format", "json"])
     d = json.loads(res.output)["verdict"]
     assert d["state"] == "idle", d["summary"]
-    if kind in ("grpc", "tokenizers"):       # the native pools were there, and are known as helpers
-        assert any(t["background"] for t in d["processes"][0]["threads"]), d["processes"][0]["threads"]
+    helpers = {t["kind"] for t in d["processes"][0]["threads"] if t["background"]}
+    # the native pools and watchdogs were there, and are known as helpers
+    assert helpers >= {"asyncio": {"watchdog"}, "zmq": set(), "grpc": {"helper-thread"},
+                       "tokenizers": {"rayon-pool"}}[kind], d["processes"][0]["threads"]
 
 
 def test_a_parent_joining_a_worker_that_waits_for_a_task_nobody_sends_is_hung(tmp_path):

@@ -140,3 +140,21 @@ def test_a_gdb_attach_reports_the_stopped_threads_backtrace_once(tmp_path):
     assert sum(ln.startswith("#0 ") for ln in frames) == 1, frames
     levels = [int(ln[1:].split()[0]) for ln in frames]
     assert levels == list(range(len(levels))), levels
+
+
+def test_the_same_command_guard_knows_a_running_shebang_script(tmp_path, monkeypatch):
+    """`./serve.py` runs as `python ./serve.py`: the kernel hands the interpreter the script's path."""
+    script = tmp_path / "serve.py"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    script.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    running = subprocess.Popen([str(script), "--port", "1"])
+    try:
+        time.sleep(0.3)
+        assert Path(f"/proc/{running.pid}/cmdline").read_bytes().split(b"\0")[:2] == [sys.executable.encode(),
+                                                                                          str(script).encode()]
+        res = capture("-o", str(tmp_path / "b"), "--", "./serve.py", "--port", "1")
+        assert res.exit_code == 1 and f"pid {running.pid} already runs the same command" in res.output, res.output
+    finally:
+        running.kill()
+        running.wait()

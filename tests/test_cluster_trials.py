@@ -20,6 +20,10 @@ import pytest
 
 from tests.conftest import own_processes
 
+# Under -n: this module's Slurm and Ray clusters (module fixtures) are made once, on one worker, and
+# never beside another multi-process cluster (tests marked "clusters": the torch gloo jobs too).
+pytestmark = pytest.mark.xdist_group("clusters")
+
 PY = sys.executable
 
 # One Slurm cluster and one Ray cluster at a time (each starts daemons and several workers): under

@@ -116,3 +116,115 @@ def test_mutated_core_files(tmp_path):
         core = inspect_core(f)
         assert core is None or core.platform in ("cuda", "rocm-gpu", "rocm-unified", "host")
 
+
+
+# ---- issue 36: hostile agent files in a bundle (the agent's own formats, mutated field by field) ----
+HOSTILE_VALUES = ["x", "²", 5, -1, 2 ** 70, 1.5e308, None, True, [], [[[]]], {}, {"a": {"b": [1, "x"]}}, "x" * 100_000]
+
+
+def _agent_bundle(tmp_path: Path) -> tuple[Path, int]:
+    import subprocess
+    import sys
+    bundle = tmp_path / "bundle"
+    fault = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
+             "Reason: Page not present or supervisor privilege.")
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(bundle), "--",
+                        sys.executable, "-c", f"print({fault!r})"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    header = next((bundle / "agent").glob("*.json"))
+    return bundle, int(header.name.split(".")[0])
+
+
+def _ring(path: Path, boottime: int | None = None) -> None:
+    from faultkit.agent import ring
+    w = ring.Writer(str(path), 1 << 16, "test")      # the format owner's own writer
+    w.write(ring.ALLOC, addr=0x7f0000000000, size=1 << 20)
+    w.map.close()
+    if boottime is not None:                         # a damaged clock anchor, checksum made to match
+        data = bytearray(path.read_bytes())
+        fields = list(ring.HEADER.unpack_from(data))
+        fields[8] = boottime
+        fixed = ring.HEADER.pack(*fields)
+        data[:ring.HEADER.size] = fixed
+        data[ring.HEADER_CRC_AT:ring.HEADER_CRC_AT + 4] = ring.struct.pack("<I", ring.header_crc(fixed))
+        path.write_bytes(bytes(data))
+
+
+def test_hostile_agent_files_through_triage_and_timeline(tmp_path):
+    """Issue 36: `sites.tsv` ids like `²`, a file named `²¹.json`, a header nested 100k deep or with
+    wrong types, a ring anchor of 2^63 crashed triage and timeline."""
+    import subprocess
+    import sys
+    bundle, pid = _agent_bundle(tmp_path)
+    agent = bundle / "agent"
+    (agent / "²¹.json").write_text("{}")
+    (agent / f"{pid}.sites.tsv").write_text("²\tx.py:1 f\tinner\n" + "9" * 5000 + "\ty.py:2 g\tinner\n1\tz.py:3 h\tk\n")
+    (agent / "4242.json").write_text("[" * 100_000 + "]" * 100_000)
+    (agent / "4243.json").write_text(json.dumps({"pid": "x", "ppid": [1], "armed": 5, "failures": {"a": 1},
+                                                 "alloc": {"note": ["x"], "attached": 5, "mechanism": 7},
+                                                 "started": 2 ** 70}))
+    _ring(agent / f"{pid}.alloc.ring", boottime=2 ** 63)
+    for args in (["triage", bundle, "-f", "json"], ["triage", bundle], ["timeline", bundle, "-o", tmp_path / "t.json"],
+                 ["timeline", bundle, "-o", tmp_path / "t.pftrace"], ["show", bundle], ["pack", bundle, "-o",
+                                                                                       tmp_path / "p.tar.gz"]):
+        r = subprocess.run([sys.executable, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, (args, r.stderr[-1500:])
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    report = json.loads(subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(bundle), "-f", "json"],
+                                       capture_output=True, text=True, timeout=300).stdout)
+    problems = "\n".join(p if isinstance(p, str) else json.dumps(p) for p in report["problems"])
+    assert ("4243.json: agent header: pid, ppid, started, armed, failures, alloc.mechanism, alloc.note, "
+            "alloc.attached of the wrong type or size, not read") in problems
+    assert "4242.json: agent header unreadable" in problems
+    assert f"{pid}.alloc.ring: the ring's clock anchor is out of range" in problems
+
+
+@pytest.mark.parametrize("field", ["pid", "ppid", "executable", "python", "mode", "started", "armed", "failures",
+                                   "alloc"])
+def test_agent_header_fields_of_every_type_and_size(tmp_path_factory, field):
+    from faultkit.bundle import collect
+    from faultkit.export.report import to_json
+    from faultkit.triage import build
+    root = tmp_path_factory.mktemp("agent")
+    bundle, pid = _agent_bundle(root)
+    header = next((bundle / "agent").glob("*.json"))
+    base = json.loads(header.read_text())
+    for value in HOSTILE_VALUES + [{"note": v, "attached": v, "mechanism": v} for v in HOSTILE_VALUES[:6]]:
+        header.write_text(json.dumps({**base, field: value}))
+        inc = build(collect([str(bundle)]))
+        no_internal_errors(inc.problems)
+        json.dumps(to_json(inc))
+
+
+def test_a_lane_with_no_named_slice_is_drawn(tmp_path):
+    """Issue 36: `timeline` raised IndexError where every slice of a track was unnamed."""
+    import numpy as np
+    import pandas as pd
+    from faultkit.export import timeline as T
+    from faultkit.export.pftrace_check import check_trace
+    tl = T.Timeline()
+    cols = pd.DataFrame({"start": np.array([1000, 2000, 3000]), "end": np.array([5000, 6000, 7000])})
+    T._slices_into(tl, cols, "k", "kernels", "p", pd.Series([None, None, None], dtype=object), {})
+    assert sum(len(t.starts) for t in tl.tracks.values()) == 3 and all((t.name_idx == -1).all()
+                                                                      for t in tl.tracks.values())
+    out = tmp_path / "t.pftrace"
+    T.write_pftrace(tl, str(out))
+    assert check_trace(out.read_bytes()).ok
+
+
+def test_timeline_check_of_a_chrome_trace_with_wrong_typed_ids(tmp_path):
+    """Issue 36: a Chrome JSON `tid: {}` ended `timeline --check` in an internal error."""
+    import subprocess
+    import sys
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": {}, "args": {"name": "x"}},
+        {"ph": "X", "name": "k", "pid": [1], "tid": 2, "ts": 1, "dur": 2},
+        {"ph": "X", "name": "k", "pid": 1, "tid": 2, "ts": 1, "dur": 2}]}))
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", "--check", str(trace)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    out = r.stdout + r.stderr
+    assert "event 0 (M): pid and tid must be numbers or strings" in out
+    assert "event 1 (X): pid and tid must be numbers or strings" in out and "1 slices" in out

@@ -26,6 +26,7 @@ from faultkit.analyze.waits import classify
 from faultkit.capture import stacks as collector
 from faultkit.capture.hang_check import sample
 from faultkit.cli import main
+from faultkit.export.hang_text import verdict_text
 from faultkit.hang_model import ProcessStacks, StackFrame, ThreadStack
 from faultkit.ingest.flight_recorder import parse_flight_record, watchdog_collectives
 from faultkit.ingest.stacks import parse_faulthandler, parse_gdb_backtraces, parse_pyspy_json, parse_pyspy_text
@@ -331,8 +332,10 @@ def test_a_gpu_wait_that_moves_is_not_stuck():
                                                              ("step", "/srv/a.py", 14)))])
     hf = analyse([[a], [b]], 2.0)
     assert hf.state == "busy" and not hf.stuck
-    once = analyse([[a]])
-    assert once.state == "busy" and "one sample only" in once.summary
+    once = analyse([[a]])      # one sample never says "not hung": where it waits, and how to take a second
+    assert once.state == "one-sample" and "waits in cudaStreamSynchronize (gpu: " in once.summary
+    assert "at /srv/a.py:10 step" in once.summary and "take a second sample" in once.summary
+    assert "not hung" not in verdict_text(once)
 
 
 def test_rank_in_collective_waits_on_rank_stuck_on_gpu():
@@ -619,6 +622,9 @@ def test_cli_dump_reads_saved_dumps(tmp_path, programs):
     # gdb alone sees Python's lock primitive, which Lock.acquire and Condition.wait share: a park
     # (waits to be woken), never called blocked on that alone (an idle server's Event.wait looks so too)
     assert "[PyThread_acquire_lock_timed (host: park), idle]" in res.output
+    # one sample: each thread's wait and how to take a second, never "not hung"
+    assert "verdict: one-sample: one sample: " in res.output and "waits in accept4 (host: socket)" in res.output
+    assert "take a second sample" in res.output and "not hung" not in res.output
     res = CliRunner().invoke(main, ["dump", "--read", str(ROOT_README)])
     assert res.exit_code == 1 and "not a py-spy, gdb or faulthandler stack dump" in res.output
 
@@ -697,7 +703,7 @@ else:
 '''
 
 
-@pytest.mark.xdist_group("torch-jobs")     # several torch ranks each: one such job at a time (-n)
+@pytest.mark.xdist_group("clusters")     # several torch ranks: one multi-process job at a time (-n)
 def test_gloo_job_where_one_rank_skips_an_all_reduce(tmp_path):
     try:
         import torch  # noqa: F401

@@ -288,3 +288,209 @@ def test_mutated_rocprofv3_csvs_never_raise(corpus, tmp_path):
         target.write_bytes(mutate(src.read_bytes(), rng))
         no_internal_errors(read_trace_paths([target]).problems)
         no_internal_errors(triage([str(target)]).problems)
+
+
+DUMP_SECRETS = ["dump-key-0201", "dump-mysql-0202", "dump-curl-0203", "dump-sig-0204"]
+
+
+def test_dump_hides_command_lines_and_keeps_its_files_private(tmp_path):
+    """Issue 36: `dump` printed and kept the target's command line unredacted, in a 0755 folder of
+    0644 files."""
+    target = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.1)", "--api-key",
+                               "dump-key-0201", "-pdump-mysql-0202", "-u", "admin:dump-curl-0203",
+                               "https://acct.blob.core.windows.net/c?sv=2021&sig=dump-sig-0204"])
+    try:
+        out = tmp_path / "stacks"
+        res = run_cli("dump", "--pid", str(target.pid), "--samples", "1", "-o", str(out))
+        js = run_cli("dump", "--pid", str(target.pid), "--samples", "1", "--format", "json")
+    finally:
+        target.kill()
+        target.wait()
+    assert res.returncode in (0, 1), res.stderr
+    assert f"Process {target.pid}" in res.stdout and "--api-key <redacted>" in res.stdout, res.stdout
+    assert "-u admin:<redacted>" in res.stdout and "sig=<redacted>" in res.stdout
+    for text in (res.stdout, res.stderr, js.stdout, js.stderr):
+        assert not [s for s in DUMP_SECRETS if s in text], text
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files, "dump -o kept nothing"
+    assert not [(p.name, s) for p in files for s in DUMP_SECRETS if s.encode() in p.read_bytes()]
+    assert oct(out.stat().st_mode & 0o777) == "0o700"
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
+
+
+def test_output_patterns_cannot_leave_the_folder(tmp_path):
+    """Issue 36: `%h` was not sanitized (a host name `../../x` put the bundle two levels up) and `%j`
+    accepted `..`."""
+    import shutil
+    runs = tmp_path / "a" / "b" / "runs"
+    runs.mkdir(parents=True)
+    env = {**os.environ, "SLURM_JOB_ID": "..", "SLURM_PROCID": "0"}
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(runs / "%j" / "b"),
+                          "--", "true"], capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert [p.name for p in runs.iterdir()] == ["__"] and (runs / "__" / "b" / "manifest.json").is_file()
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare to give the capture a host name of its own")
+    # the host name of a UTS namespace of its own (sethostname takes any bytes but NUL)
+    code = ("import socket, sys; socket.sethostname('../../x'); sys.argv[0] = 'faultkit'; "
+            "from faultkit.cli import run; run()")
+    res = subprocess.run(["unshare", "-u", sys.executable, "-c", code, "capture", "-q", "-o", str(runs / "%h"), "--",
+                          "true"], capture_output=True, text=True, timeout=120)
+    if "Operation not permitted" in res.stderr:
+        pytest.skip("unshare -u needs CAP_SYS_ADMIN here")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in runs.iterdir()) == [".._.._x", "__"]
+    assert not (tmp_path / "a" / "x").exists() and not (tmp_path / "x").exists()
+
+
+def _amd_fault(pid: int) -> str:
+    # amdgpu's fault line (the form of the corpus's gfx9 block), one process each
+    return (f"[ 100.000000] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 "
+            f"pasid:32768, for process pt_main_thread pid {pid} thread pt_main_thread pid {pid})\n")
+
+
+def test_concurrent_registry_adds_all_land_and_readers_never_block(tmp_path):
+    """Issue 36: a DuckDB registry takes one writer; 7 of 8 concurrent `registry add`s failed."""
+    pytest.importorskip("duckdb")
+    db = tmp_path / "reg.duckdb"
+    logs = []
+    for i in range(8):
+        p = tmp_path / f"node{i}.log"
+        p.write_text(_amd_fault(5000 + i))
+        logs.append(p)
+    procs = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "add", "--db", str(db), "--node",
+                               f"n{i}", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, p in enumerate(logs)]
+    # readers at the same time
+    readers = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db), "-f", "json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=240) + (p.returncode,) for p in procs + readers]
+    assert [r[2] for r in results] == [0] * 10, [r[1] for r in results if r[2]]
+    top = run_cli("registry", "top", "--db", str(db), "-f", "json")
+    assert top.returncode == 0 and json.loads(top.stdout)["incidents"] == 8, top.stdout
+    assert {oct(p.stat().st_mode & 0o777) for p in tmp_path.glob("reg.duckdb*")} == {"0o600"}
+
+
+def test_a_sqlite_file_as_registry_is_said_and_nothing_is_fetched(tmp_path):
+    pytest.importorskip("duckdb")
+    import sqlite3
+    db = tmp_path / "other.db"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.commit()
+    home = tmp_path / "home"
+    home.mkdir()
+    res = subprocess.run([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db)],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+    assert res.returncode == 1 and f"{db}: not a DuckDB registry (a SQLite database)" in res.stderr, res.stderr
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert not (home / ".duckdb").exists()            # no extension was fetched nor looked for
+    assert sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]    # untouched
+
+
+@pytest.mark.parametrize("where, value, said", [
+    ("faults", 5, "`faults` is not a list"), ("detail", 5, "`detail` of the type int"),
+    ("pid", 2 ** 63, "`pid` of the type int or too large"), ("verdict", 5, "`verdict` of the type int"),
+    ("incidents", [5], "`incidents`: 1 entr(ies) not an object")])
+def test_registry_takes_wrong_typed_reports_with_a_message(tmp_path, where, value, said):
+    """Issue 36: `registry add`/`similar` on a report with `detail: 5`, `faults: 5` or a pid >= 2^63
+    ended in an internal error."""
+    pytest.importorskip("duckdb")
+    log = tmp_path / "server.log"
+    log.write_text(FAULT)
+    made = run_cli("triage", str(log), "-f", "json")
+    report = json.loads(made.stdout)
+    assert report["faults"], made.stderr
+    if where in ("detail", "pid"):
+        report["faults"][0][where] = value
+    else:
+        report[where] = value
+    bad = tmp_path / "report.json"
+    bad.write_text(json.dumps(report))
+    db = str(tmp_path / "reg.duckdb")
+    for args in (["registry", "add", "--db", db, str(bad)], ["registry", "similar", str(bad), "--db", db]):
+        r = run_cli(*args)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert f"problem: {said}" in r.stderr, r.stderr
+        assert r.returncode == (1 if where == "faults" else 0), r.stderr
+
+
+def test_dump_of_its_own_ancestor_samples_not_itself(tmp_path):
+    """Issue 36 (minor): `dump --pid` sampled itself when it descended from the pid."""
+    parent = subprocess.run(["sh", "-c", f"{sys.executable} -m faultkit.cli dump --pid $$ --samples 1 --format json"],
+                            capture_output=True, text=True, timeout=120)
+    doc = json.loads(parent.stdout)
+    pids = {p["pid"] for s in doc["samples"] for p in s} if "samples" in doc else set()
+    assert pids, parent.stdout[:500]
+    cmds = [p.get("command") or "" for s in doc["samples"] for p in s]
+    assert not [c for c in cmds if "faultkit.cli dump" in c and not c.startswith("sh ")], cmds
+
+
+def test_registry_export_over_a_0644_file_is_0600(tmp_path):
+    pytest.importorskip("duckdb")
+    pytest.importorskip("pyarrow")
+    log = tmp_path / "server.log"
+    log.write_text(FAULT)
+    db, out = str(tmp_path / "reg.duckdb"), tmp_path / "incidents.parquet"
+    assert run_cli("registry", "add", "--db", db, str(log)).returncode == 0
+    out.write_text("old")
+    out.chmod(0o644)
+    r = run_cli("registry", "export", "--db", db, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o600" and out.read_bytes()[:4] == b"PAR1"
+
+
+def test_a_gpu_core_in_an_archive_is_not_copied_out_without_its_debugger(tmp_path, monkeypatch):
+    """Issue 36: an 8 MB .tar.gz holding an 8 GiB core-like member wrote 8 GB to $TMPDIR where no
+    debugger here could open it. A sparse 1 GiB CUDA-machine core (ELF ET_CORE, e_machine 190)."""
+    import shutil
+    import struct
+    if shutil.which("cuda-gdb"):
+        pytest.skip("cuda-gdb is installed here: the core would be opened")
+    core = tmp_path / "gpucore.4242"
+    head = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + struct.pack("<HH", 4, 190)
+    with open(core, "wb") as fh:
+        fh.write(head + b"\x00" * (64 - len(head)))
+        fh.truncate(1 << 30)
+    arch = tmp_path / "incident.tar.gz"
+    with tarfile.open(arch, "w:gz") as tar:
+        tar.add(core, arcname="incident/cores/gpucore.4242")
+        info = tarfile.TarInfo("incident/server.log")
+        info.size = len(FAULT)
+        tar.addfile(info, io.BytesIO(FAULT.encode()))
+    assert arch.stat().st_size < 8 << 20
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(arch), "-f", "json"], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "TMPDIR": str(spill)})
+    assert r.returncode == 0, r.stderr
+    used = sum(p.stat().st_blocks * 512 for p in spill.rglob("*") if p.is_file())
+    assert used < 1 << 20, used
+    report = json.loads(r.stdout)
+    assert any("a CUDA core of 1,073,741,824 bytes in the archive, not copied out: no cuda-gdb here" in str(p)
+               for p in report["problems"]), report["problems"]
+    assert report["faults"], "the log beside the core is still read"
+
+
+def test_escape_sequences_in_evidence_never_reach_the_terminal(tmp_path):
+    """Issue 36: terminal control sequences reached the terminal through `show`, `pack -v` and
+    `registry` (`add -v`, `top`, `show`, `similar`)."""
+    pytest.importorskip("duckdb")
+    osc52, clear = "\x1b]52;c;SGVsbG8=\x07", "\x1b[2J"
+    bundle = tmp_path / "bundle"
+    r = run_cli("capture", "-q", "-o", str(bundle), "--", "sh", "-c", f"echo '{FAULT.strip()}'", "x" + osc52)
+    assert r.returncode == 0, r.stderr
+    (bundle / f"note{clear}.log").write_text("plain\n")
+    outs = [run_cli("show", str(bundle)), run_cli("pack", str(bundle), "-v", "-o", str(tmp_path / "p.tar.gz"))]
+    report = json.loads(run_cli("triage", str(bundle), "-f", "json").stdout)
+    report["faults"][0]["kind"] = "page-fault" + clear
+    rj = tmp_path / "report.json"
+    rj.write_text(json.dumps(report))
+    db = str(tmp_path / "reg.duckdb")
+    outs.append(run_cli("registry", "add", "-v", "--db", db, str(rj)))
+    top = run_cli("registry", "top", "--db", db)
+    outs.append(top)
+    sig = json.loads(run_cli("registry", "top", "--db", db, "-f", "json").stdout)["signatures"][0]["signature"]
+    outs += [run_cli("registry", "show", sig, "--db", db), run_cli("registry", "similar", str(rj), "--db", db)]
+    for o in outs:
+        assert o.returncode == 0, o.stderr
+        assert "\x1b" not in o.stdout + o.stderr and "\x07" not in o.stdout + o.stderr, (o.args, o.stdout, o.stderr)
+    assert "note" in outs[1].stderr and "page-fault" in top.stdout          # the text around them is kept

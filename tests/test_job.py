@@ -67,7 +67,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
-@pytest.mark.xdist_group("torch-jobs")     # several torch ranks each: one such job at a time (-n)
+@pytest.mark.xdist_group("clusters")     # several torch ranks: one multi-process job at a time (-n)
 def test_three_node_gloo_job_one_faulting_rank(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(RANK)

@@ -5,6 +5,7 @@ triage reports in Markdown, HTML and JSON: none may appear in any file or on the
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import stat
@@ -272,3 +273,115 @@ def test_trials_plan_holds_no_client_secret(tmp_path):
     with pytest.raises(TrialsError, match="different experiment"):
         load_or_create_plan(tmp_path, arms, 1, 0, other, None, 10.0)
     assert load_or_create_plan(tmp_path, arms, 1, 0, client, None, 10.0).salt == plan.salt
+
+
+# ---- issue 36: every secret shape of redact.SHAPES and of the README, through every verb ----
+PEM_LINES = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCplantedPem0309a", "plantedPem0309bKeyBodySecondLineAbCdEfGhIjKlMnOp"]
+SHAPE_ENV = {
+    "SSHPASS": "sshpass-0301",
+    "MYSQL_CMD": "mysql -h db -pmysql-attached-0302 app",
+    "CURL_CMD": "curl -u admin:curl-pw-0303 https://api.internal/x",
+    "BLOB_URL": "https://acct.blob.core.windows.net/c/b?sv=2021-08-06&sp=r&se=2030-01-01&sig=sas-sig-0304",
+    "S3_URL": "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=amz-cred-0305"
+              "&X-Amz-Expires=3600&X-Amz-Signature=amz-sig-0306",
+    "GCS_URL": "https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature=goog-sig-0307",
+    "DB_URL": "postgres://svc:url-pw-0308@db:5432/app",
+    "TLS_MATERIAL": "-----BEGIN PRIVATE KEY-----\n" + "\n".join(PEM_LINES) + "\n-----END PRIVATE KEY-----",
+    "UPSTREAM": "Authorization: Bearer bearer-0310",
+    "OPENAI": "sk-proj-plantedOpenai0311abcdefgh",
+    "HUB": "hf_plantedHubToken0312abcdefgh",
+    "GHUB": "ghp_plantedGithub0313abcdefghij",
+    "INNER": "SSHPASS=inner-sshpass-0314 MODE=1",
+    "SERVER_OPTS": "--api-key inner-api-0315 --port 8000",
+    "MY_SERVICE_TOKEN": "by-name-0316",
+    "CI_JWT_VALUE": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIwMzE3In0.c2lnbmF0dXJlMDMxNw",
+    # true values that are not secrets: kept
+    "ETW_FILTER": "keywords=0x0 level=4",
+    "KEYWORDS": "0x0",
+}
+SHAPE_ARGS = ["-pargs-mysql-0320", "-u", "admin:args-curl-0321", "https://x.internal/f?sv=1&sig=args-sig-0322",
+              "--token", "args-token-0323"]
+SHAPE_OUTPUT = ["connecting: mysql -h db -pout-mysql-0324", "GET https://h/x?sig=out-sig-0325&se=1",
+                "curl -u root:out-curl-0326 http://h", "-----BEGIN RSA PRIVATE KEY-----", "outPemBodyLine0327abcdef",
+                "-----END RSA PRIVATE KEY-----", "ETW keywords=0x0 ok"]
+SHAPE_NEEDLES = ["sshpass-0301", "mysql-attached-0302", "curl-pw-0303", "sas-sig-0304", "amz-cred-0305", "amz-sig-0306",
+                 "goog-sig-0307", "url-pw-0308", *PEM_LINES, "bearer-0310", "plantedOpenai0311", "plantedHubToken0312",
+                 "plantedGithub0313", "inner-sshpass-0314", "inner-api-0315", "by-name-0316", "c2lnbmF0dXJlMDMxNw",
+                 "args-mysql-0320", "args-curl-0321", "args-sig-0322", "args-token-0323", "out-mysql-0324",
+                 "out-sig-0325", "out-curl-0326", "outPemBodyLine0327", "trials-curl-0330", "trials-sig-0331"]
+SHAPE_TARGET = """
+import sys, time
+for line in OUTPUT:
+    print(line, flush=True)
+print(FAULT, flush=True)
+time.sleep(SLEEP)
+"""
+
+
+def test_every_secret_shape_through_every_verb(tmp_path):
+    from .test_secrets import leaked_anywhere
+    env = {**os.environ, **SHAPE_ENV}
+    printed: list[str] = []
+
+    def cli(*args, ok=(0,), **kw):
+        r = subprocess.run([sys.executable, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,
+                           timeout=300, env=env, **kw)
+        printed.extend([r.stdout, r.stderr])
+        assert r.returncode in ok, (args, r.returncode, r.stderr[-2000:])
+        return r
+
+    script = tmp_path / "server.py"
+    script.write_text(f"OUTPUT = {SHAPE_OUTPUT!r}\nFAULT = {FAULT!r}\nSLEEP = float(sys.argv[-1])\n{SHAPE_TARGET}"
+                      .replace("SLEEP = float", "import sys\nSLEEP = float"))
+    bundle = tmp_path / "bundle"
+    cli("capture", "--redact-output", "--timeout", "60s", "-o", bundle, "--", sys.executable, script, *SHAPE_ARGS, "0.5")
+    # the target's own output is mirrored to the terminal as it wrote it (as without faultkit): only those lines
+    printed[-2:] = ["\n".join(ln for ln in p.splitlines() if ln not in SHAPE_OUTPUT) for p in printed[-2:]]
+    reports = tmp_path / "reports"
+    for ext in ("md", "html", "json"):
+        cli("triage", bundle, "-o", reports / f"report.{ext}")
+    cli("triage", bundle)
+    cli("show", bundle)
+    cli("show", bundle, "--format", "json")
+    cli("pack", bundle, "-v", "-o", tmp_path / "packs" / "incident.tar.gz")
+    cli("pack", bundle, "-v", "--with-env", "-o", tmp_path / "packs" / "with-env.tar.gz")
+    # dump and watch read a live process: its command line and environment hold the shapes
+    sleeper = subprocess.Popen([sys.executable, script, *SHAPE_ARGS, "60"], env=env, stdout=subprocess.DEVNULL)
+    try:
+        cli("dump", "--pid", sleeper.pid, "--samples", "1", "-o", tmp_path / "dump", ok=(0, 1))
+        cli("dump", "--pid", sleeper.pid, "--samples", "1", "--format", "json", ok=(0, 1))
+        klog = tmp_path / "kern.log"
+        klog.write_text(f"[ 100.000000] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 "
+                        f"vmid:8 pasid:32768, for process python pid {sleeper.pid} thread python pid {sleeper.pid})\n")
+        spool, db = tmp_path / "spool", tmp_path / "registry.duckdb"
+        cli("watch", "--mode", "npd", "--from-start", "--quiet-after", "0s", "--spool", spool, "--kernel-log", klog,
+            "--db", db, "-v", ok=(1,))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    incident = next(d for d in spool.iterdir() if d.is_dir())
+    procs = json.loads((incident / "manifest.json").read_text())["processes"]
+    assert procs and procs[0]["pid"] == sleeper.pid and "env" in procs[0], procs     # the records were read
+    cli("registry", "add", "-v", "--db", db, incident / "report.json", bundle)
+    cli("registry", "top", "--db", db)
+    sig = json.loads(cli("registry", "top", "--db", db, "-f", "json").stdout)["signatures"][0]["signature"]
+    cli("registry", "show", sig, "--db", db)
+    cli("registry", "similar", bundle, "--db", db)
+    cli("registry", "export", "--db", db, "-o", tmp_path / "export.parquet")
+    trials = tmp_path / "trials"
+    cli("trials", "run", "--arm", "a=sh -c 'echo ready; sleep 3'", "--arm", "b=sh -c 'echo ready; sleep 3'", "-n", "1",
+        "--ready-pattern", "ready", "--client", "true -u admin:trials-curl-0330 https://h/x?sv=1&sig=trials-sig-0331",
+        "-o", trials)
+    cli("trials", "report", trials)
+    # every byte written (archives opened, UTF-16 read) and printed
+    assert [x for x in leaked_anywhere(tmp_path, SHAPE_NEEDLES) if not x.startswith("server.py:")] == []
+    assert [n for n in SHAPE_NEEDLES if any(n in p for p in printed)] == []
+    # what is kept: the non-secret true values, and the marks where secrets were
+    environ = (bundle / "environ.json").read_text()
+    assert '"KEYWORDS": "0x0"' in environ and '"ETW_FILTER": "keywords=0x0 level=4"' in environ
+    assert '"MYSQL_CMD": "mysql -h db -p<redacted> app"' in environ
+    assert "sig=<redacted>" in environ and "X-Amz-Expires=3600" in environ
+    log = (bundle / "server.log").read_text()
+    assert "ETW keywords=0x0 ok" in log and "GET https://h/x?sig=<redacted>&se=1" in log
+    assert json.loads((trials / "plan.json").read_text())["spec"]["client"] == \
+        "true -u admin:<redacted> https://h/x?sv=1&sig=<redacted>"

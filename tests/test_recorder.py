@@ -102,3 +102,20 @@ def test_a_ready_pattern_across_reads_and_redaction_of_whole_lines(tmp_path):
     assert ev.is_set()
     assert b"sk-abcdefgh1234" not in log and b"serving on port 30000\n" in log
     assert tee.lines == 1 and [r[0] for r in rows] == ["1"]
+
+
+def test_a_log_that_cannot_be_mapped_is_read_back(tmp_path, monkeypatch):
+    """A file system without mmap: the spliced block is read back from the file instead."""
+    import mmap
+    import types
+
+    from faultkit.capture import recorder
+
+    def no_mmap(*a, **k):
+        raise OSError(19, "No such device")
+    monkeypatch.setattr(recorder, "mmap", types.SimpleNamespace(mmap=no_mmap, PROT_READ=mmap.PROT_READ,
+                                                                ALLOCATIONGRANULARITY=mmap.ALLOCATIONGRANULARITY))
+    line = b"Segmentation fault (core dumped)\n"
+    tee, log, rows, _ = record(tmp_path, b"ok\nSegmentation fa", line[len(b"Segmentation fa"):])
+    assert log == b"ok\n" + line and tee.fault_line == "Segmentation fault (core dumped)"
+    assert [r[0] for r in rows] == ["1", "2"] and tee.lines == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import stat
 import sys
@@ -151,3 +152,108 @@ def test_evidence_variables_are_kept():
                       "SSH_AUTH_SOCK": "/tmp/ssh", "OPENAI_API_KEY": "x", "SESSION_TOKEN": "y"})
     assert env == {"HSA_TOOLS_LIB": "librocm-debug-agent.so.2", "AMD_LOG_LEVEL": "4", "NCCL_IB_HCA": "mlx5",
                    "SSH_AUTH_SOCK": "/tmp/ssh", "OPENAI_API_KEY": "<redacted>", "SESSION_TOKEN": "<redacted>"}
+
+
+def every_byte(root: Path):
+    """(name, bytes) of every file under `root`, and of what each holds once opened: a gzip, xz or bzip2
+    stream inflated, a tar archive's members, recursively (a secret in a pack is in its members)."""
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import tarfile
+
+    def inside(name: str, data: bytes, depth: int = 0):
+        yield name, data
+        if depth > 4:
+            return
+        for magic, mod in ((b"\x1f\x8b", gzip), (b"\xfd7zXZ", lzma), (b"BZh", bz2)):
+            if data.startswith(magic):
+                yield from inside(name + "|inflated", mod.decompress(data), depth + 1)
+        if data[257:262] == b"ustar":
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                for m in tar.getmembers():
+                    if m.isfile():
+                        yield from inside(f"{name}:{m.name}", tar.extractfile(m).read(), depth + 1)
+
+    for p in sorted(root.rglob("*")) if root.is_dir() else [root]:
+        if p.is_file() and not p.is_symlink():
+            yield from inside(str(p.relative_to(root) if root.is_dir() else p.name), p.read_bytes())
+
+
+def leaked_anywhere(root: Path, needles) -> list[str]:
+    """Needles found in any byte written, as UTF-8 or as UTF-16 (both byte orders)."""
+    found = []
+    for name, data in every_byte(root):
+        for n in needles:
+            forms = (n.encode(), n.encode("utf-16-le"), n.encode("utf-16-be"))
+            if any(f in data for f in forms):
+                found.append(f"{name}: {n}")
+    return found
+
+
+PEM_BODY = ["MIIEowIBAAKCAQEAplantedPemBodyLineOne0001", "plantedPemBodyLineTwo0002abcdefghijklmnopq"]
+
+
+def test_pack_leaves_out_or_redacts_every_text_it_holds(tmp_path):
+    """Issue 36: UTF-16 and compressed logs, an earlier pack, a rocpd database, a PEM key body and a
+    compressed core at the bundle's top all reached the archive."""
+    import gzip
+    import lzma
+    import sqlite3
+    import subprocess
+    bundle = tmp_path / "bundle"
+    res = CliRunner().invoke(main, ["capture", "--timeout", "20s", "-o", str(bundle), "--", "sh", "-c", "echo serving"])
+    assert res.exit_code == 0, res.output
+    (bundle / "win-tool.log").write_bytes("\ufeffconnect password: utf16-pw-0101\r\n".encode("utf-16-le"))
+    (bundle / "old-server.log.gz").write_bytes(gzip.compress(b"start --api-key gz-key-0102 --port 1\n"))
+    (bundle / "kern.log.xz").write_bytes(lzma.compress(b"mysql -h db -pxz-mysql-0103 app\n"))
+    (bundle / "deploy.log").write_text("loading key\n-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(PEM_BODY) +
+                                       "\n-----END RSA PRIVATE KEY-----\ndone\n")
+    # rocpd's database: its process table holds the command line and the environment
+    db = sqlite3.connect(bundle / "rocpd-results.db")
+    db.execute("CREATE TABLE rocpd_info_process (pid INTEGER, command TEXT, environment TEXT)")
+    db.execute("INSERT INTO rocpd_info_process VALUES (4242, 'server --token rocpd-token-0104', "
+               "'{\"MYSQL_PWD\": \"rocpd-mysql-0105\", \"HIP_VISIBLE_DEVICES\": \"0\"}')")
+    db.commit()
+    db.close()
+    # a real core of a process whose memory holds a secret, compressed, at the bundle's top
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; s = 'core-mem-secret-0106'; time.sleep(30)"])
+    try:
+        if shutil.which("gcore"):
+            subprocess.run(["gcore", "-o", str(tmp_path / "core"), str(sleeper.pid)], capture_output=True, timeout=60)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    core = next(tmp_path.glob("core.*"), None)
+    if core is not None:
+        (bundle / "core.gz").write_bytes(gzip.compress(core.read_bytes(), 1))
+    # an earlier pack of the same bundle, with its environments
+    earlier = CliRunner().invoke(main, ["pack", str(bundle), "--with-env", "-o", str(bundle / "earlier.tar.gz")])
+    assert earlier.exit_code == 0, earlier.output
+    (bundle / "environ.json").write_text(json.dumps([{"pid": 1, "env": {"X": "in-earlier-env-0107"}}]))
+    out = tmp_path / "incident.tar.gz"
+    res = CliRunner().invoke(main, ["pack", str(bundle), "-v", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    needles = ["utf16-pw-0101", "gz-key-0102", "xz-mysql-0103", "rocpd-token-0104", "rocpd-mysql-0105",
+               "core-mem-secret-0106", "in-earlier-env-0107", *PEM_BODY]
+    assert leaked_anywhere(out, needles) == []
+    assert not [n for n in needles if n in res.output]
+    members = {name.split(":", 1)[1].split("/", 1)[1]: data for name, data in every_byte(out) if ":" in name
+               and "|" not in name.split(":", 1)[1]}
+    manifest = json.loads(members["pack-manifest.json"])
+    out_names = {f["name"]: f["why"] for f in manifest["left_out"]}
+    assert "earlier.tar.gz" in out_names and "archive" in out_names["earlier.tar.gz"]
+    if core is not None:
+        assert "core dump" in out_names["core.gz"]
+    # what could be redacted went in, redacted, its evidence kept
+    assert "connect password: <redacted>" in members["win-tool.log"].decode("utf-16")
+    assert gzip.decompress(members["old-server.log.gz"]) == b"start --api-key <redacted> --port 1\n"
+    assert lzma.decompress(members["kern.log.xz"]) == b"mysql -h db -p<redacted> app\n"
+    pem = members["deploy.log"].decode()
+    assert pem.count("\n") == 6 and "-----END RSA PRIVATE KEY-----\ndone" in pem
+    packed_db = tmp_path / "packed.db"
+    packed_db.write_bytes(members["rocpd-results.db"])
+    row = sqlite3.connect(packed_db).execute("SELECT pid, command, environment FROM rocpd_info_process").fetchone()
+    assert row[0] == 4242 and row[1] == "server --token <redacted>"
+    assert json.loads(row[2]) == {"MYSQL_PWD": "<redacted>", "HIP_VISIBLE_DEVICES": "0"}

@@ -233,10 +233,12 @@ def test_report_of_counts_collected_by_hand():
     doc = json.loads(res.output)
     c = doc["comparisons"][0]
     assert c["fisher_two_sided"] == pytest.approx(4 / 9)
-    assert c["too_few_trials"] and c["trials_per_arm_to_decide"] == 18
+    # the test is one-sided (the default, as `trials plan` counts): 15 per arm, the plan's figure for 40% vs 0
+    assert c["alternative"] == "greater" and c["p"] == pytest.approx(2 / 9)
+    assert c["too_few_trials"] and c["trials_per_arm_to_decide"] == 15
     assert doc["by_hand"] and [a["crashes"] for a in doc["arms"]] == [2, 0]
     md = run_cli("trials", "report", "--counts", "base=2/5", "--counts", "fix=0/5").output
-    assert "No difference shown: 2/5 vs 0/5 (Fisher two-sided p = 0.44)" in md and "Too few trials" in md
+    assert "No difference shown: 2/5 vs 0/5 (Fisher one-sided p = 0.22" in md and "Too few trials" in md
     decided = json.loads(run_cli("trials", "report", "--counts", "a=9/10", "--counts", "b=0/10", "-f", "json").output)
     assert decided["comparisons"][0]["conclusion"].startswith("a crashes more often than b")
     assert run_cli("trials", "report", "--counts", "a=6/5", "--counts", "b=0/5").exit_code == 2

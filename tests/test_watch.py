@@ -184,6 +184,7 @@ def test_textfile_for_node_exporter(tmp_path):
     clock.t += 10
     w.step()
     m = metrics_of(prom.read_text())
+    assert oct(prom.stat().st_mode & 0o777) == "0o600"          # through the one writer (issue 36)
     assert m[("faultkit_fault_lines_total", (("node", "n"),))] == 1.0
     assert m[("faultkit_last_incident_timestamp_seconds", (("node", "n"),))] > 0
     w.close()
@@ -217,3 +218,174 @@ def test_every_deployment_recipe_is_a_valid_watch_command_line():
     for args in runs:
         ctx = watch.make_context("watch", list(args))    # click's own parser: an unknown flag raises
         assert ctx.params["kernel_log"] == "kmsg" and ctx.params["spool"] == "/var/spool/faultkit"
+
+
+# The agent through its real command line, fed real files: logrotate (where installed) rotates them.
+# amdgpu's fault line (the form of the corpus's gfx9 block, drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c).
+AMD_FAULT = ("[ 100.000000] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:8 "
+             "pasid:32768, for process pt_main_thread pid 4242 thread pt_main_thread pid 4242)\n")
+
+
+def numbered(a: int, b: int) -> str:
+    return "".join(f"[ {200 + i}.000000] test line {i:04d} of the rotation\n" for i in range(a, b))
+
+
+def start_watch(tmp_path, *args) -> subprocess.Popen:
+    spool = tmp_path / "spool"
+    p = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "watch", "--spool", str(spool), "--node", "n1",
+                          "--quiet-after", "60s", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_for(lambda: (spool / ".cursors.json").exists() or p.poll() is not None, "the agent's first pass")
+    return p
+
+
+def wait_for(cond, what: str, timeout: float = 20.0) -> None:
+    import time
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def caught_up(spool: Path, key: str, log: Path) -> bool:
+    """The saved cursor is at the end of the file the path names now."""
+    try:
+        c = json.loads((spool / ".cursors.json").read_text())[key]
+        st = log.stat()
+        return c["inode"] == st.st_ino and c["offset"] == st.st_size
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def stop(p: subprocess.Popen) -> tuple[int, str, str]:
+    import signal
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=20)         # SIGTERM always stops it
+    return p.returncode, out, err
+
+
+def incident_lines(spool: Path, name: str = "kernel.log") -> list[str]:
+    folders = [d for d in spool.iterdir() if d.is_dir()]
+    assert len(folders) == 1, folders
+    return (folders[0] / name).read_text().splitlines()
+
+
+def rotate(log: Path, how: str, tmp_path: Path) -> None:
+    """What logrotate does: `create` renames the file and makes a new one; `copytruncate` copies it
+    and empties it in place. logrotate itself where it is installed, else the same system calls."""
+    import shutil
+    if shutil.which("logrotate"):
+        conf = tmp_path / "logrotate.conf"
+        conf.write_text(f"{log} {{\n  rotate 3\n  {how}\n  missingok\n}}\n")
+        subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)], check=True)
+    elif how == "create":
+        os.rename(log, f"{log}.1")
+        log.write_text("")
+    else:
+        shutil.copyfile(log, f"{log}.1")
+        os.truncate(log, 0)
+
+
+@pytest.mark.parametrize("how", ["create", "copytruncate"])
+def test_rotation_loses_no_line(tmp_path, how):
+    """Issue 36: after rename-and-create the new file was opened at its end, after copytruncate
+    lines were skipped up to the old offset."""
+    log = tmp_path / "kern.log"
+    log.write_text(numbered(0, 20))              # history: a first start follows from the end
+    p = start_watch(tmp_path, "--kernel-log", log)
+    spool, key = tmp_path / "spool", f"kernel:{log}"
+    wait_for(lambda: caught_up(spool, key, log), "the agent to start at the end")
+    with open(log, "a") as fh:
+        fh.write(AMD_FAULT + numbered(20, 40))
+    wait_for(lambda: caught_up(spool, key, log), "the agent to read the first lines")
+    rotate(log, how, tmp_path)
+    with open(log, "a") as fh:                  # the new (or emptied) file's first lines
+        fh.write(numbered(40, 60))
+    wait_for(lambda: caught_up(spool, key, log), "the agent to read the rotated file")
+    rc, out, err = stop(p)
+    assert rc == 0, err
+    assert incident_lines(spool) == [AMD_FAULT.rstrip("\n"), *numbered(20, 60).splitlines()]
+
+
+def test_rotation_while_stopped_reads_the_old_file_to_its_end(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(numbered(0, 5))
+    r = _cli("watch", "--mode", "npd", "--from-start", "--quiet-after", "0s", "--spool", tmp_path / "spool",
+             "--kernel-log", log)
+    assert r.returncode == 0, r.stderr
+    with open(log, "a") as fh:                  # written after the check, before the rotation
+        fh.write(AMD_FAULT + numbered(5, 10))
+    rotate(log, "create", tmp_path)
+    with open(log, "a") as fh:
+        fh.write(numbered(10, 15))
+    r = _cli("watch", "--mode", "npd", "--quiet-after", "0s", "--spool", tmp_path / "spool", "--kernel-log", log)
+    assert r.returncode == 1, r.stderr
+    lines = incident_lines(tmp_path / "spool")
+    assert [ln for ln in lines if "test line" in ln] == numbered(5, 15).splitlines()
+
+
+def test_two_logs_of_one_name_and_a_5000_digit_number_lose_nothing(tmp_path):
+    """Issue 36: two --log with one base name, and one line with a 5,000-digit number, ended the agent
+    and lost the incident."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b, k = tmp_path / "a" / "server.log", tmp_path / "b" / "server.log", tmp_path / "kern.log"
+    k.write_text(AMD_FAULT)
+    a.write_text("rank a serving\n[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=" + "9" * 5000
+                 + ", OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 milliseconds "
+                   "before timing out.\n")
+    b.write_text("rank b serving\n")
+    r = _cli("watch", "--mode", "npd", "--from-start", "--quiet-after", "0s", "--spool", tmp_path / "spool",
+             "--kernel-log", k, "--log", a, "--log", b)
+    assert r.returncode == 1, r.stderr
+    assert "internal error" not in r.stderr and "page-fault" in r.stdout
+    folder = next(d for d in (tmp_path / "spool").iterdir() if d.is_dir())
+    texts = {p.name: p.read_text() for p in folder.iterdir() if p.name.endswith(".log")}
+    assert texts.pop("kernel.log") == AMD_FAULT
+    assert sorted(texts.values()) == sorted([a.read_text(), b.read_text()]), texts.keys()
+    assert (folder / "report.json").exists()
+
+
+@pytest.mark.parametrize("damage", ['{"kernel:LOG": {"inode": INODE, "offset": -5}}',
+                                    '{"kernel:LOG": {"inode": INODE, "offset": "7"}}',
+                                    '{"kernel:LOG": {"inode": INODE, "offset": 1e400}}',
+                                    '{"kernel:LOG": [1, 2]}', '[1, 2, 3]', '{"kernel:LOG": {', '\x00\xff'])
+def test_a_damaged_cursor_file_never_stops_the_agent(tmp_path, damage):
+    log, spool = tmp_path / "kern.log", tmp_path / "spool"
+    log.write_text(AMD_FAULT)
+    spool.mkdir()
+    (spool / ".cursors.json").write_text(damage.replace("LOG", str(log)).replace("INODE", str(log.stat().st_ino)))
+    for expect in (1, 0):                    # damaged: read afresh (the incident); then the new cursor holds
+        r = _cli("watch", "--mode", "npd", "--from-start", "--quiet-after", "0s", "--spool", spool,
+                 "--kernel-log", log)
+        assert r.returncode == expect, r.stderr
+        assert "internal error" not in r.stderr and "Error" not in r.stderr
+    assert "page-fault" in (spool / next(d.name for d in spool.iterdir() if d.is_dir()) / "manifest.json").read_text()
+
+
+def test_a_log_replaced_by_dev_zero_is_refused_and_sigterm_stops_it(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(AMD_FAULT)
+    p = start_watch(tmp_path, "--kernel-log", log, "--from-start")
+    wait_for(lambda: caught_up(tmp_path / "spool", f"kernel:{log}", log), "the first read")
+    log.unlink()
+    log.symlink_to("/dev/zero")                # the path names an endless character device now
+    import time
+    time.sleep(1.5)                            # a few polls over it
+    rc, out, err = stop(p)
+    assert rc == 0, err
+    assert f"{log}: a character device, not a log file" in err
+    assert "page-fault" in out and incident_lines(tmp_path / "spool") == [AMD_FAULT.rstrip("\n")]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_fifo_or_a_folder_is_said_clearly(tmp_path, kind):
+    path = tmp_path / "kern.log"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    r = _cli("watch", "--mode", "npd", "--from-start", "--spool", tmp_path / "spool", "--kernel-log", path)
+    assert r.returncode == 2, r.stderr                 # NPD's "unknown": the source cannot be read
+    word = "a FIFO" if kind == "fifo" else "a folder"
+    assert f"problem: {path}: {word}, not a log file" in r.stderr
+    assert "Illegal seek" not in r.stderr and "Error: :" not in r.stderr

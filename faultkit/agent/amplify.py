@@ -9,6 +9,11 @@ variables in files.py): loaded by path, standard library only, and never the tar
   with a `data_ptr()`: torch tensors, the sample's CPU stand-in blocks) are kept alive for HOLD_MS ms
   (at most HOLD_MAX returns' worth), so the allocator cannot hand their blocks to anyone else for
   that long. A crash that goes away with it was a freed block reused too soon.
+- release: when a chosen call site is entered, PyTorch's CUDA cache is emptied (torch.cuda.empty_cache):
+  what was freed before goes back to the driver, so a read through a stale pointer in the call faults
+  inside a segment the black box saw released (it names the block, where it was allocated and how
+  long before the fault it was freed), where caching off (the free bypasses the allocator and its
+  trace) leaves the black box nothing to name.
 
 Where the call sites are seen: sys.monitoring (Python 3.12+) with every other code object disabled
 after its first call (no cost after that), else sys.setprofile in every thread (a Python call per
@@ -58,6 +63,7 @@ class Amplifier:
         self.files, self.header, self.armed, self.fail, self.save = files, header, armed, fail, save
         self.jitter = sites(env.get(files.ENV_JITTER))
         self.hold = sites(env.get(files.ENV_HOLD))
+        self.release = sites(env.get(files.ENV_RELEASE))
         self.jitter_ms = _number(env.get(files.ENV_JITTER_MS), 2.0)
         self.hold_ms = _number(env.get(files.ENV_HOLD_MS), 1000.0)
         self.hold_max = int(_number(env.get(files.ENV_HOLD_MAX), 8))
@@ -74,6 +80,8 @@ class Amplifier:
         if self.hold:
             self.report["hold"] = {"sites": [s.text for s in self.hold], "ms": self.hold_ms, "max": self.hold_max,
                                    "held_objects": 0}
+        if self.release:
+            self.report["release"] = {"sites": [s.text for s in self.release], "released": 0}
         self.report["hits"] = self.hits
         header["amplify"] = self.report
 
@@ -91,7 +99,7 @@ class Amplifier:
 
     @property
     def wanted(self) -> bool:
-        return bool(self.jitter or self.hold)
+        return bool(self.jitter or self.hold or self.release)
 
     # ---- which code objects are sites ----
     def decide(self, code, globals_):
@@ -99,7 +107,8 @@ class Amplifier:
         if d is False:
             j = next((s for s in self.jitter if s.matches(code, globals_)), None)
             h = next((s for s in self.hold if s.matches(code, globals_)), None)
-            d = (j, h) if (j or h) else None
+            r = next((s for s in self.release if s.matches(code, globals_)), None)
+            d = (j, h, r) if (j or h or r) else None
             self.decided[code] = d
         return d
 
@@ -133,6 +142,19 @@ class Amplifier:
                 expired.append(self.held.popleft())
         del expired                      # released here, in the program's own thread, outside the lock
 
+    def on_release(self, site: Site) -> None:
+        self.hit(site)
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        if cuda is None or not cuda.is_initialized():
+            return                       # nothing cached yet (or no CUDA): nothing released, nothing claimed
+        cuda.empty_cache()
+        info = self.report["release"]
+        info["released"] += 1
+        if info["released"] == 1:       # armed only once it really acted in this process
+            self.armed(self.files.ARMED_RELEASE)
+            self.save()
+
     # ---- where they are seen ----
     def install(self) -> None:
         mon = getattr(sys, "monitoring", None)
@@ -165,6 +187,8 @@ class Amplifier:
                 d = self.decide(code, sys._getframe(1).f_globals)
                 if d is None:
                     return disable
+                if d[2] is not None:
+                    self.on_release(d[2])
                 if d[0] is not None:
                     self.on_start(d[0])
             except Exception as exc:     # never the target's problem
@@ -193,6 +217,8 @@ class Amplifier:
         if d is None:
             return
         try:
+            if event == "call" and d[2] is not None:
+                self.on_release(d[2])
             if event == "call" and d[0] is not None:
                 self.on_start(d[0])
             elif event == "return" and d[1] is not None:

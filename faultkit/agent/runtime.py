@@ -147,7 +147,7 @@ def _poison_wanted() -> tuple[int, int] | None:
         return None
     try:
         byte = int(text, 0) & 0xFF
-        least = int(os.environ.get(files.ENV_POISON_MIN) or 0, 0)
+        least = int(os.environ.get(files.ENV_POISON_MIN) or "0", 0)
     except ValueError:
         _fail("poison", ValueError(f"{files.ENV_POISON}={text!r} is not a byte"))
         return None

@@ -75,6 +75,12 @@ ARMS: tuple[Amplifier, ...] = (
               env={agent_files.ENV_POISON: POISON_BYTE}, agent=(agent_files.ARMED_POISON,),
               applies_to="PyTorch's CUDA caching allocator with its trace tracker (2.1+; a C++ compiler and CUDA "
                          "headers on the machine: faultkit's agent builds it once)"),
+    Amplifier("release", MEMORY_REUSE, RAISES,
+              "PyTorch's CUDA cache emptied each time a chosen site is entered (the agent): what was freed before "
+              "goes back to the driver, a stale read faults, and the black box saw the release (it names the block)",
+              env={agent_files.ENV_RELEASE: "{sites}"}, agent=(agent_files.ARMED_RELEASE,),
+              applies_to="PyTorch with CUDA or ROCm, any version with torch.cuda.empty_cache; needs --site",
+              needs_sites=True),
     Amplifier("hold-back", MEMORY_REUSE, REMOVES,
               "memory-owning locals of the chosen sites kept alive 1 s after they return (the agent): their blocks "
               "cannot be reused for that long",

@@ -51,12 +51,14 @@ def amplify() -> None:
 @click.option("--no-agent", is_flag=True, help="no in-process agent (no black box; the agent's arms cannot run)")
 @click.option("--no-coredump", is_flag=True, help="do not arm GPU core dumps in the trials")
 @click.option("--alloc-history", is_flag=True, help="the agent records every block, not only segments (slower)")
+@click.option("--no-early-stop", is_flag=True, help="run every round; one look at the end decides (Fisher at alpha)")
 @click.option("-o", "--output", "out", default="amplify", show_default=True, type=click.Path(file_okay=False),
               help="the experiment's folder (0700): plan.json, one folder per trial, amplify-report.md/.json")
 @click.option("-q", "--quiet", is_flag=True, help="print nothing on stderr but warnings and errors")
 @click.option("-v", "--verbose", is_flag=True, help="say on stderr what was read and every problem met")
 def amplify_run(server, arm_names, sites, client, rounds, alpha, seed, port, ready_pattern, trial_timeout, gpus,
-                gpus_per_trial, no_agent, no_coredump, alloc_history, out, quiet=False, verbose=False) -> None:
+                gpus_per_trial, no_agent, no_coredump, alloc_history, no_early_stop, out, quiet=False,
+                verbose=False) -> None:
     """Run the plain server and amplifier arms in rounds until each arm is decided (resumes in the
     same folder), then write the report and print the verdict.
 
@@ -78,7 +80,8 @@ def amplify_run(server, arm_names, sites, client, rounds, alpha, seed, port, rea
                    sites=tuple(sites), rounds=rounds, alpha=alpha, seed=seed, port=port,
                    timeout_s=parse_duration(trial_timeout), ready_pattern=parse_regex(ready_pattern, "--ready-pattern"),
                    gpus=tuple(g for g in (gpus or "").split(",") if g.strip()), gpus_per_trial=gpus_per_trial,
-                   agent=not no_agent, coredump=not no_coredump, alloc_history=alloc_history)
+                   agent=not no_agent, coredump=not no_coredump, alloc_history=alloc_history,
+                   early_stop=not no_early_stop)
     say = (lambda m: None) if quiet else (lambda m: click.echo(m, err=True))
     try:
         facts = run(opts, echo=say, warn=lambda m: click.echo(m, err=True))

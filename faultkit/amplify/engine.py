@@ -30,7 +30,7 @@ from ..trials.runner import (PLAN, RESULT, Arm, TrialsError, load_or_create_plan
 from ..agent import files as agent_files
 from . import arms as A
 from . import reach
-from .sequential import DECIDED, RUNNING, UNDECIDABLE, look
+from .sequential import RUNNING, look
 
 PLAIN = "plain"
 ROUNDS_LOG = "rounds.json"
@@ -59,6 +59,7 @@ class Options:
     coredump: bool = True
     alloc_history: bool = False
     black_box_trials: int = 1
+    early_stop: bool = True       # False: every round runs and one look at the end decides (at alpha)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class ArmState:
     amp: A.Amplifier | None
     state: str = RUNNING
     decided_round: int | None = None
+    at_decision: tuple | None = None     # ((crashes, n), (plain crashes, plain n), p) at the look that stopped it
     results: list[TrialResult] = field(default_factory=list)
     reached: dict[int, reach.Reach] = field(default_factory=dict)
 
@@ -339,9 +341,16 @@ def _looks(opts: Options, rate: list[ArmState], r: int, echo) -> None:
                 echo(f"  arm {st.arm.name}: the amplifier reached none of its first {len(started)} trials: stopped "
                      f"({st.reached[started[-1].index].why})")
             continue                  # nothing counted yet: nothing to look at
-        res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
+        if not opts.early_stop:
+            if r + 1 < opts.rounds:
+                continue
+            # one look, after the last round: Fisher's test at alpha itself (a fixed design)
+            res = look(st.rate(), plain.rate(), 1, 1, opts.alpha)
+        else:
+            res = look(st.rate(), plain.rate(), r + 1, opts.rounds, opts.alpha)
         if res.state != RUNNING:
             st.state, st.decided_round = res.state, r + 1
+            st.at_decision = (st.rate(), plain.rate(), res.p)
             (ca, na), (cp, np_) = st.rate(), plain.rate()
             echo(f"  arm {st.arm.name} {res.state} after round {r + 1}: {ca}/{na} vs plain {cp}/{np_} "
                  f"(p = {res.p:.2g}, threshold {res.threshold:.2g})")

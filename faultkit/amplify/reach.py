@@ -105,6 +105,9 @@ def check(amp: Amplifier | None, result: TrialResult, tdir: Path) -> Reach:
 def _agent_note(header: dict | None, want: str) -> str:
     if not header:
         return " (it did not run the agent: not Python, or its environment was cleaned)"
+    if want == agent_files.ARMED_RELEASE:
+        return " (CUDA never started in it: nothing cached to release)" if "torch" in header else \
+            " (the process never imported torch)"
     if want == agent_files.ARMED_POISON:
         note = (header.get("amplify_poison") or {}).get("note")
         if note:

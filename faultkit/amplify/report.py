@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..trials.stats import arm_rate
 from . import arms as A
-from .engine import PLAIN, ArmState, crashed_dirs
-from .sequential import RULE, fisher_p, fixed_n_for_same_decision, threshold
+from .engine import ArmState, crashed_dirs
+from .sequential import FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
 from .verdict import ArmOutcome, decide, fmt_p
 
 SCHEMA = "faultkit.amplify.report/1"
@@ -28,9 +28,11 @@ def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
         except Exception as exc:          # a report without the finding, never a traceback
             out.append(f"(trial {d.name}: triage failed: {type(exc).__name__})")
             continue
-        text = inc.black_box.finding() if inc.black_box else None
-        if text:
-            out.append(f"{text} [{d.name}]")
+        # an address the map places in a block or segment; "in no allocation" names nothing (caching off
+        # bypasses the allocator and its trace, so its crashes leave the map empty)
+        named = [o for o in (inc.black_box.owners if inc.black_box else []) if o.verdict in ("freed", "past-end", "live")]
+        if named:
+            out.append(f"{named[0].text} [{d.name}]")
     return out
 
 
@@ -74,12 +76,18 @@ def summarise(facts: dict, black_box: bool = True) -> dict:
             bb = []
             if black_box and c and amp.cause == A.MEMORY_REUSE and n and c / n > (pc / pn if pn else 0):
                 bb = black_box_findings(crashed_dirs(opts.out, st), opts.black_box_trials)
-            outcomes.append(ArmOutcome(st.arm.name, amp.cause, c, n, pc, pn, row["p_vs_plain"], st.state,
+            # the verdict quotes the look that stopped the arm (the plain arm may run on for other arms)
+            (dc, dn), (dpc, dpn), dp = st.at_decision or ((c, n), (pc, pn), row["p_vs_plain"])
+            outcomes.append(ArmOutcome(st.arm.name, amp.cause, dc, dn, dpc, dpn, dp, st.state,
                                        row["median_time_to_crash_s"], len(not_counted), bb))
+            row["at_decision"] = {"crashes": dc, "trials": dn, "plain_crashes": dpc, "plain_trials": dpn, "p": dp}
             row["black_box"] = bb
     verdict = decide(outcomes, opts.alpha, rounds, (pc, pn))
     return {"schema": SCHEMA, "command": opts.command, "client": opts.client, "seed": opts.seed,
-            "rule": RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha),
+            "rule": (RULE.format(n=rounds, threshold=threshold(opts.alpha, rounds), alpha=opts.alpha,
+                                 bonferroni=bonferroni(opts.alpha, rounds)) if opts.early_stop else
+                     FIXED_RULE.format(n=rounds, alpha=opts.alpha)),
+            "threshold": threshold(opts.alpha, rounds) if opts.early_stop else opts.alpha,
             "alpha": opts.alpha, "max_rounds": rounds, "rounds_run": len(facts["rounds"]),
             "slots": [{"gpus": list(s.gpus), "port": s.port} for s in facts["slots"]],
             "arms": arms_out, "skipped": facts["skipped"], "verdict": verdict,
@@ -106,7 +114,7 @@ def _waiting(facts: dict, rate: list[ArmState], verdict: dict) -> dict:
         until = sum(float((rounds.get(str(r)) or {}).get("wall_s") or 0.0) for r in range(st.decided_round))
         mean = _mean_duration(st)
         out["arms"].append({"arm": st.arm.name, "state": st.state, "after_rounds": st.decided_round,
-                            "waited_s": round(until, 1),
+                            "of_rounds": facts["options"].rounds, "waited_s": round(until, 1),
                             "seconds_per_crash": round(mean * n / c, 1) if c and mean else None,
                             "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn))})
     return out
@@ -160,11 +168,14 @@ def render_markdown(s: dict) -> str:
     elif w["plain_trials"]:
         out.append(f"Plain trials gave no crash in {w['plain_trials']}.")
     for a in w["arms"]:
-        line = f"- {a['arm']}: {a['state']} after {a['after_rounds']} round(s), {a['waited_s']:.0f} s"
+        line = (f"- {a['arm']}: {a['state']} after {a['after_rounds']} of at most {a['of_rounds']} rounds, "
+                f"{a['waited_s']:.0f} s: {2 * a['after_rounds']} trials of it and the plain arm where the full plan "
+                f"(every round) takes {2 * a['of_rounds']}")
         if a["seconds_per_crash"]:
             line += f"; a crash every {a['seconds_per_crash']:.0f} s there"
         if a["fixed_design_trials_per_arm"]:
-            line += f"; a fixed design without looks needs {a['fixed_design_trials_per_arm']} trials per arm at these rates"
+            line += (f"; knowing these rates in advance, a fixed design at alpha {s['alpha']} would need "
+                     f"{a['fixed_design_trials_per_arm']} per arm")
         out.append(line)
     if s["checkers"]:
         out += ["", "## Checkers (one trial each)", ""]

@@ -4,16 +4,19 @@ The rule, as the report states it: the experiment has at most N rounds (a round 
 every arm still running, the plain arm included, in a seeded order). After each round r = 1..N
 (each a "look"), each running amplifier arm is compared with the plain arm by Fisher's exact test,
 two-sided, on the counted trials so far.
-- Efficacy: the arm stops, DECIDED, at the first look where p <= alpha / N (Bonferroni over the N
-  planned looks). By the union bound the chance of any false decision over all looks is at most
-  alpha, whatever the true rates and however the looks depend on each other, and unequal counts
-  (trials not counted) do not change that: each look's test is exact on its own table.
+- Efficacy: the arm stops, DECIDED, at the first look where p <= t. The per-look threshold t is
+  calibrated by exact enumeration: the largest attainable Fisher p-value such that, when both arms
+  crash at the same rate q, the probability of ever deciding over the N looks stays under alpha
+  for every q (checked on a grid of q with a 2% margin; the tests check a ten times finer grid).
+  Fisher's test is conservative at these sizes, so t is close to alpha itself at N = 10 (0.0498)
+  and falls slowly (0.029 at N = 20); it is never below alpha / N, the Bonferroni split, which is
+  what a look uses when some trial was not counted (the counts of the two arms then differ, and the
+  union bound holds whatever the counts).
 - Futility (curtailment): the arm stops, UNDECIDABLE, at a look where even the most extreme
   outcomes of every remaining round (all crashes in one arm and none in the other, either way)
-  could not give p <= alpha / N at round N. Stopping for futility only removes chances to decide,
-  so it cannot raise the false-decision rate.
-The error rates are shown by simulation (`simulate`, tests/test_amplify_sequential.py): under equal
-rates the false-decision rate stays under alpha; at a large effect the arm stops long before N.
+  could not give p <= t at round N. Stopping for futility only removes chances to decide, so it
+  cannot raise the false-decision rate.
+The error rates are shown by exact enumeration and by simulation (tests/test_amplify_stats.py).
 """
 
 from __future__ import annotations
@@ -22,14 +25,22 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 from scipy import stats
 
 DECIDED, UNDECIDABLE, RUNNING = "decided", "undecidable", "running"
 
 RULE = ("group-sequential: a look after every round (at most {n} rounds); an amplifier arm stops as decided at "
-        "the first look where Fisher's exact test (two-sided) against the plain arm gives p <= alpha/{n} = "
-        "{threshold:.2g} (Bonferroni over the planned looks: false-decision rate <= {alpha} per arm), and as "
-        "undecidable when no outcome of the remaining rounds could reach that threshold (curtailment)")
+        "the first look where Fisher's exact test (two-sided) against the plain arm gives p <= {threshold:.2g}, the "
+        "per-look threshold calibrated by exact enumeration so that the chance of ever deciding when the arms crash "
+        "equally often stays under {alpha} (per arm; across k arms at most k x {alpha}); a look where a trial was "
+        "not counted uses alpha/{n} = {bonferroni:.2g} (Bonferroni, valid for any counts); an arm stops as "
+        "undecidable when no outcome of the remaining rounds could reach the threshold (curtailment)")
+FIXED_RULE = ("fixed design (--no-early-stop): all {n} rounds run, then one look: Fisher's exact test (two-sided) "
+              "against the plain arm at alpha = {alpha}")
+MAX_CALIBRATED = 60          # beyond this many rounds the enumeration costs seconds: Bonferroni is used
+GRID = np.linspace(0.005, 0.995, 199)       # the common crash rates the calibration maximises over
+MARGIN = 0.98
 
 
 @lru_cache(maxsize=1 << 16)
@@ -46,14 +57,69 @@ class Look:
     threshold: float
 
 
-def threshold(alpha: float, rounds: int) -> float:
+def bonferroni(alpha: float, rounds: int) -> float:
     return alpha / max(1, rounds)
+
+
+@lru_cache(maxsize=None)
+def pvalues(n: int) -> np.ndarray:
+    """P[a, b]: Fisher's two-sided p of a/n crashes against b/n, every table at once (for each total,
+    the hypergeometric law of a; a table's p sums the tables no more likely than it)."""
+    P = np.ones((n + 1, n + 1))
+    for t in range(2 * n + 1):
+        xs = np.arange(max(0, t - n), min(n, t) + 1)
+        pmf = stats.hypergeom.pmf(xs, 2 * n, t, n)
+        order = np.sort(pmf)
+        cum = np.cumsum(order)
+        p = cum[np.searchsorted(order, pmf * (1 + 1e-7), side="right") - 1]
+        P[xs, t - xs] = np.minimum(p, 1.0)
+    return P
+
+
+def exact_false_decision(t: float, rounds: int, rates: np.ndarray) -> np.ndarray:
+    """For each common crash rate q: the probability that a rule deciding at p <= t on any of the
+    looks ever decides, every path of outcomes enumerated (the mass that decided leaves)."""
+    q, s = rates, 1 - rates
+    dist = np.ones((len(rates), 1, 1))
+    total = np.zeros(len(rates))
+    for r in range(1, rounds + 1):
+        new = np.zeros((len(rates), r + 1, r + 1))
+        new[:, :-1, :-1] += dist * (s * s)[:, None, None]
+        new[:, 1:, :-1] += dist * (q * s)[:, None, None]
+        new[:, :-1, 1:] += dist * (s * q)[:, None, None]
+        new[:, 1:, 1:] += dist * (q * q)[:, None, None]
+        reject = pvalues(r) <= t
+        total += (new * reject).sum(axis=(1, 2))
+        dist = new * ~reject
+    return total
+
+
+@lru_cache(maxsize=None)
+def calibrated(alpha: float, rounds: int) -> float:
+    """The largest attainable p-value t <= alpha whose exact false-decision rate stays under
+    alpha x MARGIN at every rate of GRID; never below Bonferroni's alpha / rounds."""
+    floor = bonferroni(alpha, rounds)
+    if rounds > MAX_CALIBRATED:
+        return floor
+    cands = sorted({float(x) for r in range(1, rounds + 1) for x in pvalues(r).ravel() if floor < x <= alpha})
+    best, lo, hi = floor, 0, len(cands) - 1
+    while lo <= hi:             # the rate grows with t: bisect over the attainable values
+        mid = (lo + hi) // 2
+        if exact_false_decision(cands[mid], rounds, GRID).max() <= alpha * MARGIN:
+            best, lo = cands[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def threshold(alpha: float, rounds: int, equal_counts: bool = True) -> float:
+    return calibrated(alpha, rounds) if equal_counts else bonferroni(alpha, rounds)
 
 
 def look(arm: tuple[int, int], plain: tuple[int, int], rounds_done: int, rounds: int, alpha: float) -> Look:
     """arm, plain: (crashes, counted trials) so far; rounds_done of at most `rounds`."""
-    t = threshold(alpha, rounds)
     (ca, na), (cp, np_) = arm, plain
+    t = threshold(alpha, rounds, equal_counts=na == np_ == rounds_done)
     p = fisher_p(ca, na, cp, np_)
     if p <= t:
         return Look(DECIDED, p, t)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..trials.stats import trials_for_power
 from . import arms as A
-from .sequential import DECIDED, UNDECIDABLE
+from .sequential import DECIDED, UNDECIDABLE, threshold
 
 UP, DOWN = "up", "down"
 MAX_N = 60                   # "how many trials would decide" is looked for up to this many per arm
@@ -25,6 +25,10 @@ MEANING: dict[tuple[str, str], tuple[str, str]] = {
                      "it read was plausible until poisoned)"),
     ("poison", DOWN): ("poisoning freed blocks removed the crash", "a read of freed memory whose stale contents "
                        "were what crashed (poison reads differently)"),
+    ("release", UP): ("releasing the cache at the site raised the crash rate", "a use of freed device memory "
+                      "(a stale pointer or index into a block freed before the call)"),
+    ("release", DOWN): ("releasing the cache at the site removed the crash", "a block reused while something "
+                        "still read it (released blocks come back at new addresses)"),
     ("hold-back", DOWN): ("holding freed blocks back removed the crash", "a freed block reused too soon while "
                           "something still read it"),
     ("hold-back", UP): ("holding freed blocks back raised the crash rate", "memory pressure or a changed "
@@ -107,7 +111,7 @@ def trials_to_decide(o: ArmOutcome, alpha: float, rounds: int, target: float = 0
     hi, lo = max(a, b), min(a, b)
     # bounded: the exact power scan costs n^2 per n, and an amplifier that needs more than this many
     # trials per arm to show itself is not amplifying
-    return trials_for_power(hi, lo, target, alpha / max(1, rounds), "two-sided", max_n=MAX_N)[0]
+    return trials_for_power(hi, lo, target, threshold(alpha, rounds), "two-sided", max_n=MAX_N)[0]
 
 
 def decide(outcomes: list[ArmOutcome], alpha: float, rounds: int, plain: tuple[int, int]) -> dict:

@@ -17,6 +17,7 @@ from ..codes import MEMORY_OPS
 from ..judge.claims import Basis, Claim, Identities
 from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
+from .entry_signs import helper_sign
 
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
@@ -349,31 +350,47 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
     return out
 
 
-def sanitizer_entry(r: SanitizerReport) -> tuple[str | None, str | None]:
-    """(the kernel, the device function the access was in where that is another function).
-    compute-sanitizer prints the device call stack under the access (`Device Frame:` lines, shown
-    by default): the outermost is the launched kernel; without one the access's function is it."""
+def sanitizer_entry(r: SanitizerReport) -> tuple[str | None, str | None, str | None]:
+    """(the kernel, the device function the access was in where that is another function, the sign
+    that the kernel is not shown). compute-sanitizer prints the device call stack under the access
+    (`Device Frame:` lines, shown by default): the outermost is the launched kernel where the report
+    goes on past them (its host backtrace, the next report); where the paste ends in them the
+    kernel's frame may be cut, and a name that shows it is a helper is never the kernel."""
     if r.device_frames:
-        return r.device_frames[-1], r.kernel
-    return r.kernel, None
+        if r.device_frames_end:
+            return r.device_frames[-1], r.kernel, None
+        return None, r.device_frames[-1], ("the report ends in its device frames: the kernel's frame, the "
+                                           "outermost, is not shown")
+    sign = helper_sign(r.kernel) if r.kernel else None
+    if sign:
+        return None, r.kernel, sign
+    return r.kernel, None, None
 
 
 def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
     out: list[Claim] = []
     for r in log.sanitizer:
-        kernel, inner = sanitizer_entry(r)
+        kernel, inner, unshown = sanitizer_entry(r)
+        at = (f" at +0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})")
+        ids = Identities(page=r.address >> 12 if r.address is not None else None, engine="shader")
+        if kernel is None and inner:
+            # no entry point visible: the fault is placed in the device function, no kernel is claimed
+            out.append(Claim(f"device function {inner} (a helper of an unnamed kernel)",
+                             Basis("device-function", "compute-sanitizer"),
+                             f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device function "
+                             f"{inner}{at}; {unshown}", ids, str(r.origin), named=False,
+                             entry=False, went_on=went_on(log, r)))
+            continue
         if not kernel or any(kernel_key(c.kernel) == kernel_key(kernel) for c in out):
             continue
         inside = f" (in its device function {inner})" if inner else ""
-        text = (f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside} at "
-                f"+0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})")
+        text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}"
         contradiction = None
         if r.direction == "inside" and not r.misaligned:
             contradiction = (f"it calls the access out of bounds, yet places 0x{r.address or 0:x} inside the "
                              f"allocation at 0x{r.allocation or 0:x} ({r.allocation_size or 0:,} bytes)")
-        out.append(Claim(kernel, Basis("sanitizer", "compute-sanitizer"), text,
-                         Identities(page=r.address >> 12 if r.address is not None else None, engine="shader"),
-                         str(r.origin), contradiction=contradiction, went_on=went_on(log, r)))
+        out.append(Claim(kernel, Basis("sanitizer", "compute-sanitizer"), text, ids, str(r.origin),
+                         contradiction=contradiction, went_on=went_on(log, r)))
     return out
 
 

@@ -53,9 +53,9 @@ def explain_runtime(f: RuntimeFault) -> str:
         return (f"A GPU memory access fault{where}{addr}: {reason}.{zero}{extra} The runtime aborts the process "
                 f"from its event thread: the host stack shows only where the abort landed.")
     if f.kind == "collective-timeout":
-        return (f"{f.process_tag or 'A rank'}'s collective timed out ({f.reason}): another rank never joined it, "
-                "because it hung in a kernel, died, or is stuck on the host. A hang symptom, not a fault: the rank "
-                "that stopped first is the one to look at.")
+        return (f"{f.process_tag or 'A rank'}'s collective timed out ({f.reason}): another rank never joined it "
+                "(it died, hung in a kernel, or is stuck on the host). A symptom, not a fault: the rank that "
+                "stopped first is the one to look at.")
     if f.kind == "hsakmt-fault":
         where = f", {f.buffer}" if f.buffer else ""
         oob = (" An address outside every buffer is an out-of-bounds access (or a freed or never-allocated pointer)."

@@ -97,7 +97,7 @@ class ProcessFinding:
 @dataclass
 class HangFinding:
     """The verdict's evidence, typed: what judge turns into a verdict."""
-    state: str                       # hung | idle | busy | unknown
+    state: str                       # hung | idle | busy | one-sample | unknown
     sign: str | None                 # what shows the hang: stuck | behind | blocked | orphaned | closed (hung only)
     summary: str
     stuck: list[ThreadFinding] = field(default_factory=list)
@@ -215,6 +215,12 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     elif procs and states <= {IDLE, EXITED} and closed_tree(procs):
         hf.state, hf.sign = "hung", "closed"
         hf.summary = closed_tree(procs)
+    elif len(samples) == 1 and procs and any(p.threads for p in procs) and not gone:
+        # One sample cannot tell a hang from a pause (a deadlock and a server between requests
+        # look the same once): say where each thread waits, never "not hung".
+        hf.state = ONE_SAMPLE
+        hf.summary = "one sample: " + "; ".join(_waits_in(p) for p in procs if p.threads) + \
+            f"; {SECOND_SAMPLE}"
     elif procs and states <= {IDLE, EXITED}:
         hf.state = "idle"
         hf.summary = ("every thread waits for work (" +
@@ -238,6 +244,26 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     hf.waits_on += [f"GPU worker pid {g.pid} died before the samples; its parent pid {g.ppid} goes on "
                     f"({live[g.ppid].state})" for g in gone if g.ppid in live]
     return hf
+
+
+# the state of a finding from a single sample: where each thread waits, not yet judged
+ONE_SAMPLE = "one-sample"
+SECOND_SAMPLE = ("take a second sample to tell stuck from slow: `faultkit dump --pid PID --samples 2`, or the same "
+                 "dump (py-spy dump, gdb `thread apply all bt`) again a few seconds later, both given to "
+                 "`faultkit dump --read FIRST --read SECOND` or to triage")
+
+
+def _waits_in(p: ProcessFinding) -> str:
+    """Each foreground thread's wait (file:line function, and on what); background ones counted."""
+    fg = [t for t in p.threads if not t.wait.background]
+    parts = [t.describe() for t in fg[:6]]
+    if len(fg) > len(parts):
+        parts.append(f"{len(fg) - len(parts)} more")
+    bg = [t for t in p.threads if t.wait.background]
+    if bg:
+        parts.append(f"{len(bg)} background thread(s) (" + ", ".join(dict.fromkeys(t.wait.on for t in bg)) + ")")
+    who = p.label if p.pid else "the process (its pid is not in the dump)"
+    return f"{who}: " + ", ".join(parts)
 
 
 def closed_tree(procs: list[ProcessFinding]) -> str | None:
@@ -331,7 +357,8 @@ def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
             out.append(Claim(k.kernel, Basis("hang-stuck-kernel", "GPU core dump and host stacks"),
                              f"running on the GPU of pid {k.pid}" + (f" at {k.where}" if k.where else "")
                              + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core))
-    lead = {"idle": "idle, not hung", "busy": "working, not stuck"}.get(hf.state, f"hang ({hf.level})")
+    lead = {"idle": "idle, not hung", "busy": "working, not stuck",
+            ONE_SAMPLE: "stacks of one moment (a hang is not told from a pause by one)"}.get(hf.state, f"hang ({hf.level})")
     out.append(Claim(None, Basis(hf.basis or "hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))
     return out
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..hang_model import RankCollectives
+from ..hang_model import ProcessStacks, RankCollectives
 from ..manifest import Manifest
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .allocation_owner import BlackBox
@@ -44,4 +44,5 @@ class Incident:
     other_events: list[KernelEvent] = field(default_factory=list)
     black_box: BlackBox | None = None   # the in-process agent's files: the fault address's owner, the stacks
     hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
+    pasted_stacks: list[ProcessStacks] = field(default_factory=list)   # stack dumps found in text inputs
     collectives: list[RankCollectives] = field(default_factory=list)

@@ -4,7 +4,8 @@ its consequences.
 Each node's evidence is on its own wall clock, which can be off by milliseconds to seconds. Moments that
 several nodes record (the same request id, the same collective sequence number) give each node's offset
 from a reference node: the median of the differences, with their spread as the uncertainty. Where two
-nodes share no such moment, their captures' starts are taken as simultaneous (a launcher starts every
+nodes share no such moment but one boot (the same boot id: one machine, one monotonic clock), the
+offset is what their starts' (wall, monotonic) pairs say, exact to the stamps; else their captures' starts are taken as simultaneous (a launcher starts every
 rank at about the same time), and the uncertainty is said to be unknown.
 
 The first mover is the node whose earliest cause (a GPU fault, a host segfault, a fatal signal, an
@@ -41,6 +42,8 @@ class NodeEvidence:
     markers: dict[str, float] = field(default_factory=dict)   # key -> wall time on this node's clock
     verdict_level: str = "unknown"
     verdict_kernel: str | None = None
+    boot_id: str | None = None             # nodes of one boot share one monotonic clock
+    start_wall_minus_monotonic_s: float | None = None   # the capture's start: wall - monotonic, read together
 
     def first(self, cause: bool) -> NodeEvent | None:
         mine = [e for e in self.events if e.cause == cause]
@@ -79,6 +82,12 @@ def align(nodes: list[NodeEvidence]) -> dict[str, Alignment]:
             kinds = sorted({k.split(":", 1)[0] for k in common})
             out[n.name] = Alignment(off, spread + 2 * STAMP_RESOLUTION_S,
                                     f"{len(common)} moment(s) both logged ({', '.join(kinds)})", len(common))
+        elif ref.boot_id and ref.boot_id == n.boot_id and ref.start_wall_minus_monotonic_s is not None \
+                and n.start_wall_minus_monotonic_s is not None:
+            # one machine, one boot: one monotonic clock, so the wall clocks differ by exactly what the
+            # two starts' (wall, monotonic) pairs say (zero where both read one wall clock)
+            out[n.name] = Alignment(ref.start_wall_minus_monotonic_s - n.start_wall_minus_monotonic_s,
+                                    2 * STAMP_RESOLUTION_S, "one machine (the same boot id: one monotonic clock)", 0)
         elif ref.start_wall_s is not None and n.start_wall_s is not None:
             out[n.name] = Alignment(ref.start_wall_s - n.start_wall_s, None,
                                     "the captures' starts taken as simultaneous (no moment both logged)", 0)

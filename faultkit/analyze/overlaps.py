@@ -211,10 +211,15 @@ def serialization_check(overlaps: Overlaps, env: dict[str, str], where: str) -> 
         return None
     kernels = any(SERIALIZE[k] in ("kernel", "both") for k in on)
     copies = any(SERIALIZE[k] in ("copy", "both") for k in on)
-    remaining = (overlaps.kernel_kernel if kernels else 0) + (overlaps.copy_kernel if copies or kernels else 0)
+    # AMD_SERIALIZE_KERNEL waits around kernel launches only: a copy beside a kernel is serialized by
+    # AMD_SERIALIZE_COPY (or a launch-blocking variable), so it counts only where one of those was set
+    remaining = (overlaps.kernel_kernel if kernels else 0) + (overlaps.copy_kernel if copies else 0)
     verdict = ("no overlaps remain: consistent with serialized execution" if remaining == 0 else
                f"{remaining} overlap(s) remain although {', '.join(f'{k}={v}' for k, v in on.items())} was set: the "
                f"setting did not take effect for that work (check that it reached the GPU processes; a server "
                f"started earlier keeps its old environment)")
+    if not copies and overlaps.copy_kernel:
+        verdict += (f"; {overlaps.copy_kernel} copy-kernel overlap(s) not checked: copies are serialized only by "
+                    f"AMD_SERIALIZE_COPY")
     return {"variables": on, "from": where, "overlaps_remaining": remaining, "effective": remaining == 0,
             "verdict": verdict}

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from .. import layout
+from ..private_files import write_private
 
 TOOLS = [("rocminfo", ["rocminfo"]), ("rocm-smi", ["rocm-smi", "--showallinfo"]), ("amd-smi", ["amd-smi", "static"]),
          ("nvidia-smi", ["nvidia-smi", "-q"]), ("lspci", ["lspci", "-vv", "-d", "1002:"])]
@@ -29,6 +30,10 @@ def collect(out: Path) -> dict:
         facts["iommu"] = [w for w in facts["kernel_cmdline"].split() if "iommu" in w]
     except OSError:
         pass
+    try:   # one boot id: one monotonic clock (the job triage aligns ranks of one machine by it)
+        facts["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        pass
     facts["rocm_version"] = rocm_version_text()
     tools = {}
     for name, cmd in TOOLS:
@@ -37,7 +42,7 @@ def collect(out: Path) -> dict:
             continue
         try:
             res = subprocess.run(cmd, capture_output=True, timeout=30)
-            (out / layout.fact_file(name)).write_bytes(res.stdout + res.stderr)
+            write_private(out / layout.fact_file(name), res.stdout + res.stderr)
             tools[name] = f"{layout.fact_file(name)} (exit {res.returncode})"
         except (OSError, subprocess.TimeoutExpired) as exc:
             tools[name] = f"failed: {exc}"

@@ -20,6 +20,7 @@ import pexpect
 from .. import redact as redaction
 from .._signals import FAULT_SIGNALS
 from ..debuggers import TABLE, flavor_of
+from ..private_files import open_append
 from ..ingest.debugger import parse_debugger
 
 PROMPT = re.compile(rb"\((?:gdb|cuda-gdb|rocgdb)\) $")
@@ -94,7 +95,7 @@ class GdbDriver:
 
     # ---- process ----
     def start(self, args: list[str]) -> bool:
-        raw = open(self.transcript, "ab", buffering=0)
+        raw = open_append(self.transcript, buffering=0)
         self.log = RedactingLog(raw) if self.redact else raw
         # A dumb terminal keeps readline's bracketed-paste and colour codes out of the transcript.
         env = dict(self.env if self.env is not None else os.environ)

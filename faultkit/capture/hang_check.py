@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout
+from ..private_files import write_private
 from ..analyze.hang import HangFinding, analyse
 from ..hang_model import ProcessStacks
 from ..ingest.schema import read_manifest
@@ -77,7 +78,7 @@ def sample(pids, n: int = DEFAULT_SAMPLES, interval_s: float = DEFAULT_INTERVAL_
                 out.files += collector.write(d, folder, k + 1)
     if folder is not None:
         name = layout.STACK_SAMPLES.format(tag=tag)
-        (folder / name).write_text(json.dumps({"interval_s": interval_s, "samples": [
+        write_private(folder / name, json.dumps({"interval_s": interval_s, "samples": [
             [p.to_json() for p in s] for s in out.samples]}, indent=1))
         out.files.append(name)
     return out

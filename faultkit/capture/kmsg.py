@@ -12,6 +12,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from ..private_files import open_append, write_private
 from ..ingest.kernel_log import DEV_PREFIX, HDR, PROC_INFO, TASK, USER_SEGFAULT, V8_HDR, XID, XNAME, XPID
 
 
@@ -34,7 +35,7 @@ def snapshot(path: Path) -> str | None:
         body = res.stdout.strip()
         if res.returncode == 0 and body and body != b"-- No entries --" and b"No journal files" not in body:
             try:
-                path.write_bytes(res.stdout)
+                write_private(path, res.stdout)
             except OSError as exc:
                 return f"could not be saved ({exc.strerror or exc})"
             return None
@@ -158,7 +159,7 @@ class KmsgFollower:
         return True
 
     def _run(self) -> None:
-        with open(self.out, "ab") as fh:
+        with open_append(self.out) as fh:
             while True:
                 stopping = self._stop.is_set()   # the records written before the stop are read first
                 try:

@@ -4,11 +4,11 @@
 The target must never be slowed by its recorder (a slower server runs differently and can hide the
 race being chased), so the work per block is a few passes at memory speed:
 
-- one read into a buffer that is reused (no allocation per block) and one write of the block to the
-  log (the bytes are on disk before anything looks at them; a partial line is not held back). The
-  kernel's splice/tee would move the bytes without the user-space copy, but the recorder must look at
-  every byte (the line count, the fault words), so the data comes up once anyway and tee+splice+read
-  is the same two copies as read+write, in three system calls instead of two;
+- the bytes go from the target's pipe into the log by splice(2), the kernel's own copy (faultkit never
+  copies them), and are looked at where they now lie, in the page cache, through a read-only mapping
+  (read back with pread where the file system cannot map). They are on disk before anything looks
+  at them, and a partial line is not held back for its newline. A stream that cannot be spliced (the
+  debugger backend's pty) and redaction use one read into a reused buffer and one write per block;
 - one row per block in the times table: the number of the first line the block completes and the
   three clocks of its arrival; the lines up to the next row's arrived then (the per-line times derive
   from the block times and the newline offsets). Newlines are counted by numpy (about 5x bytes.count);
@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import layout
 from .. import redact as redaction
+from ..private_files import open_append, open_fd
 from ..fault_lines import DUMP_END, DUMP_START, DUMP_WORDS, FAULT_LINE, FAULT_PHRASES, PREFILTER
 
 BLOCK = 1 << 20            # one read, and the size of the target's output pipe (launcher.PIPE_SIZE)
@@ -80,9 +81,9 @@ class LineTee:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / layout.log_of(self.name)
         # Not O_APPEND: splice(2) refuses a file opened so; the recorder is its only writer.
-        self._log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        self._log_fd = open_fd(path)                    # 0600 from the first byte
         os.lseek(self._log_fd, 0, os.SEEK_END)
-        self._times = open(self.out_dir / layout.times_of(self.name), "a", encoding="utf-8")
+        self._times = open_append(self.out_dir / layout.times_of(self.name), text=True)
         self._is_nl = np.empty(BLOCK, dtype=bool)       # reused: the newline test's output
         fd = stream.fileno()
         try:
@@ -125,24 +126,34 @@ class LineTee:
                     return True
                 c = clocks()
                 self.last_output = time.monotonic()
-                base = pos - pos % mmap.ALLOCATIONGRANULARITY
-                mm = mmap.mmap(rfd, pos + n - base, prot=mmap.PROT_READ, offset=base)
-                start = pos - base
-                whole = memoryview(mm)
-                block = whole[start:start + n]
-                try:
-                    cut = mm.rfind(b"\n", start, start + n) + 1
-                    self._take(block, cut - start if cut else 0, c)
-                finally:
-                    try:
-                        block.release()
-                        whole.release()
-                        mm.close()
-                    except BufferError:  # a view still held somewhere: the mapping goes with it
-                        pass
+                self._look(rfd, pos, n, c)
                 pos += n
         finally:
             os.close(rfd)
+
+    def _look(self, rfd: int, pos: int, n: int, c: dict) -> None:
+        """The n bytes just spliced at `pos`, where they lie in the page cache (mapped: no copy);
+        read back where the file cannot be mapped."""
+        base = pos - pos % mmap.ALLOCATIONGRANULARITY
+        try:
+            mm = mmap.mmap(rfd, pos + n - base, prot=mmap.PROT_READ, offset=base)
+        except (OSError, ValueError):
+            data = os.pread(rfd, n, pos)
+            self._take(memoryview(data), data.rfind(b"\n") + 1, c)
+            return
+        start = pos - base
+        whole = memoryview(mm)
+        block = whole[start:start + n]
+        try:
+            cut = mm.rfind(b"\n", start, start + n) + 1
+            self._take(block, cut - start if cut else 0, c)
+        finally:
+            try:
+                block.release()
+                whole.release()
+                mm.close()
+            except BufferError:  # a view still held somewhere: the mapping goes with it
+                pass
 
     def _read(self, fd: int) -> None:
         """One read into a reused buffer, one write of it: for a stream that cannot be spliced,

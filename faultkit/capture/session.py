@@ -22,10 +22,10 @@ from pathlib import Path
 from .. import layout
 from .. import redact as redaction
 from .._signals import exit_words
-from ..private_files import private_dir, private_tree
+from ..private_files import open_lock, private_dir, private_tree, reserve, write_private
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
-from ..manifest import Agent, Clocks, Core, KernelLog, Manifest, from_json, write
+from ..manifest import Agent, Clocks, Core, KernelLog, Manifest, dumps, from_json
 from . import agent, coredump, facts, kmsg, program, watchdog
 from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
@@ -268,8 +268,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     sigint.__enter__()
     subreaper = set_subreaper(True)    # orphans of the tree come back to faultkit, not to init
     if arming:
-        (out / layout.CORES_DIR).mkdir(exist_ok=True)
-    (out / layout.COLLECTIVES_DIR).mkdir(exist_ok=True)
+        private_dir(out / layout.CORES_DIR)
+    private_dir(out / layout.COLLECTIVES_DIR)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
     manifest = Manifest(schema=layout.BUNDLE_SCHEMA, command=_shown_command(opts.command, opts.redact),
                         backend=opts.backend,
@@ -403,7 +403,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
         try:
-            (out / layout.ENVIRON).write_text(json.dumps([r.to_json() for r in records], indent=2))
+            write_private(out / layout.ENVIRON, json.dumps([r.to_json() for r in records], indent=2))
         except OSError as exc:
             manifest.warn(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
@@ -568,15 +568,14 @@ def _reserve(out: Path) -> None:
     """Keep 1 MiB of the disk for the final manifest: a target that fills the disk must not cost
     the record of what happened."""
     try:
-        with open(out / RESERVE, "wb") as fh:
-            os.posix_fallocate(fh.fileno(), 0, 1 << 20)
+        reserve(out / RESERVE, 1 << 20)
     except OSError:
         pass
 
 
 def _lock(out: Path):
     """One capture per bundle at a time (two writing one folder would interleave their files)."""
-    fh = open(out / ".lock", "w")
+    fh = open_lock(out / ".lock")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -586,4 +585,4 @@ def _lock(out: Path):
 
 
 def _write_manifest(out: Path, manifest: Manifest) -> None:
-    write(out, manifest, layout.MANIFEST_TMP, layout.MANIFEST)
+    write_private(out / layout.MANIFEST, dumps(manifest))

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
+from .. import redact
 from ..ingest.stacks import FH_THREAD, PARSERS
+from ..private_files import private_dir, write_private
 from ..hang_model import ProcessStacks
 from ..launch_env import launch_of
 from .proctree import _ppid, cmdline_of
@@ -176,6 +178,10 @@ def take(pid: int, sources: list[StackSource] | None = None, deadline_s: float =
         if best is not None and not (src.name == "gdb" and best.source == "py-spy"):
             break
         raw = src.take(pid, deadline_s)
+        # a tool's output holds the command line (py-spy's `Process N: ...`) and a debugger's view of
+        # string arguments and locals: redacted before anything reads, prints or keeps it
+        if raw.text:
+            raw.text = redact.text(raw.text)
         tried.append(raw)
         if raw.problem:
             problems.append(f"{src.name}: {raw.problem}")
@@ -190,7 +196,7 @@ def take(pid: int, sources: list[StackSource] | None = None, deadline_s: float =
         problems = [p for p in problems if "python version" not in p] + ["not a Python process: native stacks only"]
     out.problems = problems
     out.taken_at = time.time()
-    out.command = " ".join(cmdline_of(pid) or []) or None
+    out.command = " ".join(redact.argv(cmdline_of(pid) or [])) or None
     annotate(out)
     return Dump(out, [r for r in tried if r.text])
 
@@ -241,11 +247,11 @@ def _rank(pid: int) -> int | None:
 
 def write(dump: Dump, folder: Path, sample: int) -> list[str]:
     """The tools' own output into a bundle's stacks/ folder: `<pid>.s<sample>.<source>.<ext>`."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     names = []
     for r in dump.raw:
         name = f"{r.pid}.s{sample}.{r.source.replace(' --', '-').replace(' ', '')}.{r.suffix}"
-        (folder / name).write_text(r.text)
+        write_private(folder / name, r.text)
         names.append(name)
     return names
 

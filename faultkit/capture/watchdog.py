@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..manifest import write
+from ..manifest import dumps
 from .cgroup import OwnCgroup
 from .launcher import helper_env
-from ..private_files import private_tree
+from ..private_files import private_tree, write_private
 from ..ingest.schema import read_manifest
 
 MARKER = "FAULTKIT_CAPTURE"
@@ -96,7 +96,7 @@ def main(out: str, token: str, cgroup: str = "") -> None:
             m.set(state="cut", ended_by="faultkit-killed", killed_leftovers=killed,
                   note="faultkit itself was killed during the capture: its watchdog killed the target's "
                        "processes and the bundle holds what was written until then")
-            write(manifest.parent, m, manifest.with_suffix(".json.tmp").name, manifest.name)
+            write_private(manifest, dumps(m))
     except (OSError, ValueError):
         pass
     private_tree(Path(out))        # what was written until the kill, private like a finished bundle

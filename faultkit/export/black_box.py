@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..analyze.incident import Incident
+from .markup import code as code_mark, strong
 
 TIMELINE_EVENTS = 5000          # the last allocator events per process drawn on its track
 
@@ -14,11 +15,11 @@ def section_parts(inc: Incident) -> dict | None:
         return None
     paragraphs, bullets, code = [], [], []
     for o in bb.owners[:6]:
-        paragraphs.append(f"**{o.verdict}**: {o.text}. Address from {o.address_basis}.")
+        paragraphs.append(f"{strong(o.verdict)}: {o.text}. Address from {o.address_basis}.")
         bullets += o.notes
     if not bb.owners:
         paragraphs.append("No fault address in the evidence to look up in the agent's allocation map "
-                          "(a GPU core's registers, ROCm's `on address` line or a kernel-log page give one).")
+                          f"(a GPU core's registers, ROCm's {code_mark('on address')} line or a kernel-log page give one).")
     bullets += bb.notes
     for p in bb.processes:
         what = p.get("allocations") or "no allocation map"

@@ -3,9 +3,12 @@ first mover's own triage report after it."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
-from .report import render_markdown, to_json
+from .markup import md
+from .report import render_html, render_markdown, to_json
 
 SCHEMA = "faultkit.job/1"
 
@@ -37,7 +40,8 @@ def render_job_json(r) -> str:
 
 
 def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    """Evidence in a table cell or a line: escaped for Markdown (markup.md), never interpreted."""
+    return md(str(text).replace("\n", " "), cell=True)
 
 
 def render_job_markdown(r) -> str:
@@ -66,4 +70,40 @@ def render_job_markdown(r) -> str:
     return "\n".join(out) + "\n"
 
 
-JOB_RENDERERS = {"md": render_job_markdown, "markdown": render_job_markdown, "json": render_job_json}
+def render_job_html(r) -> str:
+    """The same parts as the Markdown, every piece of evidence escaped, the first mover's own HTML
+    report after them."""
+    v, e = r.verdict, lambda x: html.escape(str(x))  # noqa: E731
+    out = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8"><title>faultkit job report</title></head><body>',
+           f"<h1>faultkit job report{': ' + e(v.job) if v.job else ''}</h1>", "<h2>The incident</h2>",
+           f"<p><strong>first mover</strong>: {e(', '.join(v.first_mover) or 'none found')}</p>", f"<p>Why: {e(v.why)}</p>",
+           "<h2>Nodes, on one clock</h2>", "<table><tr><th>node</th><th>rank</th><th>clock offset</th>"
+           "<th>uncertainty</th><th>aligned by</th><th>first cause</th><th>verdict</th></tr>"]
+    for n in r.nodes:
+        a, c = v.alignment[n.name], n.first(True)
+        unc = f"± {a.uncertainty_s:.3f} s" if a.uncertainty_s is not None else "unknown"
+        cells = [n.name, "" if n.rank is None else n.rank, f"{a.offset_s:+.3f} s", unc, a.basis,
+                 f"{c.kind} ({c.origin})" if c else "", n.verdict_level + (f" {n.verdict_kernel}" if n.verdict_kernel
+                                                                           else "")]
+        out.append("<tr>" + "".join(f"<td>{e(x)}</td>" for x in cells) + "</tr>")
+    out.append("</table>")
+    if v.consequences:
+        out += ["<h2>Consequences (not verdicts of their own)</h2>",
+                "<table><tr><th>node</th><th>after the first cause</th><th>what</th><th>evidence</th></tr>"]
+        for node, ev, after in v.consequences[:200]:
+            out.append(f"<tr><td>{e(node)}</td><td>{after:+.3f} s</td><td>{e(ev.kind)}: {e(ev.text[:120])}</td>"
+                       f"<td>{e(ev.origin)}</td></tr>")
+        out.append("</table>")
+    if r.problems:
+        out.append("<ul>" + "".join(f"<li>problem: {e(p)}</li>" for p in r.problems) + "</ul>")
+    if len(v.first_mover) == 1:
+        own = render_html(r.incidents[v.first_mover[0]])
+        body = re.search(r"<body>(.*)</body>", own, re.S)
+        out += [f"<h2>The first mover's own report ({e(v.first_mover[0])})</h2>",
+                (body.group(1) if body else "").replace("<h1>", "<h3>").replace("</h1>", "</h3>")]
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+JOB_RENDERERS = {"md": render_job_markdown, "markdown": render_job_markdown, "html": render_job_html,
+                 "json": render_job_json}

@@ -37,6 +37,15 @@ def kernel(name) -> str:
     return code(display_name(name))
 
 
+AUTHORED = re.compile(r"`([^`\n]+)`|\*\*([^*\n]+)\*\*")
+
+
+def authored(text: str) -> str:
+    """A sentence faultkit wrote with the plain-text notation its JSON keeps (`a command`, **a word**)
+    as marked text: the report shows it as code and emphasis, never as the notation's characters."""
+    return AUTHORED.sub(lambda m: code(m[1]) if m[1] is not None else strong(m[2]), str(text))
+
+
 def plain(text: str) -> str:
     """The words without their marks (for a terminal line or a JSON string)."""
     return clean(MARKS.sub("", str(text)))

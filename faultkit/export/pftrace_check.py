@@ -94,8 +94,12 @@ def check_json_trace(data: bytes) -> CheckResult:
         if not isinstance(ph, str):
             res.errors.append(f"event {i}: 'ph' is {type(ph).__name__}, not a string")
             continue
+        pid, tid = e.get("pid"), e.get("tid")
+        if not all(v is None or isinstance(v, (int, str)) and not isinstance(v, bool) for v in (pid, tid)):
+            res.errors.append(f"event {i} ({ph}): pid and tid must be numbers or strings")
+            continue
         if ph == "M":
-            threads.add((e.get("pid"), e.get("tid")))
+            threads.add((pid, tid))
             continue
         if not isinstance(e.get("ts"), (int, float)):
             res.errors.append(f"event {i} ({ph}): no numeric ts")

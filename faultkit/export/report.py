@@ -15,7 +15,7 @@ from ..analyze.incident import Incident
 from ..analyze.trace_claims import label
 from ..durations import relative
 from .last_moments import last_moments_svg
-from .markup import code, html_block, html_inline, kernel, md, md_code_block, strong
+from .markup import authored, code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout, sources
 from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
@@ -147,7 +147,7 @@ def sections(inc: Incident) -> list[Section]:
              _hang_section(inc), _cores_section(inc),
              *[Section(**p) for p in sources.sections(inc)],     # the sources that render themselves
              *[_stop_section(f) for f in inc.stops[:4]], *(_trace_sections(inc.traces) if inc.traces else []),
-             _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=list(inc.next_steps)),
+             _report_points_section(inc), _codes_section(inc), Section("Next steps", bullets=[authored(s) for s in inc.next_steps]),
              _inputs_section(inc)]
     return [s for s in built if s is not None]
 
@@ -214,8 +214,20 @@ def _meaning_section(inc: Incident) -> Section | None:
     for f in inc.faults:
         if f.meaning and f.meaning not in seen:
             seen.add(f.meaning)
-            s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}")
+            s.bullets.append(f"{f.source} ({f.origin}): {f.meaning}" + _sanitizer_where(f.detail or {}))
     return s if s.bullets else None
+
+
+def _sanitizer_where(d: dict) -> str:
+    """compute-sanitizer's thread, block and host launch frames (the JSON's detail), said in words."""
+    fmt = lambda v: "(" + ",".join(map(str, v)) + ")"  # noqa: E731
+    parts = []
+    if d.get("thread") and d.get("block"):
+        parts.append(f"by thread {fmt(d['thread'])} in block {fmt(d['block'])}")
+    if d.get("host_frames"):
+        parts.append(f"launched from {'; '.join(code(h) for h in d['host_frames'][:3])}")
+    text = ", ".join(parts)
+    return f" {text[0].upper()}{text[1:]}." if parts else ""
 
 
 def _decoded_section(inc: Incident) -> Section | None:
@@ -306,6 +318,10 @@ def _report_points_section(inc: Incident) -> Section:
         s.paragraphs.append(f"The debugger's backtrace of the host thread that stopped on {host.stop.signal} "
                             f"({host.stop.origin}): a CPU crash, so this is where it happened.")
         s.code = [f.text for f in inc.debugger.first_backtrace()[:40]]
+    elif inc.black_box is not None and inc.black_box.threads:
+        # the in-process agent wrote every thread's stack at the abort: said above, not missing
+        s.paragraphs.append("No report point in the logs: the black box above holds every thread's stack at the "
+                            "abort, the thread that received the signal marked.")
     else:
         s.paragraphs.append("No host stack was found.")
     return s
@@ -393,7 +409,7 @@ def _hang_section(inc: Incident) -> Section | None:
     if h is None:
         return None
     s = Section("Hang analysis")
-    s.paragraphs.append(f"**{h.state}**" + (f" ({h.level})" if h.level else "") + f": {h.summary}")
+    s.paragraphs.append(strong(h.state) + (f" ({h.level})" if h.level else "") + f": {h.summary}")
     s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
     if h.processes:
         s.table = (["process", "state", "threads waiting (what on, where)"],
@@ -426,7 +442,11 @@ def _cores_section(inc: Incident) -> Section | None:
         s.paragraphs.append("Running when the dumps were taken (no exception: a snapshot of a hung or busy GPU):")
         s.bullets += [f"pid {r.pid}: {kernel(r.kernel)}" + (f" at {r.where}" if r.where else "") + f" ({r.origin})"
                       for r in inc.running]
-    if armed.get("cuda"):
+    # the CUDA driver's behaviour matters where CUDA was in play (a CUDA core, a CUDA fault), never
+    # on a host-only crash
+    cuda_seen = any(c.platform == "cuda" for c in inc.cores) or any(
+        f.kind == "cuda-error" or f.kind.startswith("xid-") for f in inc.faults)
+    if armed.get("cuda") and cuda_seen:
         s.paragraphs.append("With the CUDA core dump armed, the driver aborts the faulting process right after "
                             "writing the core (exit 134): the Python error (AcceleratorError) and its traceback "
                             "never appear; atexit and Python-level signal handlers do not run, while faulthandler's "

@@ -99,7 +99,9 @@ def _slices_into(tl: Timeline, cols, key: str, name: str, parent: str, names, ar
     categories, codes = names if isinstance(names, tuple) else _categories(names)
     # only the names these records use are interned
     used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
-    codes = np.where(codes >= 0, (np.cumsum(used) - 1)[codes], -1)
+    # (a lane whose slices are all unnamed has no category at all: nothing to renumber)
+    renumber = np.cumsum(used) - 1
+    codes = np.where(codes >= 0, renumber[np.maximum(codes, 0)], -1) if len(renumber) else np.full(len(codes), -1)
     categories = [str(c) for c, u in zip(categories, used) if u]
     starts_all = col("start")
     ordered = (np.diff(starts_all) >= 0).all()

@@ -5,11 +5,11 @@ own health is a metric too."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 from .. import __version__
+from ..private_files import write_private
 from .record import IncidentRecord
 
 
@@ -47,8 +47,10 @@ class Metrics:
         return start_http_server(port, addr=addr, registry=self.registry)
 
     def write_textfile(self, path: str) -> None:
-        from prometheus_client import write_to_textfile
-        write_to_textfile(path, self.registry)     # writes a temporary file and renames it
+        from prometheus_client import generate_latest
+        # through the one writer (atomic, 0600): node_exporter's collector runs as the same user, or
+        # is given the folder by its group (deploy/)
+        write_private(path, generate_latest(self.registry))
 
 
 class OtelLogs:
@@ -81,8 +83,4 @@ class OtelLogs:
 
 def private_json(path: Path, data) -> None:
     """Written whole or not at all (a temporary file renamed), readable by its owner alone."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh, indent=1, default=str)
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data, indent=1, default=str))

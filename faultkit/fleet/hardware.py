@@ -69,3 +69,28 @@ def judge_signature(incidents: int, nodes: int, gpus: int, gpu_histories: list[t
         return Suspicion("undecided", (f"{incidents} incidents, all on one GPU and no hardware sign: run the "
                                        "same job on another GPU to tell a bad card from a bug",))
     return Suspicion("undecided", (f"{incidents} incident(s) on {nodes} node(s), {gpus} GPU(s): too few to tell",))
+
+
+def hardware_sign_of_kind(kind: str) -> bool:
+    """A kind the node agent counts (`ras`, `vram-lost`, `xid-79`) is a hardware sign of the table above."""
+    if kind in HARDWARE_EVENT_KINDS:
+        return True
+    return kind.startswith("xid-") and kind[4:].isdigit() and int(kind[4:]) in HARDWARE_XIDS
+
+
+def judge_incident(node: str, records: list, gpus: list[str], kinds: list[str] = ()) -> Suspicion:
+    """One node's incident judged by the rule the registry applies to a signature (judge_signature),
+    so that the agent's word (its summary, the Prometheus `suspect` label, the Slurm drain) is the
+    registry's word for the same evidence. `records`: the incident's registry records; where there
+    are none (triage off), the hardware signs among the kinds the agent counted."""
+    seen: dict[str, tuple[set, set]] = {}
+    for r in records:
+        sigs, hw = seen.setdefault(r.gpu or "", (set(), set()))
+        sigs.add(r.signature)
+        hw |= {s for s in (r.hardware or "").split(",") if s}
+    if not records:
+        signs = {k for k in kinds if hardware_sign_of_kind(k)}
+        for g in gpus or [""]:
+            seen.setdefault(g, (set(), set()))[1].update(signs)
+    histories = [(node, g or "GPU", len(sigs), hw) for g, (sigs, hw) in sorted(seen.items())]
+    return judge_signature(max(len(records), 1), 1, len(histories), histories)

@@ -12,6 +12,7 @@ from .. import layout
 from ..ingest.schema import read_manifest
 from ..manifest import Manifest
 from ..launch_env import Launch, launch_of
+from ..limits import MAX_FIELD, fits_int
 from .record import Context, IncidentRecord, records_from_report
 
 _CUDA_DRIVER = re.compile(r"Driver Version\s*:\s*(\S+)")
@@ -26,14 +27,75 @@ def report_of(path: str) -> tuple[dict | None, list[str]]:
             data = json.loads(p.read_text(errors="replace"))
         except (OSError, ValueError, RecursionError) as exc:
             return None, [f"{path}: not readable as JSON: {exc}"]
-        if isinstance(data, dict) and str(data.get("schema", "")).startswith("faultkit.triage/"):
-            return data, []
+        if isinstance(data, dict) and isinstance(data.get("schema"), str) and \
+                data["schema"].startswith("faultkit.triage/"):
+            return typed_report(data)
         if p.name == layout.MANIFEST:
             path = str(p.parent)
     from ..export.report import to_json
     from ..triage import TriageOptions, triage
     inc = triage([path], TriageOptions(open_cores=False))
     return to_json(inc), [str(m) + ": no such file, or not readable" for m in inc.missing]
+
+
+MAX_FAULTS = 10_000
+# The report's parts that registry records are made of, and the type each must have (docs/report-json.md);
+# a scalar part may be a string, a number that fits 64 bits, a bool or null.
+SHAPES = {"detail": "dict", "verdict": "dict", "faults": "list", "pids": "list", "candidates": "list",
+          "pid": "int", "kind": "scalar", "code": "scalar", "engine": "scalar", "gpu": "scalar", "time": "scalar",
+          "kernel": "scalar", "level": "scalar", "origin": "scalar", "xid": "scalar", "pci": "scalar"}
+
+
+def typed_report(data: dict) -> tuple[dict, list[str]]:
+    """A report from elsewhere, at the registry's boundary: the parts the records are made of, each of
+    the type the triage report gives it (docs/report-json.md), bounded; what is not is dropped and said
+    (`faults: 5`, `detail: 5`, a pid past 64 bits were internal errors)."""
+    problems: list[str] = []
+
+    def listed(v, what: str) -> list[dict]:
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            problems.append(f"`{what}` is not a list: not read")
+            return []
+        kept = [x for x in v[:MAX_FAULTS] if isinstance(x, dict)]
+        if len(kept) != len(v):
+            problems.append(f"`{what}`: {len(v) - len(kept)} entr(ies) not an object or past {MAX_FAULTS:,}: not read")
+        return kept
+
+    def scalars(d: dict) -> dict:
+        out = {}
+        for k, v in list(d.items())[:256]:
+            want = SHAPES.get(k)
+            if want == "dict":
+                ok = isinstance(v, dict)
+                v = scalars(v) if ok else None
+            elif want == "list":
+                ok = isinstance(v, list)
+                v = [x if not isinstance(x, dict) else scalars(x) for x in v[:MAX_FAULTS]
+                     if isinstance(x, (str, dict)) or fits_int(x)] if ok else None
+            elif want == "int":
+                ok = fits_int(v) or v is None
+            elif isinstance(v, str):
+                ok, v = True, v[:MAX_FIELD]
+            else:
+                ok = v is None or isinstance(v, (bool, float)) or fits_int(v)
+                if not ok and want is None:
+                    continue                   # a part the records are not made of: left as it is, unread
+            if ok:
+                out[k] = v
+            else:
+                problems.append(f"`{k}` of the type {type(d[k]).__name__} or too large: not read")
+        return out
+
+    out = {"schema": data["schema"][:64]}
+    out["faults"] = [scalars(f) for f in listed(data.get("faults"), "faults")]
+    out["incidents"] = [scalars(i) for i in listed(data.get("incidents"), "incidents")]
+    out["kernel_events"] = [scalars(e) for e in listed(data.get("kernel_events"), "kernel_events")]
+    out["verdict"] = scalars(data["verdict"]) if isinstance(data.get("verdict"), dict) else {}
+    if data.get("verdict") is not None and not isinstance(data["verdict"], dict):
+        problems.append(f"`verdict` of the type {type(data['verdict']).__name__}: not read")
+    return out, sorted(set(problems))
 
 
 def context_of(path: str, node: str | None, job: str | None, seen_at: float | None) -> Context:
@@ -109,4 +171,4 @@ def _read(path: Path) -> str:
 
 
 def _str(v) -> str | None:
-    return str(v) if isinstance(v, (str, int, float)) and str(v) else None
+    return str(v)[:MAX_FIELD] if (isinstance(v, (str, float)) or fits_int(v)) and str(v) else None

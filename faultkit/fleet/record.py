@@ -94,7 +94,9 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
         return [], [f"{ctx.report or 'report'}: not a faultkit triage report (schema faultkit.triage/N)"]
     faults = [f for f in report.get("faults") or [] if isinstance(f, dict)]
     if not faults:
-        return [], []
+        # no fault, but the kernel log's hardware signs (RAS errors, VRAM lost at a mode-1 reset): a
+        # hardware incident, one record per GPU that showed them, for the hardware rule to see
+        return _hardware_only(hardware_signs([], report.get("kernel_events") or []), report, ctx), []
     incidents = [i for i in report.get("incidents") or [] if isinstance(i, dict)]
     if not incidents:     # older reports: the whole report is one incident
         incidents = [{"faults": list(range(len(faults))), "verdict": report.get("verdict") or {}}]
@@ -108,7 +110,7 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
         kernel = _kernel_of(verdict, level)
         key = kernel_key(kernel) if kernel else None
         head = _first(mine)
-        gpu = head.get("gpu")
+        gpu = _gpu_of(head, mine)
         fingerprint = json.dumps([ctx.node, ctx.report, n, [f.get("detail", {}).get("origin") for f in mine]])
         out.append(IncidentRecord(
             incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node,
@@ -119,6 +121,25 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
             driver=ctx.driver, framework=ctx.framework, model=ctx.model, chain=" > ".join(_chain(mine)),
             hardware=",".join(sorted(signs.get(str(gpu), set()) | signs.get(None, set()))), report=ctx.report))
     return out, problems
+
+
+def _hardware_only(signs: dict, report: dict, ctx: Context) -> list[IncidentRecord]:
+    out: list[IncidentRecord] = []
+    if not signs:                      # a clean run: the registry holds incidents only
+        return out
+    shared = signs.get(None, set())
+    gpus = sorted(g for g in signs if g is not None) or [None]
+    for gpu in gpus:
+        mine = sorted(signs.get(gpu, set()) | shared)
+        code = ",".join(mine)
+        fingerprint = json.dumps([ctx.node, ctx.report, "hardware", gpu, code])
+        out.append(IncidentRecord(
+            incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node, seen_at=ctx.seen_at,
+            signature=signature_of(None, "hardware", code, None), kernel=None, kernel_key=None, level="unknown",
+            fault_kind="hardware", code=code, engine=None, gpu=gpu, pid=None, job=ctx.job, runtime=ctx.runtime,
+            driver=ctx.driver, framework=ctx.framework, model=ctx.model, chain=" > ".join(mine), hardware=code,
+            report=ctx.report))
+    return out
 
 
 def _pid(head: dict, incident: dict) -> int | None:
@@ -157,10 +178,23 @@ def _ordered(faults: list[dict]) -> list[dict]:
 
 def _first(faults: list[dict]) -> dict:
     """The incident's head: the earliest fault that is a cause, not a consequence (an Xid 43 'GPU
-    stopped processing' follows the fault that caused it)."""
+    stopped processing' follows the fault that caused it), and a device-side finding before the
+    host's report of it (compute-sanitizer's invalid write, not the error 719 the host saw after)."""
     ordered = _ordered(faults)
     causes = [f for f in ordered if (f.get("detail") or {}).get("xid") not in FOLLOW_ON_XIDS]
-    return (causes or ordered)[0]
+    device = [f for f in causes if f.get("kind") not in HOST_REPORTED_KINDS]
+    return (device or causes or ordered)[0]
+
+
+# What the host reports of a device error after the fact (a runtime's error string, a CUDA error
+# at the next synchronizing call): the finding it reports, where there is one, heads the incident.
+HOST_REPORTED_KINDS = frozenset({"gpu-runtime-error", "cuda-error"})
+
+
+def _gpu_of(head: dict, faults: list[dict]):
+    """The GPU as the machine names it: the kernel log's PCI address where the incident has one (a
+    runtime's GPU index or HSA node is local to its process), else the head's."""
+    return next((f.get("gpu") for f in faults if f.get("source") == "kernel-log" and f.get("gpu")), head.get("gpu"))
 
 
 # Xids that report the end of work another event caused: the Xid table's consequence column (codes.XIDS).

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import time
 
+from ..terminal import clean
 from .hardware import Suspicion
 from .store import SignatureRow
 
 
+def _lines(lines: list[str]) -> str:
+    """The registry holds what many nodes' evidence said (kernel names, versions, node names): one
+    terminal line each, no escape sequence through."""
+    return "".join(clean(ln) + "\n" for ln in lines)
+
+
 def when(t: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + "Z" if t else "?"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + "Z" if t else "?"
+    except (OverflowError, OSError, ValueError, TypeError):      # a hostile report's time
+        return "?"
 
 
 def top_text(rows: list[SignatureRow], total: int) -> str:
@@ -20,7 +30,7 @@ def top_text(rows: list[SignatureRow], total: int) -> str:
     for r in rows:
         what = " ".join(x for x in (r.kernel_key or "(no kernel named)", r.fault_kind, r.code, r.engine) if x)
         lines.append(f"{r.signature:<16}  {r.incidents:>9,}  {r.nodes:>5}  {r.gpus:>4}  {when(r.last_seen):<20}  {what}")
-    return "\n".join(lines) + "\n"
+    return _lines(lines)
 
 
 def row_json(r: SignatureRow) -> dict:
@@ -54,4 +64,4 @@ def show_text(data: dict) -> str:
     lines.append("GPUs:")
     lines += [f"  {g['node']} {g['gpu']}: {g['signatures']} signature(s)"
               + (f", hardware signs {', '.join(g['hardware'])}" if g["hardware"] else "") for g in data["gpus_touched"]]
-    return "\n".join(lines) + "\n"
+    return _lines(lines)

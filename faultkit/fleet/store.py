@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from ..private_files import PrivateFile, private_dir
 from .record import IncidentRecord
 
 TABLE = "incidents"
@@ -61,7 +62,7 @@ class SignatureRow:
     last_seen: float | None
 
 
-class RegistryError(Exception):
+class RegistryError(RuntimeError):
     """The registry cannot be opened or written: a one-line reason for the user."""
 
 
@@ -70,12 +71,52 @@ def default_location() -> str:
     return str(Path(base) / "faultkit" / "registry.duckdb")
 
 
-def open_store(db: str | None):
-    """`postgresql://...` (or `postgres://`) opens PostgreSQL; anything else is a DuckDB file."""
+def open_store(db: str | None, read_only: bool = False):
+    """`postgresql://...` (or `postgres://`) opens PostgreSQL; anything else is a DuckDB file.
+    `read_only`: a reader (top, show, similar, export) that several may run at once."""
     db = db or os.environ.get("FAULTKIT_REGISTRY") or default_location()
     if db.startswith(("postgresql://", "postgres://")) or db.startswith("host="):
         return PostgresStore(db)
-    return DuckDBStore(db)
+    return DuckDBStore(db, read_only=read_only)
+
+
+# DuckDB takes one writing process at a time (its file lock): a second `registry add` or a reader
+# while `watch --db` adds waits for the lock this long, retrying, then says so. Many writers at
+# once belong in PostgreSQL.
+LOCK_WAIT_S = 30.0
+# Never fetch code: a --db naming another kind of file (SQLite) made DuckDB try to download an extension.
+DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def _not_duckdb(path: str) -> str | None:
+    """What an existing file is where it is not a DuckDB database (its header says `DUCK` at byte 8)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None
+    if not head or head[8:12] == b"DUCK":
+        return None
+    return "a SQLite database" if head.startswith(b"SQLite format 3") else "its header is not DuckDB's"
+
+
+def _duckdb_connect(path: str, read_only: bool, wait_s: float = LOCK_WAIT_S):
+    import time
+
+    import duckdb
+    delay, end = 0.05, time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only, config=DUCKDB_CONFIG)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() >= end:
+                if "lock" in str(exc).lower():
+                    raise RegistryError(f"the registry {path} is in use by another process (a DuckDB file takes one "
+                                        f"writer at a time; waited {wait_s:.0f} s). Try again, or give many writers "
+                                        f"a PostgreSQL registry (--db postgresql://...)") from None
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 class Store:
@@ -132,20 +173,34 @@ class Store:
 
 
 class DuckDBStore(Store):
-    def __init__(self, path: str):
+    def __init__(self, path: str, read_only: bool = False):
         import duckdb
+        read_only = read_only and path != ":memory:" and os.path.isfile(path)    # a new registry is made
+        kind = _not_duckdb(path)
+        if kind:
+            raise RegistryError(f"{path}: not a DuckDB registry ({kind}); give a new file's path, a DuckDB file "
+                                f"faultkit made, or a postgresql:// URL")
         try:
-            if path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self.con = duckdb.connect(path)
+            if path != ":memory:" and not read_only:
+                private_dir(Path(path).parent) if not Path(path).parent.is_dir() else None
+                # DuckDB creates the file and its .wal with the umask's mode: incidents name processes
+                # and kernels, so the owner's alone (this process writes nothing for others to read)
+                os.umask(0o077)
+            self.con = _duckdb_connect(path, read_only)
         except (OSError, duckdb.Error) as exc:
-            raise RegistryError(f"cannot open the registry {path}: {exc}") from None
+            raise RegistryError(f"cannot open the registry {path}: {str(exc).splitlines()[0][:300]}") from None
         self.location = path
-        self.con.execute(SCHEMA)
-        for ix in INDEXES:
-            self.con.execute(ix)
+        if read_only:
+            return
+        try:
+            self.con.execute(SCHEMA)
+            for ix in INDEXES:
+                self.con.execute(ix)
+        except duckdb.Error as exc:
+            self.con.close()
+            raise RegistryError(f"cannot use the registry {path}: {str(exc).splitlines()[0][:300]}") from None
         if path != ":memory:":
-            os.chmod(path, 0o600)     # incidents name processes and kernels: the owner's alone
+            os.chmod(path, 0o600)
 
     def _execute(self, sql, params=()):
         return self.con.execute(sql.replace("%s", "?"), list(params))
@@ -207,9 +262,8 @@ def write_parquet(store: Store, path: str) -> int:
     import pyarrow.parquet as pq
     rows = store.all_rows()
     table = _arrow(rows)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        pq.write_table(table, f)
+    with PrivateFile(path, binary=True) as f:      # atomic, 0600 even over a 0644 file
+        pq.write_table(table, f.fh)
     return len(rows)
 
 

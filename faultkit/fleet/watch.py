@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout, redact
+from ..private_files import private_dir, write_private
 from ..ingest.kernel_log import parse_kernel_log
 from ..ingest.runtime_log import parse_runtime_log
 from .emit import Metrics, OtelLogs, private_json
+from .hardware import judge_incident
 from .record import Context, IncidentRecord, records_from_report
 from .sources import FileSource, KmsgSource, load_cursors, save_cursors
 
@@ -102,9 +104,10 @@ class Watcher:
     def __init__(self, opts: WatchOptions, clock=time.time):
         self.opts = opts
         self.clock = clock
-        opts.spool.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dir(opts.spool)
         self.cursor_file = str(opts.spool / ".cursors.json")
-        cursors = load_cursors(self.cursor_file)
+        cursors, damaged = load_cursors(self.cursor_file)
+        self.problems: list[str] = [damaged] if damaged else []
         self.sources: dict[str, object] = {}
         if opts.kernel_log:
             key = f"kernel:{opts.kernel_log}"
@@ -118,12 +121,12 @@ class Watcher:
         self.metrics = Metrics(opts.node)
         self.otel = (OtelLogs(opts.node, opts.otlp_endpoint, opts.otel_exporter)
                      if opts.otlp_endpoint or opts.otel_exporter is not None else None)
-        self.store = None
-        if opts.registry_db:
+        if opts.registry_db:                   # opened once now so a wrong --db is said at the start
             from .store import open_store
-            self.store = open_store(opts.registry_db)
+            open_store(opts.registry_db).close()
         self.server = self.metrics.serve(opts.metrics_port, opts.metrics_addr) if opts.metrics_port is not None else None
-        self.problems: list[str] = []
+        # Each source's file name in an incident folder: two logs of one base name stay two files.
+        self.file_names = evidence_names(self.sources)
 
     # one pass over every source
     def step(self) -> int:
@@ -132,13 +135,16 @@ class Watcher:
             lines = src.read()
             if src.error:
                 healthy = False
-                if src.error not in self.problems:
-                    self.problems.append(src.error)
-                    self.metrics.errors.labels(self.opts.node, key).inc()
+                self._problem(src.error, key)
             if not lines:
                 continue
             read += len(lines)
-            n, pids, kinds, gpus = signs_in(key, lines, key.startswith("kernel:"))
+            try:
+                n, pids, kinds, gpus = signs_in(key, lines, key.startswith("kernel:"))
+            except Exception as exc:       # noqa: BLE001 - a line never stops the agent, nor loses the batch
+                self._problem(f"{key}: a batch of {len(lines)} line(s) could not be parsed ({type(exc).__name__}); "
+                              f"kept as evidence", key)
+                n, pids, kinds, gpus = 0, set(), collections.Counter(), set()
             if n:
                 self._sign(key, lines, n, pids, kinds, gpus, now)
             elif self.open is not None:
@@ -152,6 +158,11 @@ class Watcher:
         if self.opts.textfile:
             self.metrics.write_textfile(self.opts.textfile)
         return read
+
+    def _problem(self, why: str, key: str) -> None:
+        if why not in self.problems:
+            self.problems = (self.problems + [why])[-100:]        # bounded: an agent runs for months
+            self.metrics.errors.labels(self.opts.node, key).inc()
 
     def _sign(self, key, lines, n, pids, kinds, gpus, now) -> None:
         self.metrics.signs.labels(self.opts.node).inc(n)
@@ -192,14 +203,11 @@ class Watcher:
         folder = self.opts.spool / f"{stamp}-{ident}"
         if folder.exists():                         # already written by an earlier run: never twice
             return
-        folder.mkdir(mode=0o700)
+        private_dir(folder)
         evidence = []
         for key, lines in o.lines.items():
-            name = layout.KERNEL_FOLLOW if key.startswith("kernel:") else f"{Path(key[4:]).name}.log"
-            path = folder / name
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(b"\n".join(lines) + b"\n")
+            path = folder / self.file_names[key]
+            write_private(path, b"\n".join(lines) + b"\n")
             evidence.append(str(path))
         processes = [process_record(pid) for pid in sorted(o.pids)]
         summary = {"schema": INCIDENT_SCHEMA, "id": f"{stamp}-{ident}", "node": self.opts.node, "opened": o.opened,
@@ -213,11 +221,17 @@ class Watcher:
         if self.opts.triage:
             from ..export.report import to_json
             from ..triage import TriageOptions, triage
-            report = to_json(triage(evidence, TriageOptions(open_cores=False)))
-            private_json(folder / "report.json", report)
-            records, _ = records_from_report(report, Context(node=self.opts.node, seen_at=o.opened,
-                                                             report=str(folder / "report.json")))
-        suspect = suspicion_of(records, o)
+            try:
+                report = to_json(triage(evidence, TriageOptions(open_cores=False)))
+                private_json(folder / "report.json", report)
+                records, _ = records_from_report(report, Context(node=self.opts.node, seen_at=o.opened,
+                                                                 report=str(folder / "report.json")))
+            except Exception as exc:   # noqa: BLE001 - the incident and its lines are kept whatever triage says
+                summary["triage_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                self._problem(f"incident {stamp}-{ident}: triage failed ({type(exc).__name__}); its lines are kept "
+                              f"in {folder}", "triage")
+                report, records = None, []
+        suspect = suspicion_of(records, o, self.opts.node)
         head = records[0] if records else None
         summary.update(signature=head.signature if head else "", kernel=head.kernel if head else None,
                        level=head.level if head else "unknown", suspect=suspect)
@@ -227,9 +241,24 @@ class Watcher:
         self.metrics.incident(head, kind, next(iter(sorted(o.gpus)), None), suspect)
         if self.otel:
             self.otel.incident(summary)
-        if self.store is not None and records:
-            self.store.add(records)
+        if opts_db := self.opts.registry_db:
+            if records:
+                self._add(opts_db, records, folder)
         self.closed.append(summary)
+
+    def _add(self, db: str, records, folder) -> None:
+        """Into the registry, opened for this add only: a DuckDB file takes one writer, and a
+        registry held open for the agent's life would block every reader (and every other agent)."""
+        from .store import RegistryError, open_store
+        try:
+            store = open_store(db)
+            try:
+                store.add(records)
+            finally:
+                store.close()
+        except RegistryError as exc:        # the incident is in the spool; the registry can take it later
+            self._problem(f"{exc}; the incident stays in {folder} (faultkit registry add {folder}/report.json)",
+                          "registry")
 
     def close(self) -> None:
         self.flush()
@@ -237,19 +266,35 @@ class Watcher:
             s.close()
         if self.otel:
             self.otel.close()
-        if self.store is not None:
-            self.store.close()
         if self.server is not None:
             self.server[0].shutdown()
 
 
-def suspicion_of(records: list[IncidentRecord], o: Open) -> str:
-    """On one node the agent can only see hardware signs in the incident itself; many nodes' patterns
-    are the registry's to judge."""
-    hw = {r.hardware for r in records if r.hardware}
-    if hw:
-        return "hardware"
-    return "software" if any(r.kernel for r in records) else "unknown"
+def evidence_names(sources: dict) -> dict[str, str]:
+    """The file each source's lines go to in an incident folder: the kernel log's fixed name, a
+    server log's base name; a base name that two logs share gets the rest of its path in its name."""
+    names: dict[str, str] = {}
+    for key in sources:
+        if key.startswith("kernel:"):
+            names[key] = layout.KERNEL_FOLLOW
+    logs = [k for k in sources if not k.startswith("kernel:")]
+    bases = collections.Counter(Path(k[4:]).name for k in logs)
+    taken = set(names.values())
+    for k in logs:
+        base = Path(k[4:]).name or "log"
+        name = f"{base}.log" if bases[base] == 1 else \
+            re.sub(r"[^A-Za-z0-9._-]+", "_", k[4:].strip("/")) + ".log"
+        while name in taken or name.startswith("."):
+            name = "_" + name
+        taken.add(name)
+        names[k] = name
+    return names
+
+
+def suspicion_of(records: list[IncidentRecord], o: Open, node: str = "") -> str:
+    """The registry's rule on this one incident (fleet.hardware.judge_incident): one decision, one
+    word. Many nodes' patterns (a software bug) are the registry's to see."""
+    return judge_incident(node, records, sorted(o.gpus), list(o.kinds)).kind
 
 
 def one_line(s: dict) -> str:

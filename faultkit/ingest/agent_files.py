@@ -10,6 +10,7 @@ from pathlib import PurePosixPath
 from ..agent import files as names
 from ..agent import ring
 from ..agent_model import AgentLog, AgentProcess, AllocEvent, Site, StackDump, ThreadStack
+from ..limits import MAX_FIELD, fits_int, small_int
 from ..model import Problem
 
 THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):")
@@ -27,10 +28,14 @@ def parse_agent(inputs: list[tuple[str, bytes]]) -> AgentLog:
         p.files.append(name)
         if kind == names.HEADER:
             try:
-                h = json.loads(data.decode("utf-8", "replace"))
-                p.header = h if isinstance(h, dict) else {}
-            except ValueError as exc:
-                out.problems.append(Problem(name, f"agent header unreadable ({exc})"))
+                h = json.loads(data[:MAX_HEADER].decode("utf-8", "replace"))
+            except (ValueError, RecursionError) as exc:
+                out.problems.append(Problem(name, f"agent header unreadable ({str(exc)[:200]})"))
+                continue
+            p.header, dropped = typed_header(h)
+            if dropped:
+                out.problems.append(Problem(name, f"agent header: {', '.join(dropped)} of the wrong type or size, "
+                                                  f"not read"))
         elif kind == names.ALLOC_RING:
             _ring(p, name, data, out)
         elif kind == names.SITES:
@@ -40,13 +45,63 @@ def parse_agent(inputs: list[tuple[str, bytes]]) -> AgentLog:
     return out
 
 
+MAX_HEADER = 1 << 20        # an agent header is a few hundred bytes
+MAX_ITEMS = 256
+# The header's fields as the agent writes them (agent/runtime.py), each with the type it must have.
+_HEADER_FIELDS = {"pid": "int", "ppid": "int", "executable": "str", "python": "str", "mode": "str",
+                  "started": "dict", "armed": "strs", "failures": "strs", "alloc": "dict"}
+_ALLOC_FIELDS = {"mechanism": "str", "mode": "str", "note": "str", "sites_note": "str", "attached": "dict"}
+
+
+def _typed(v, kind: str):
+    """`v` when it has the kind (bounded), else None. Nested dicts keep scalar values only."""
+    if kind == "int":
+        return v if fits_int(v) else None
+    if kind == "str":
+        return v[:MAX_FIELD] if isinstance(v, str) else None
+    if kind == "strs":
+        return [x[:MAX_FIELD] for x in v[:MAX_ITEMS] if isinstance(x, str)] if isinstance(v, list) else None
+    if kind == "dict" and isinstance(v, dict):
+        return {str(k)[:200]: x if fits_int(x) or isinstance(x, (float, bool)) or x is None else
+                (x[:MAX_FIELD] if isinstance(x, str) else None) for k, x in list(v.items())[:MAX_ITEMS]}
+    return None
+
+
+def typed_header(h) -> tuple[dict, list[str]]:
+    """The header's known fields, typed and bounded; the names of those that were not."""
+    if not isinstance(h, dict):
+        return {}, ["the whole header"]
+    out, dropped = {}, []
+    for key, kind in _HEADER_FIELDS.items():
+        if key not in h:
+            continue
+        v = _typed(h[key], kind)
+        if key == "alloc" and isinstance(h[key], dict):
+            v = {k: _typed(h[key][k], t) for k, t in _ALLOC_FIELDS.items() if k in h[key]}
+            dropped += [f"alloc.{k}" for k, x in v.items() if x is None]
+            v = {k: x for k, x in v.items() if x is not None}
+        if v is None:
+            dropped.append(key)
+        else:
+            out[key] = v
+    return out, dropped
+
+
+# Clock readings fit 62 bits (146 years of nanoseconds): past that a ring's anchor is damaged.
+MAX_NS = 1 << 62
+
+
 def _ring(p: AgentProcess, name: str, data: bytes, out: AgentLog) -> None:
     head, problem = ring.read_header(data)
     if head is None:
         out.problems.append(Problem(name, problem or "not a ring"))
         return
     recs, torn = ring.read_records(data, head["capacity"])
-    offset = head["boottime_ns"] - head["monotonic_ns"] if head["boottime_ns"] else 0
+    boot, mono = head["boottime_ns"], head["monotonic_ns"]
+    offset = boot - mono if 0 < boot < MAX_NS and 0 <= mono < MAX_NS else 0
+    if boot and not offset and boot != mono:
+        out.problems.append(Problem(name, "the ring's clock anchor is out of range: times kept on the monotonic clock"))
+        head["boottime_ns"] = 0
     p.events = [AllocEvent(r[0], ring.KIND_NAMES.get(r[2], f"kind-{r[2]}"), r[4] + offset, r[5], r[6], r[7], r[3],
                            r[8], r[9]) for r in recs]
     first = recs[0][0] if recs else None
@@ -62,8 +117,9 @@ def _sites(p: AgentProcess, data: bytes) -> None:
     rows = text.split("\n")
     for row in rows[:-1]:                 # the last piece has no newline: cut, dropped
         parts = row.split("\t")
-        if len(parts) >= 3 and parts[0].isdigit():
-            p.sites[int(parts[0])] = Site(int(parts[0]), parts[1], parts[2])
+        site = small_int(parts[0]) if len(parts) >= 3 and parts[0].isascii() and parts[0].isdigit() else None
+        if site is not None:                 # `²` is a digit to str.isdigit, not to int()
+            p.sites[site] = Site(site, parts[1][:MAX_FIELD], parts[2][:MAX_FIELD])
 
 
 def parse_stacks(text: str, name: str) -> list[StackDump]:

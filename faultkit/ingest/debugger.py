@@ -562,6 +562,8 @@ class _Parser:
         o = self.origin(no)
         m = SAN_ACCESS.match(body)
         if m:
+            if self.sanitizer is not None:
+                self.sanitizer.device_frames_end = True      # the next report: the last one's frames ended
             self.sanitizer = SanitizerReport(o, m["space"], m["rw"], int(m["size"]))
             self.finding = None
             self.log.sanitizer.append(self.sanitizer)
@@ -595,6 +597,8 @@ class _Parser:
             return True
         if (m := SAN_DEVICE_FRAME.match(body)):
             r.device_frames.append((m["func"] or m["old"]).strip())
+        elif body.startswith(("Saved host backtrace", "Host Frame:")):
+            r.device_frames_end = True
         elif (m := SAN_AT.match(body) or SAN_AT_OLD.match(body) or SAN_AT_BARE.match(body)):
             r.kernel, r.offset = m["func"], int(m["off"], 16) if m["off"] else None
             r.file, r.line = m["file"], int(m["line"]) if m["line"] else None

@@ -21,12 +21,13 @@ import pickle
 import re
 
 from ..hang_model import CollectiveEntry, RankCollectives
+from ..limits import fits_int, short_text, small_int
 from .runtime_log import COLLECTIVE_TIMEOUT
 
 # torch::jit::Pickler writes typed lists through these (pushSpecializedList); each is a list.
 TORCH_LIST_BUILDERS = frozenset({"build_intlist", "build_doublelist", "build_boollist", "build_tensorlist",
                                  "build_complexlist"})
-RANK_SUFFIX = re.compile(r"(\d+)$")
+RANK_SUFFIX = re.compile(r"(?<!\d)(\d{1,9})$")
 MAX_DUMP_BYTES = 512 << 20
 
 
@@ -97,7 +98,7 @@ def parse_flight_record(data: bytes, name: str) -> RankCollectives:
     if not isinstance(dump, dict):
         out.problems.append(f"{name}: a pickle, but not a flight record (no dict at its top)")
         return out
-    out.version = str(dump.get("version")) if dump.get("version") is not None else None
+    out.version = short_text(dump.get("version"), 64)
     entries = dump.get("entries")
     if not isinstance(entries, list):
         out.problems.append(f"{name}: no `entries` list (version {out.version})")
@@ -117,12 +118,15 @@ def _entry(e) -> CollectiveEntry | None:
     p2p = bool(e.get("is_p2p"))
     seq = e.get("p2p_seq_id" if p2p else "collective_seq_id")
     state = e.get("state")
-    if not isinstance(seq, int) or not isinstance(state, str):
+    # every field typed and bounded before use: never str() of a container (shared references
+    # in a pickle make a few KB of it gigabytes of text), never an int past 64 bits
+    if not fits_int(seq) or not isinstance(state, str):
         return None
     pg = e.get("process_group")
     # (name, description) in the versions that have it; the numeric pg_id in older ones
-    pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(e.get("pg_id", "?"))
-    return CollectiveEntry(pg=pg_name, seq=seq, op=str(e.get("profiling_name") or "?"), state=state, p2p=p2p)
+    pg_name = short_text(pg[0], 200) if isinstance(pg, (list, tuple)) and pg else short_text(e.get("pg_id", "?"), 200)
+    return CollectiveEntry(pg=pg_name or "?", seq=seq, op=short_text(e.get("profiling_name"), 200) or "?",
+                           state=state[:64], p2p=p2p)
 
 
 def watchdog_collectives(text: str, name: str) -> list[RankCollectives]:
@@ -131,7 +135,9 @@ def watchdog_collectives(text: str, name: str) -> list[RankCollectives]:
     collective it was still in when its watchdog gave up."""
     out: dict[int, RankCollectives] = {}
     for m in COLLECTIVE_TIMEOUT.finditer(text):
-        rank, seq = int(m.group("rank")), int(m.group("seq"))
+        rank, seq = small_int(m.group("rank")), small_int(m.group("seq"))
+        if rank is None or seq is None:          # a number past 64 bits: damaged or hostile, not a rank
+            continue
         rc = out.setdefault(rank, RankCollectives(rank=rank, source=name, timed_out=True))
         rc.entries.append(CollectiveEntry(pg="?", seq=seq, op=m.group("op").lower(), state="started"))
     return list(out.values())

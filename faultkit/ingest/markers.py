@@ -20,8 +20,12 @@ from .runtime_log import COLLECTIVE_TIMEOUT     # the watchdog's line: its owner
 REQUEST = re.compile(r"\b(?:rid|request_id|req_id)\s*[=:]\s*[\"']?(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{7,})")
 PEER_LOSS = re.compile(r"Connection (?:closed|reset) by peer|remote process exited or there was a network error|"
                        r"NCCL communicator was aborted|Broken pipe|ProcessGroupGloo.*(?:closed|reset)")
+# A rank's own collective timing out: gloo's "Timed out waiting 2000ms for recv operation to complete"
+# (gloo/transport/tcp/unbound_buffer.cc, pair.cc) and ProcessGroupNCCL's watchdog line. What follows
+# it in that rank (an exception, an abort) is the timeout's consequence, not a cause of its own.
+OWN_TIMEOUT = re.compile(r"Timed out waiting \d+ms for (?:recv|send) operation|" + COLLECTIVE_TIMEOUT.pattern)
 _ANCHORS = ("SeqNum=", "rid", "request_id", "req_id", "by peer", "remote process exited", "communicator was aborted",
-            "Broken pipe")
+            "Broken pipe", "Timed out waiting")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Marker:
 class PeerLoss:
     origin: Origin
     text: str
+    kind: str = "peer-loss"    # or "collective-timeout": this rank's own collective timed out
 
 
 def markers_in(text: str, name: str) -> tuple[list[Marker], list[PeerLoss]]:
@@ -56,4 +61,6 @@ def markers_in(text: str, name: str) -> tuple[list[Marker], list[PeerLoss]]:
                 markers.append(Marker(Origin(name, n), key, "collective-timeout"))
         if PEER_LOSS.search(line):
             losses.append(PeerLoss(Origin(name, n), line.strip()[:300]))
+        elif not m and OWN_TIMEOUT.search(line):     # (the watchdog's line is the runtime log's fault already)
+            losses.append(PeerLoss(Origin(name, n), line.strip()[:300], "collective-timeout"))
     return markers, losses

@@ -166,3 +166,36 @@ def as_samples(dumps: list[ProcessStacks]) -> list[list[ProcessStacks]]:
 
 PARSERS = {"py-spy": parse_pyspy_json, "py-spy-text": parse_pyspy_text, "gdb": parse_gdb_backtraces,
            "faulthandler": parse_faulthandler}
+
+
+# A pasted file holds host stacks when one of the dumps' own thread headers opens a line.
+STACK_MARKERS = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \([^)]*\)(?:: ".*")?\s*$|'          # py-spy
+                           r'^Thread \d+(?:\.\d+)? \(.*\):\s*$|'                                 # gdb
+                           r'^(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])? \(most recent call first\):', re.M)
+
+
+def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
+    """The host stack dumps in a pasted text (a log with py-spy dumps in it, a gdb session's
+    `thread apply all bt`, faulthandler's dump): one record per process, py-spy's split at its
+    `Process N:` lines. Empty when the text holds none."""
+    if re.match(r"\s*\[\s*\{", text) and '"frames"' in text:
+        d = parse_pyspy_json(text)
+        return [d] if d.threads else []
+    if not STACK_MARKERS.search(text):
+        return []
+    if "(most recent call first):" in text and not re.search(PYSPY_THREAD.pattern, text, re.M):
+        d = parse_faulthandler(text)
+        return [d] if d.threads else []
+    if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(.*\):\s*$", text, re.M):
+        d = parse_gdb_backtraces(text)
+        d.source = "gdb (pasted)"
+        return [d] if d.threads else []
+    out = []
+    starts = [m.start() for m in re.finditer(r"^Process \d+: ", text, re.M)] or [0]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    for a, b in zip(starts, starts[1:] + [len(text)]):
+        d = parse_pyspy_text(text[a:b])
+        if d.threads:
+            out.append(d)
+    return out

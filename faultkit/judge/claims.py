@@ -29,6 +29,11 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     "debugger-stop-inexact": (LIKELY,    0.9,  "observed", ()),
     "driver-exception":      (CERTAIN,   1.0,  "observed", ()),
     "debug-agent-wave":      (LIKELY,    0.9,  "reported", ()),
+    # a device-side assert: the function that asserted (the kernel, or a device function in it)
+    "device-assert":         (LIKELY,    0.8,  "reported", ()),
+    # the fault placed in a device function, no entry point visible (a sanitizer report cut in its
+    # device frames, an assert in a lambda or a library helper): said, never a kernel
+    "device-function":       (CANDIDATES, 0.5,  "reported", ()),
     "rocclr-memory-fault":   (CANDIDATES, 0.7,  "reported", ()),
     "queue-callback":        (CANDIDATES, 0.65, "reported", ()),
     "hang-analysis-pending": (CANDIDATES, 0.6,  "reported", ()),

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 from ..analyze.log_claims import driver_claims, log_claims
+from ..analyze.record_faults import assert_claims, assert_faults
 from ..ingest.prefilter import RUNTIME
+from ..ingest.normalize import for_runtime
 from ..ingest.runtime_log import parse_runtime_log
 from .source import Source, anchors, parser_anchors
 
@@ -30,7 +32,7 @@ STOPS = anchors("Memory access fault by GPU", "HW Exception by GPU", "aborting w
 
 
 def _claims(inc, setting):
-    return driver_claims(inc.runtime) + log_claims(inc.runtime, setting.rocm_version)
+    return driver_claims(inc.runtime) + log_claims(inc.runtime, setting.rocm_version) + assert_claims(inc.runtime)
 
 
 def _gather(inc, log, text):
@@ -41,6 +43,7 @@ SOURCE = Source(
     "runtime-log", "the target's output: runtime and framework fault lines, tracebacks, wave dumps",
     kind=RUNTIME, markers=MARKERS, anchors=STOPS + parser_anchors(RUNTIME, STOPS),
     reads=frozenset({RUNTIME, "debugger"}),      # a debugger's transcript holds the target's output too
-    parse=lambda t: parse_runtime_log(t.text, t.name), gather=_gather, claims=_claims,
+    parse=lambda t: parse_runtime_log(for_runtime(t.text), t.name), gather=_gather, claims=_claims,
+    faults=lambda inc: assert_faults(inc.runtime),
     json_keys=("report_points", "wave_dumps", "core_dump_lines"),
     sections=("Decoded", "Wave dumps", "Queue analysis", "Where it was reported", "Codes"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..analyze.debug_stop import sanitizer_claims, sanitizer_fault
+from ..analyze.record_faults import api_error_faults
 from ..ingest.prefilter import DEBUGGER
 from .source import Source
 
@@ -14,5 +15,5 @@ MARKERS = re.compile(r"^[ \t]*========= ", re.M)
 
 SOURCE = Source(
     "sanitizer", "compute-sanitizer's reports: the kernel, the access, the allocation",
-    kind=DEBUGGER, markers=MARKERS, faults=lambda inc: [sanitizer_fault(r) for r in inc.debugger.sanitizer],
+    kind=DEBUGGER, markers=MARKERS, faults=lambda inc: [sanitizer_fault(r) for r in inc.debugger.sanitizer] + api_error_faults(inc.debugger),
     claims=lambda inc, setting: sanitizer_claims(inc.debugger))

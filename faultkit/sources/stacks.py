@@ -6,17 +6,22 @@ from __future__ import annotations
 from ..analyze.hang import hang_claims
 from ..ingest.flight_recorder import watchdog_collectives
 from ..ingest.prefilter import RUNTIME
+from ..ingest.stacks import stacks_in_text
 from .source import Source, anchors
 
 WATCHDOG = "Watchdog caught collective"      # the watchdog's line in a rank's output
 
 
 def _parse(text):
-    return watchdog_collectives(text.text, text.name) if WATCHDOG in text.text else []
+    """The watchdog's lines, and the host stack dumps pasted in the text (py-spy, gdb, faulthandler)."""
+    return (watchdog_collectives(text.text, text.name) if WATCHDOG in text.text else [],
+            stacks_in_text(text.text, text.name))
 
 
-def _gather(inc, collectives, text):
+def _gather(inc, records, text):
+    collectives, dumps = records
     inc.collectives += collectives
+    inc.pasted_stacks += dumps
 
 
 SOURCE = Source("stacks", "stacks at a hang and the ranks' flight records: who waits on whom",

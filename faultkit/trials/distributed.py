@@ -31,10 +31,10 @@ def run_on(engine: str, out: Path, arms: list[Arm], n: int, seed: int = 0, clien
            port: int | None = None, timeout_s: float = 2400.0, ready_pattern: str | None = None,
            port_wait_s: float = 30.0, echo=print, warn=None, metric: str | None = None, gpus_per_trial: float = 0,
            engine_args: list[str] | None = None, retries: int = 1, wait: bool = True,
-           ray_address: str | None = None, poll_s: float = 1.0) -> list[TrialResult]:
+           ray_address: str | None = None, poll_s: float = 1.0, alternative: str | None = None) -> list[TrialResult]:
     warn = warn or echo
     port = check_arms(arms, port)
-    plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s)
+    plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s, alternative)
     experiment = Experiment(arms={a.name: {"command": a.command, "env": dict(a.env)} for a in arms}, client=client,
                             port=port, timeout_s=timeout_s, ready_pattern=ready_pattern, metric=metric,
                             port_wait_s=port_wait_s)

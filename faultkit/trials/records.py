@@ -9,6 +9,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .stats import ALTERNATIVES, DEFAULT_ALTERNATIVE, UNRECORDED_ALTERNATIVE
+
 PLAN_SCHEMA = "faultkit.trials.plan/1"
 RESULT_SCHEMA = "faultkit.trials.result/1"
 
@@ -220,6 +222,15 @@ class ArmSpec:
                    env=env, env_fingerprints=fps)
 
 
+def _alternative(d: dict, where: str) -> str:
+    alt = _need(d, "alternative", (str,), where, optional=True)
+    if alt is None:
+        return UNRECORDED_ALTERNATIVE
+    if alt not in ALTERNATIVES:
+        raise RecordError(f"{where}: field 'alternative' is {alt!r}, not one of {', '.join(ALTERNATIVES)}")
+    return alt
+
+
 @dataclass
 class PlanSpec:
     arms: list[ArmSpec]
@@ -229,6 +240,7 @@ class PlanSpec:
     port: int | None
     trial_timeout_s: float
     client_fingerprint: str | None = None
+    alternative: str = DEFAULT_ALTERNATIVE      # the test's sidedness, used by the report
 
     @classmethod
     def from_json(cls, d: Any, where: str = "plan.json: spec") -> "PlanSpec":
@@ -240,7 +252,8 @@ class PlanSpec:
                    client=_need(d, "client", (str,), where, optional=True),
                    port=_need(d, "port", (int,), where, optional=True),
                    trial_timeout_s=float(_need(d, "trial_timeout_s", NUMBER, where)),
-                   client_fingerprint=_need(d, "client_fingerprint", (str,), where, optional=True))
+                   client_fingerprint=_need(d, "client_fingerprint", (str,), where, optional=True),
+                   alternative=_alternative(d, where))
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -9,11 +9,14 @@ import statistics
 from collections import Counter
 
 from .records import Plan, TrialResult
-from .stats import arm_rate, boschloo, fisher, metric_compare, trials_for_power
+from .stats import (DEFAULT_ALTERNATIVE, alternative_words, arm_rate, boschloo, fisher, metric_compare,
+                    trials_for_power)
 
 SCHEMA = "faultkit.trials.report/1"
-CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm, two-sided (scipy.stats."
-              "fisher_exact; the one-sided p tests 'the first arm crashes more often'); Boschloo's exact "
+CONVENTION = ("Fisher's exact test on the 2x2 table [crashes, survivals] per arm (scipy.stats.fisher_exact), "
+              "with the sidedness the plan recorded (plan.json's spec.alternative; `--alternative` for counts "
+              "given by hand): 'greater' tests 'the first arm crashes more often', 'two-sided' a difference "
+              "either way; every comparison lists both p values. Boschloo's exact "
               "unconditional test (scipy.stats.boschloo_exact) alongside, as it has more power at these sizes. "
               "Intervals are 95%: Clopper-Pearson (exact) and Wilson score.")
 
@@ -45,16 +48,17 @@ def summarise(plan: Plan | None, results: list[TrialResult]) -> dict:
     regex = next((r.metric_regex for r in results if r.metric_regex), None)
     counted = [r for r in results if r.counted]
     return _finish(arms, planned, len(counted), plan.spec.seed if plan else None,
-                   sorted(((r.index, r.arm, r.crashed, r.outcome) for r in results)), regex)
+                   sorted(((r.index, r.arm, r.crashed, r.outcome) for r in results)), regex,
+                   alternative=plan.spec.alternative if plan else DEFAULT_ALTERNATIVE)
 
 
-def summarise_counts(counts: dict[str, tuple[int, int]]) -> dict:
+def summarise_counts(counts: dict[str, tuple[int, int]], alternative: str = DEFAULT_ALTERNATIVE) -> dict:
     """Counts a user collected by hand (`--counts base=2/5`): the same tests, no per-trial detail."""
     arms = [_arm(name, c, n) | {"time_to_crash_s": None, "signatures": {}, "env_mismatch_trials": [],
                                 "env_unchecked_trials": [], "env_exited_before_check": 0,
                                 "failed_to_start_trials": [], "ended_by": {}, "metric": None} for name, (c, n) in counts.items()]
     total = sum(n for _, n in counts.values())
-    return _finish(arms, total, total, None, [], None, by_hand=True)
+    return _finish(arms, total, total, None, [], None, by_hand=True, alternative=alternative)
 
 
 def _arm(name: str, crashes: int, trials: int) -> dict:
@@ -63,7 +67,8 @@ def _arm(name: str, crashes: int, trials: int) -> dict:
             "exact_ci": [float(x) for x in rate.exact_ci], "wilson_ci": [float(x) for x in rate.wilson_ci]}
 
 
-def _finish(arms: list[dict], planned: int, finished: int, seed, order, metric_regex, by_hand=False) -> dict:
+def _finish(arms: list[dict], planned: int, finished: int, seed, order, metric_regex, by_hand=False,
+            alternative: str = DEFAULT_ALTERNATIVE) -> dict:
     comparisons = []
     for i in range(len(arms)):
         for j in range(i + 1, len(arms)):
@@ -73,32 +78,41 @@ def _finish(arms: list[dict], planned: int, finished: int, seed, order, metric_r
                 c = {"arms": [a["arm"], b["arm"]],
                      "fisher_two_sided": fisher(*args), "fisher_greater": fisher(*args, alternative="greater"),
                      "fisher_less": fisher(*args, alternative="less"), "boschloo_two_sided": boschloo(*args)}
-                c.update(_decides(a, b, c["fisher_two_sided"]))
+                c["alternative"] = alternative
+                c["p"] = c["fisher_greater"] if alternative == "greater" else c["fisher_two_sided"]
+                c.update(_decides(a, b, c["p"], alternative))
                 if a["metric"] and b["metric"]:
                     c["metric"] = metric_compare(a["metric"]["values"], b["metric"]["values"])
                 comparisons.append(c)
     return {"schema": SCHEMA, "convention": CONVENTION, "planned_trials": planned, "finished_trials": finished,
-            "seed": seed, "by_hand": by_hand, "metric_regex": metric_regex, "arms": arms,
+            "seed": seed, "by_hand": by_hand, "alternative": alternative, "metric_regex": metric_regex, "arms": arms,
             "comparisons": comparisons, "order": order}
 
 
-def _decides(a: dict, b: dict, p: float, alpha: float = 0.05, target: float = 0.9) -> dict:
+def _decides(a: dict, b: dict, p: float, alternative: str, alpha: float = 0.05, target: float = 0.9) -> dict:
     """A plain-language conclusion, and when the difference is not shown, whether that is because
     the arms are alike or because there were too few trials to tell."""
     ca, na, cb, nb = a["crashes"], a["trials"], b["crashes"], b["trials"]
     counts = f"{ca}/{na} vs {cb}/{nb}"
-    if p < alpha:
+    sided = "one-sided" if alternative == "greater" else "two-sided"
+    # p <= alpha: the rejection rule `trials plan` counts power and "crashes needed against 0" by
+    if p <= alpha:
         hi, lo = (a, b) if a["rate"] > b["rate"] else (b, a)
-        return {"conclusion": f"{hi['arm']} crashes more often than {lo['arm']} ({counts}; Fisher two-sided "
+        return {"conclusion": f"{hi['arm']} crashes more often than {lo['arm']} ({counts}; Fisher {sided} "
                               f"p = {_fmt_p(p)}): unlikely to be chance at alpha {alpha}.",
                 "too_few_trials": False, "trials_per_arm_to_decide": None}
-    hi_rate, lo_rate = max(a["rate"], b["rate"]), min(a["rate"], b["rate"])
-    need = trials_for_power(hi_rate, lo_rate, target, alpha, "two-sided")[0] if hi_rate > lo_rate else None
+    if alternative == "greater":       # the direction tested: the first arm against the second
+        hi_rate, lo_rate = a["rate"], b["rate"]
+    else:
+        hi_rate, lo_rate = max(a["rate"], b["rate"]), min(a["rate"], b["rate"])
+    need = trials_for_power(hi_rate, lo_rate, target, alpha, alternative)[0] if hi_rate > lo_rate else None
     too_few = need is not None and need > min(na, nb)
-    text = f"No difference shown: {counts} (Fisher two-sided p = {_fmt_p(p)}) is consistent with chance."
+    text = (f"No difference shown: {counts} (Fisher {sided} p = {_fmt_p(p)}"
+            + (f", testing {alternative_words(alternative, a['arm'], b['arm'])[len('one-sided: '):]}"
+               if alternative == "greater" else "") + ") is consistent with chance.")
     if too_few:
         text += (f" Too few trials to tell: if the rates really are {hi_rate:.0%} and {lo_rate:.0%}, {need} trials "
-                 f"per arm give {target:.0%} power (two-sided, alpha {alpha}); {min(na, nb)} per arm cannot.")
+                 f"per arm give {target:.0%} power ({sided}, alpha {alpha}); {min(na, nb)} per arm cannot.")
     elif hi_rate == lo_rate:
         text += " The observed rates are equal."
     elif need is None:
@@ -255,10 +269,12 @@ def render_json(s: dict) -> str:
 RENDERERS = {"md": render_markdown, "html": render_html, "json": render_json}
 
 
-def plan_summary(rates: dict[str, float], alpha: float, target: float, n: int | None) -> dict:
+def plan_summary(rates: dict[str, float], alpha: float, target: float, n: int | None,
+                 alternative: str = DEFAULT_ALTERNATIVE) -> dict:
+    """The plan's figures under the test its report will use (`trials run --alternative` records it)."""
     from .stats import min_crashes_vs_zero, power, trials_for_power
     (a, p1), (b, p2) = list(rates.items())[:2]
-    alternative = "greater" if p1 != p2 else "two-sided"
+    alternative = alternative if p1 != p2 else "two-sided"
     if p1 < p2:
         (a, p1), (b, p2) = (b, p2), (a, p1)
     out = {"arms": [a, b], "rates": [p1, p2], "alpha": alpha, "target_power": target, "alternative": alternative}

@@ -29,6 +29,7 @@ from .metric import metric_from
 from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan, PlanEntry, PlanSpec, RecordError,
                       TrialResult)
 from .signature import crash_signature
+from .stats import DEFAULT_ALTERNATIVE
 from .start import start_failure
 from .placement import placement
 
@@ -65,7 +66,7 @@ def make_plan(arms: list[Arm], n: int, seed: int) -> list[PlanEntry]:
 
 
 def plan_spec(arms: list[Arm], n: int, seed: int, client: str | None, port: int | None, timeout_s: float,
-              salt: str) -> PlanSpec:
+              salt: str, alternative: str = DEFAULT_ALTERNATIVE) -> PlanSpec:
     # Secrets in an arm's command, its variables or the client are written redacted (as in a
     # bundle); the fingerprints (HMACs under the plan's salt) still tell a resumed run from a
     # different experiment.
@@ -73,11 +74,12 @@ def plan_spec(arms: list[Arm], n: int, seed: int, client: str | None, port: int 
                                   redaction.env(a.env), {k: redaction.fingerprint(v, salt) for k, v in a.env.items()})
                           for a in arms],
                     n=n, seed=seed, client=redaction.text(client) if client else None, port=port,
-                    trial_timeout_s=float(timeout_s), client_fingerprint=redaction.fingerprint(client, salt))
+                    trial_timeout_s=float(timeout_s), client_fingerprint=redaction.fingerprint(client, salt),
+                    alternative=alternative)
 
 
 def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: str | None, port: int | None,
-                        timeout_s: float) -> Plan:
+                        timeout_s: float, alternative: str | None = None) -> Plan:
     path = out / PLAN
     old = None
     if path.exists():
@@ -88,12 +90,14 @@ def load_or_create_plan(out: Path, arms: list[Arm], n: int, seed: int, client: s
                               f"their folders, but the order cannot be resumed from it: use another -o folder")
     # The fingerprints are salted per experiment: a resumed run takes the salt its plan stored.
     salt = old.salt if old is not None and old.salt else redaction.new_salt()
-    spec = plan_spec(arms, n, seed, client, port, timeout_s, salt)
+    # the test's sidedness is the plan's once chosen: a resume that does not say it keeps it
+    alternative = alternative or (old.spec.alternative if old is not None else DEFAULT_ALTERNATIVE)
+    spec = plan_spec(arms, n, seed, client, port, timeout_s, salt, alternative)
     if old is not None:
         plan = old
         if plan.spec != spec:
-            raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port or timeout "
-                              f"differ); use another -o folder or the same arguments to resume")
+            raise TrialsError(f"{path} was made for a different experiment (arms, n, seed, client, port, timeout or "
+                              f"the test's sidedness differ); use another -o folder or the same arguments to resume")
         return plan
     private_dir(out)
     plan = Plan(spec=spec, order=make_plan(arms, n, seed), created=time.time(), salt=salt)
@@ -127,12 +131,12 @@ def trial_dir(out: Path, entry: PlanEntry | TrialResult) -> Path:
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,
                port: int | None = None, timeout_s: float = 2400.0, ready_pattern: str | None = None,
                port_wait_s: float = 30.0, echo=print, metric: str | None = None, warn=None,
-               verbose: bool = False) -> list[TrialResult]:
+               verbose: bool = False, alternative: str | None = None) -> list[TrialResult]:
     """`echo` says each trial's progress (silenced by -q), `warn` what the user must know (never
     silenced); `verbose` adds each trial's fault line and signature."""
     warn = warn or echo
     port = check_arms(arms, port)
-    plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s)
+    plan = load_or_create_plan(out, arms, n, seed, client, port, timeout_s, alternative)
     by_name = {a.name: a for a in arms}
     results = []
     for entry in plan.order:

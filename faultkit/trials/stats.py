@@ -14,6 +14,20 @@ import numpy as np
 from scipy import stats
 
 
+# The test's sidedness, chosen once per experiment (`trials plan`/`trials run --alternative`), recorded
+# in plan.json and used by its report. "greater": the arm named first is expected to crash more (a
+# base against its fix); "two-sided": a difference either way.
+ALTERNATIVES = ("greater", "two-sided")
+DEFAULT_ALTERNATIVE = "greater"
+# plan.json written before the choice was recorded: its reports tested two-sided
+UNRECORDED_ALTERNATIVE = "two-sided"
+
+
+def alternative_words(alternative: str, first: str = "the first arm", second: str = "the second") -> str:
+    return (f"one-sided: {first} crashes more often than {second}" if alternative == "greater"
+            else "two-sided")
+
+
 @dataclass
 class ArmRate:
     arm: str

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import redact as redaction
+from ..private_files import open_lock
 from .records import Plan, PlanEntry, TrialResult
 from .runner import Arm, _wait_port_free, run_one, trial_dir
 
@@ -107,7 +108,7 @@ class _NodePortLock:
 
     def __enter__(self):
         if self.path is not None:
-            self.fh = open(self.path, "a+")
+            self.fh = open_lock(self.path)
             fcntl.flock(self.fh, fcntl.LOCK_EX)
         return self
 

@@ -1,0 +1,481 @@
+"""The front end every text input is read through: what a paste added to each line is taken off
+before any parser sees the line, found by looking at the file itself.
+
+People paste logs through containers (`ollama  | `), launchers (`(VllmWorker rank=1 pid=4242) `,
+`[rank1]: `), Markdown (`> `, a code block's indentation), collectors (`2024-05-01T10:00:00Z `),
+web pages (`&lt;`), terminals and mail clients (a long line hard-wrapped, its end on the next
+line), and cut what they thought was noise (`amdgpu 0000:03:00.0: `, `kernel: `). None of these is
+listed here as a format: a *wrapper unit* is any leading quote, tag or stamp of a generic shape
+(a bracketed or parenthesised token with a digit in it, a token before a `|`, a numbered `N: `, a
+date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
+letters and digits collapsed to classes) opens at least half of the file's lines. Units are peeled
+from the outside in while another head follows; the innermost one stays when a parser reads it
+natively (a worker tag names its process; a stamp dates the line).
+
+Each kept line keeps its number in the file (a joined continuation's line is dropped from the
+numbering, the line it continues keeps its own), and `Normalized.notes` says what was taken off,
+for the report. One pass to count shapes, one to peel: linear in the input.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import prefilter
+from .text import BOUNDARY
+from .kernel_markers import MARKERS
+from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
+                         TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
+from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
+
+# ---- generic wrapper units: shapes, not formats ----
+QUOTE = re.compile(r"(?:>[ \t]?)+")
+UNIT = re.compile(
+    r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
+    r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)[ \t]*:?[ \t]?)"        # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
+    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
+    r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
+    r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
+    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
+    # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
+    r"|(?P<wall>\[(?=[^\]\n]*\d\d:\d\d)[^\]\n]{4,40}\][ \t]?)")
+# The parsers' own heads, read where they are the innermost layer: a worker tag names its process
+# (runtime_log.WORKER_TAG), ISO and bracketed stamps date a runtime line, the kernel log's stamps
+# (dmesg, -T, -H, journalctl) date its lines.
+CLASSES = str.maketrans({c: "9" for c in "0123456789"})
+
+
+def _shape(kind: str, unit: str) -> str:
+    """A unit's shape: digits and letters collapsed, so `[rank0]:` and `[rank7]:` are one shape."""
+    if kind in ("iso", "wall", "prio", "num"):
+        return kind
+    s = re.sub(r"[^\W\d_]+", "a", unit.translate(CLASSES))
+    return kind + ":" + re.sub(r"9+", "9", re.sub(r"\s+", " ", s.strip()))
+
+
+def _unit(text: str, pos: int):
+    m = UNIT.match(text, pos)
+    if not m:
+        return None
+    return m.lastgroup, m.group(0), m.end()
+
+
+FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
+GAP_LINE = re.compile(r"^\s*(?:<redacted>|\[redacted\]|\[\s*\.{3}[^\]]{0,60}\]|\(\s*\.{3}[^)]{0,60}\)|<\.{3}>)\s*$", re.I)
+
+
+@dataclass
+class Notes:
+    """What the front end took off a file, for the report."""
+    wrappers: list[str] = field(default_factory=list)     # e.g. "`pipe:a |` on 41 lines"
+    entities: int = 0
+    joined: int = 0
+    restored: int = 0
+    indent: str = ""
+
+    def sentences(self) -> list[str]:
+        out = []
+        if self.wrappers:
+            out.append("a per-line wrapper was read off (" + ", ".join(self.wrappers) + ")")
+        if self.indent:
+            out.append(f"a common indentation of {len(self.indent)} character(s) was read off")
+        if self.entities:
+            out.append(f"HTML entities were decoded on {self.entities} line(s)")
+        if self.joined:
+            out.append(f"{self.joined} hard-wrapped line(s) were joined to the line they continue")
+        if self.restored:
+            out.append(f"a cut device prefix was restored on {self.restored} line(s)")
+        return out
+
+
+class Normalized(prefilter.Excerpt):
+    notes: Notes
+    runtime_text: "Normalized"      # the same lines with the runtime parser's own innermost heads kept
+
+
+def for_runtime(text: str) -> str:
+    """What the runtime log parser reads: its own worker tags and stamps kept on the lines."""
+    return getattr(text, "runtime_text", text)
+
+
+def _lines_with_numbers(text: str):
+    """(file line number, raw line) for every line held; an excerpt's lines keep the file's numbers."""
+    stretches = getattr(text, "stretches", None)
+    k = 0
+    for idx, raw in enumerate(text.split("\n")):
+        if stretches is None:
+            yield idx + 1, raw
+        else:
+            no, k = text.line_no(idx, k)
+            yield no, raw
+
+
+def _native(kind: str, unit: str) -> bool:
+    """The innermost unit the runtime log parser reads itself (its worker tag, its stamps): kept,
+    so the pid and the time it gives stay with the line."""
+    if kind == "paren":
+        return WORKER_TAG.fullmatch(unit) is not None
+    if kind == "num":
+        return True            # ctest's index: the runtime parser tags the line's process with it
+    # a stamp: the runtime parser dates a line by the ones it knows and reads past the others
+    if kind == "iso":      # a collector's suffix (containerd's `stderr F`) is not the runtime's own
+        m = ISO_PREFIX.match(unit) or BRACKET_TS_PREFIX.match(unit)
+        return m is not None and m.end() == len(unit)
+    return kind == "wall" or kind == "brack" and re.search(r"\d\d:\d\d", unit) is not None
+
+
+def _kernel_line(rest: str) -> bool:
+    """The kernel log's own line (its stamp, its device prefix): what a wrapper before it wraps."""
+    # both the detector's marker and the parser's own stamp or prefix: each alone is loose (the
+    # marker takes `<4>Oct` for a month, the -T stamp `[1,3]<stderr>:[Tue` for a date)
+    return MARKERS.match(rest) is not None and (
+        any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None)
+
+
+def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
+    """Take the file's wrapper units off one line, from the outside in; and the line from its
+    innermost unit on where the runtime log parser reads that unit itself (else None)."""
+    pos, native = 0, None
+    for _ in range(6):
+        q = QUOTE.match(line, pos)
+        if q and "quote" in wrappers:
+            used["quote"] += 1
+            pos = q.end()
+            continue
+        if _kernel_line(line[pos:] if pos else line):
+            break          # the kernel log's own line, its stamp included: nothing more is a wrapper
+        u = _unit(line, pos)
+        if u is None:
+            break
+        kind, unit, end = u
+        shape = _shape(kind, unit)
+        if shape not in wrappers:
+            break
+        after = _unit(line, end)
+        inner_head = after is not None or QUOTE.match(line, end) or _kernel_line(line[end:])
+        if not inner_head and _native(kind, unit):
+            native = pos           # the producer's own head, kept for the runtime parser: not a paste's
+        else:
+            used[shape] += 1
+        pos = end
+    return (line[pos:] if pos else line), (line[native:] if native is not None else None)
+
+
+# a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows
+KERNEL_STAMPS = (TS_MONO, TS_T, TS_H_ABS, TS_H_REL, TS_JOURNAL, TS_ISO, TS_HMS)
+# the kernel log parser's own records (one owner: its patterns): a fault header opens a block,
+# the other lines continue one
+HEADERS = (HDR, V8_HDR, V8_DEC)
+BLOCK_LINES = (ADDR, STATUS, CID, FIELD, TASK, V8_REG, COOKIE)
+
+
+# a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
+CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
+
+
+def _kernel_stamp(rest: str) -> bool:
+    """Opens with one of the kernel log's stamps or its device prefix (loosely: a join guard)."""
+    return any(ts.match(rest) for ts in KERNEL_STAMPS) or DEV_PREFIX.match(rest) is not None
+
+
+def _restore_device(line: str, after_header: bool = False) -> str:
+    """`amdgpu: ` put back where a kernel log line's device prefix was cut and its rest is a
+    record the kernel log parser knows (a fault header, its address or status line, a task line).
+    Without a stamp, only a fault header, or a record line after a restored header, is sure enough."""
+    pos = 0
+    for ts in KERNEL_STAMPS:
+        m = ts.match(line)
+        if m:
+            pos = m.end()
+            break
+    rest = line[pos:]
+    if DEV_PREFIX.match(rest):
+        return line
+    header = any(p.match(rest) for p in HEADERS)
+    if not header and not (any(p.match(rest) for p in BLOCK_LINES) and (pos or after_header)):
+        return line
+    return line[:pos] + ("amdgpu:" if rest.startswith(" ") else "amdgpu: ") + rest
+
+
+def normalize(text: str) -> str:
+    """`text` with every line's paste wrapper off, hard wraps joined and entities decoded; `text`
+    itself when nothing was found (the common case costs two passes and no copy)."""
+    if not text:
+        return text
+    numbered = list(_lines_with_numbers(text))
+    nonblank = [raw for _, raw in numbered if raw.strip()]
+    if not nonblank:
+        return text
+    outer = _common_indent(nonblank)       # a code block around the whole paste
+    if outer:
+        nonblank = [raw[len(outer):] for raw in nonblank]
+    # 1. shapes of the first few units of every line
+    first = Counter()
+    for raw in nonblank:
+        pos, seen = 0, set()
+        for _ in range(4):
+            q = QUOTE.match(raw, pos)
+            if q:
+                seen.add("quote")
+                pos = q.end()
+                continue
+            u = _unit(raw, pos)
+            if u is None:
+                break
+            seen.add(_shape(u[0], u[1]))
+            pos = u[2]
+        first.update(seen)
+    need = max(2, (len(nonblank) + 1) // 2)
+    wrappers = {s for s, n in first.items() if n >= need}
+    notes = Notes()
+    used: Counter = Counter()
+    has_entities = ENTITY.search(text) is not None
+    header_restored = False
+    out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
+    for no, raw in numbered:
+        line = raw.rstrip("\r")
+        if outer:
+            line = line[len(outer):] if line.startswith(outer) else line.lstrip(" \t")
+        if has_entities and "&" in line:
+            dec = html.unescape(line)
+            if dec != line:
+                notes.entities += 1
+                line = dec
+        peeled, own = _peel(line, wrappers, used) if wrappers else (line, None)
+        if GAP_LINE.match(peeled):
+            peeled = "[...]"
+        elif FENCE.match(peeled):
+            peeled = ""            # a Markdown code fence is the paste's markup, never a log's line
+        m = CUT_KERNEL.match(peeled)
+        if m:
+            peeled = m.group("head") + "kernel: " + peeled[m.end():]
+            notes.restored += 1
+        restored = _restore_device(peeled, header_restored)
+        if restored is not peeled and any(p.match(_message(restored)) for p in HEADERS):
+            header_restored = True
+        elif not peeled.strip() or peeled.startswith("["):
+            header_restored = header_restored and bool(peeled.strip())
+        if restored is not peeled:
+            peeled = restored
+            notes.restored += 1
+        if own is not None and peeled[:1].isspace() and not _kernel_line(own):
+            own = None             # an indented line continues a record: the head only breaks it up
+        out.append((no, peeled, own if own is not None else peeled))
+    notes.wrappers = [f"`{s}` on {n} line(s)" for s, n in sorted(used.items(), key=lambda kv: -kv[1])]
+    # 2. a code block's indentation: the whitespace every non-blank line starts with
+    ind = _common_indent([t for _, t, _ in out if t.strip()])
+    notes.indent = outer + ind
+    if ind:
+        out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
+                r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
+    # 3. hard wraps
+    out = _join_wraps(out, numbered, wrappers, notes)
+    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
+            all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
+        return text
+    total = getattr(text, "total_lines", len(numbered))
+    n = _excerpt([(no, t) for no, t, _ in out], notes, total)
+    n.runtime_text = _excerpt([(no, r) for no, _, r in out], notes, total) \
+        if any(t is not r and t != r for _, t, r in out) else n
+    return n
+
+
+def _common_indent(lines: list[str]) -> str:
+    if len(lines) < 2:
+        return ""
+    ind = None
+    for t in lines:
+        lead = t[:len(t) - len(t.lstrip(" \t"))]
+        if not lead:
+            return ""
+        if ind is None or not lead.startswith(ind):
+            k = 0
+            ref = ind if ind is not None else lead
+            while k < min(len(ref), len(lead)) and ref[k] == lead[k]:
+                k += 1
+            ind = ref[:k]
+            if not ind:
+                return ""
+    return ind or ""
+
+
+HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
+
+
+def _stamped(t: str, own: str) -> bool:
+    """A line that opens with a stamp or a device prefix (`own`: the line with the runtime parser's
+    own innermost head, a stamp or a worker tag, where one was there)."""
+    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t
+
+
+STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
+
+
+def _join_wraps(out, numbered, wrappers, notes):
+    """Join a line's continuation that a terminal or a mail client cut onto the next line.
+    A wrap shows as a width: the line cut ends at (a terminal's) or near (a mail client's, at a
+    space) the longest line's length. In a file whose lines open with a stamp, a line without one
+    after such a line continues it. Anywhere, a line continues the one before where a record a
+    parser reads (one of its anchored patterns) runs on across the break: the pattern's match on
+    the two joined crosses the junction and it does not match the first alone, or it was cut
+    mid-word at the width."""
+    lengths = [len(raw.rstrip("\r")) for _, raw in numbered]
+    if not lengths:
+        return out
+    width = max(lengths)
+    if width < 60 or width > 250:     # no terminal or mail client wraps past this: a line of its own
+        return out
+    exact = sum(1 for n in lengths if n == width)
+    near = sum(1 for n in lengths if width - 12 <= n < width)
+    # a terminal cuts at the width itself; a mail client short of it, where the next word would not fit
+    terminal = exact >= 2 and exact * 2 >= near
+    stamped = [bool(t.strip()) and _stamped(t, own) for _, t, own in out]
+    nonblank = sum(1 for _, t, _ in out if t.strip())
+    # a kernel log: the kernel stamps every line it prints, so one without a stamp is a rest (a runtime
+    # log's tags and stamps are not on every line: there an untagged line is another process's)
+    # the producer's own line head: the kernel's stamps, or a head of punctuation every line of
+    # the producer opens with (compute-sanitizer's `=========`)
+    lead = _line_head(out)
+    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead)) for _, t, _ in out]
+    stamped = [a or b for a, b in zip(stamped, kstamped)]
+    rests = [k for k, (_, t, _) in enumerate(out) if t.strip() and not kstamped[k]]
+    after_long = sum(1 for k in rests if k and lengths[k - 1] >= width // 2)
+    # (wrapped, a kernel log has a rest after many of its lines: stamped ones may be the fewer, but
+    # every unstamped line follows a long one)
+    heads = sum(kstamped) * 2 >= nonblank or sum(kstamped) * 3 >= nonblank and after_long * 10 >= len(rests) * 9
+    res: list[list] = []
+    for k, ((no, t, h), (_, raw)) in enumerate(zip(out, numbered)):
+        if res and t.strip() and not stamped[k] and not t.startswith("#") and not BOUNDARY.match(t) \
+                and not BOUNDARY.match(res[-1][1]):
+            prev_len, prev = res[-1][3], res[-1][1]
+            cut = terminal and prev_len == width and not _opens_record(t)
+            # (in a kernel log any stampless line is a rest: the word may not fit for the run of
+            # spaces the client dropped at the break, so only the line before being cut is asked)
+            word = not cut and not t[0].isspace() and prev_len >= width // 3 and (
+                heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
+                or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
+            sep = None
+            if cut or word:
+                want = "" if cut else " "
+                if heads and res[-1][4]:
+                    sep = want
+                else:
+                    # a line at the width may be a terminal's cut even where it is the only one
+                    # (one long line wrapped once): the record decides
+                    at_width = prev_len == width
+                    for cand in (("", " ") if cut or at_width else (want,)):
+                        if _continues(prev, t, cand, cut or at_width):
+                            sep = cand
+                            break
+            if sep is not None:
+                res[-1][1] = prev + sep + t
+                res[-1][2] = res[-1][2] + sep + h
+                res[-1][3] = len(raw.rstrip("\r"))
+                notes.joined += 1
+                continue
+        res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k]])    # [4]: a producer's stamped line
+    return [(no, t, h) for no, t, h, _, _ in res]
+
+
+def _line_head(out) -> str:
+    """A head of punctuation that opens at least half of the lines (`=========` of compute-sanitizer):
+    a producer's own mark on each line it prints; '' where there is none."""
+    heads = Counter(m.group(0) for _, t, _ in out if (m := PUNCT_HEAD.match(t)))
+    nonblank = sum(1 for _, t, _ in out if t.strip())
+    if not heads:
+        return ""
+    head, n = heads.most_common(1)[0]
+    return head if n * 2 >= nonblank else ""
+
+
+PUNCT_HEAD = re.compile(r"[=*#|:~+-]{4,}(?= |$)")
+
+
+def _message(line: str) -> str:
+    """A kernel log line's message: its stamp and device prefix off (the kernel parser's
+    patterns are anchored there)."""
+    for ts in KERNEL_STAMPS:
+        m = ts.match(line)
+        if m:
+            line = line[m.end():]
+            break
+    m = DEV_PREFIX.match(line)
+    return line[m.end():] if m else line
+
+
+def _continues(prev: str, nxt: str, sep: str, at_width: bool) -> bool:
+    """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps): one of
+    the parsers' anchored patterns, matched on the two joined, crosses the junction and reads more
+    of the record (more of its fields) than on either line alone."""
+    if sep == " " and ROCCLR_PREFIX.fullmatch(prev.strip() + " "):
+        return True        # a producer's line prefix with its message on the next line
+    head = ROCCLR_PREFIX.search(prev)
+    if head is not None:   # the prefix itself runs on (its pid and thread on the next line)
+        whole = ROCCLR_PREFIX.match(prev + sep + nxt, head.start())
+        if whole is not None and whole.end() > len(prev) + len(sep) and _fields(whole) > _fields(head):
+            return True
+    for first in {prev, _message(prev)}:
+        joined = first + sep + nxt
+        junction = len(first)
+        for g in prefilter.GUARDS:
+            if g.pattern is None or not any(a in joined for a in g.anchors):     # an anchor the cut split too
+                continue
+            m = g.pattern.search(joined)
+            if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
+                continue
+            alone, after = g.pattern.search(first), g.pattern.search(nxt)
+            if _fields(m) > max(_fields(alone), _fields(after)) or alone is None and after is None:
+                return True
+            if alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
+                return True
+    return False
+
+
+def _fields(m: re.Match | None) -> int:
+    return -1 if m is None else sum(1 for g in m.groups() if g is not None)
+
+
+def _token_cut(alone: re.Match, joined_m: re.Match, junction: int, joined: str) -> bool:
+    """A terminal cut a value mid-token: a group of the record ends at the cut on the first line
+    alone and runs on, without a space, into the next (an address `0x7f00000` + `1000`)."""
+    for i in range(1, (alone.re.groups or 0) + 1):
+        if alone.end(i) == junction and joined_m.start(i) == alone.start(i) and joined_m.end(i) > junction \
+                and not any(c.isspace() for c in joined[junction:joined_m.end(i)]):
+            return True
+    return False
+
+
+READERS = (prefilter.RUNTIME, prefilter.KERNEL, prefilter.DEBUGGER)
+OTHER_READERS = (prefilter.RUNTIME, prefilter.DEBUGGER)     # a kernel log's rest never opens their records
+
+
+def _opens_record(line: str, readers: tuple[str, ...] = READERS) -> bool:
+    """A line that starts with one of the parsers' anchors: a record's first line, no one's rest."""
+    return any((m := prefilter.may_matter(r).match(line)) is not None and m.end() > 0 for r in readers)
+
+
+def _record(line: str) -> bool:
+    """A line a parser reads as a record of its own (one of their anchors is on it)."""
+    for r in READERS:
+        for m in prefilter.may_matter(r).finditer(line):
+            if m.end() > m.start():           # an empty match is no anchor
+                return True
+    return False
+
+
+def _excerpt(out, notes: Notes, total: int) -> Normalized:
+    stretches: list[tuple[int, int]] = []
+    prev = None
+    for i, (no, _) in enumerate(out):
+        if prev is None or no != prev + 1:
+            stretches.append((i, no))
+        prev = no
+    n = Normalized("\n".join(t for _, t in out))
+    n.stretches = stretches or [(0, 1)]
+    n.total_lines = total
+    n.notes = notes
+    return n

@@ -1,0 +1,151 @@
+"""Hangs from pasted text: real py-spy (text and --json), real gdb `thread apply all bt` and real
+faulthandler dumps of real hung Python processes (a lock deadlock, a queue wait), given to
+`faultkit triage` as files. One dump gives each thread's wait (file:line function, on what) and how
+to take a second, never "not hung"; two dumps of a deadlock give the hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from faultkit.capture import stacks as collector
+from faultkit.cli import main
+
+PROGRAM = r'''
+import faulthandler, os, queue, sys, threading, time
+a, b = threading.Lock(), threading.Lock()
+jobs = queue.Queue()
+
+
+def one():
+    with a:
+        time.sleep(0.3)
+        with b:                                  # DEADLOCK-ONE
+            pass
+
+
+def two():
+    with b:
+        time.sleep(0.3)
+        with a:                                  # DEADLOCK-TWO
+            pass
+
+
+def worker():
+    jobs.get()                                   # QUEUE-WAIT
+
+
+for f, n in ((one, "one"), (two, "two"), (worker, "worker")):
+    threading.Thread(target=f, name=n, daemon=True).start()
+if len(sys.argv) > 1:
+    faulthandler.dump_traceback_later(1.0, file=open(sys.argv[1], "w"))
+time.sleep(0.6)
+print("ready", flush=True)
+threading.Event().wait()                         # MAIN-WAIT
+'''
+
+
+def line_of(mark: str) -> int:
+    return next(i for i, ln in enumerate(PROGRAM.splitlines(), 1) if ln.rstrip().endswith(mark))
+
+
+@pytest.fixture
+def hung(tmp_path):
+    src = tmp_path / "deadlock.py"
+    src.write_text(PROGRAM)
+    fh = tmp_path / "faulthandler.txt"
+    p = subprocess.Popen([sys.executable, str(src), str(fh)], stdout=subprocess.PIPE, start_new_session=True)
+    assert p.stdout.readline().strip() == b"ready"
+    yield p, src, fh
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+
+
+def tool_output(cmd: list[str]) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0 and ("ermission" in r.stderr or "ptrace" in r.stderr):
+        pytest.skip(f"{cmd[0]} cannot read processes here: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def pyspy(pid: int, *extra: str) -> str:
+    binary = collector.PySpySource().binary
+    if not binary:
+        pytest.skip("py-spy is not installed")
+    return tool_output([binary, "dump", "--pid", str(pid), *extra])
+
+
+def triage_json(*paths: Path) -> dict:
+    res = CliRunner().invoke(main, ["triage", *map(str, paths), "-f", "json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def threads_of(doc: dict) -> dict:
+    (proc,) = doc["hang"]["processes"]
+    return {t["name"]: t for t in proc["threads"]}
+
+
+def test_one_pyspy_dump_names_every_wait_and_never_says_not_hung(hung, tmp_path):
+    p, src, _ = hung
+    f = tmp_path / "pyspy.txt"
+    f.write_text("> " + pyspy(p.pid).replace("\n", "\n> "))         # pasted as a Markdown quote
+    doc = triage_json(f)
+    h = doc["hang"]
+    assert h["state"] == "one-sample" and "not hung" not in json.dumps(doc)
+    t = threads_of(doc)
+    assert t["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+    assert t["two"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-TWO')} two")
+    assert t["worker"]["where"].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+    assert "take a second sample" in h["summary"] and f"pid {p.pid}" in h["summary"]
+    assert "take a second sample" in doc["verdict"]["why"]
+
+
+def test_two_pyspy_json_dumps_of_a_deadlock_are_a_hang(hung, tmp_path):
+    p, _, _ = hung
+    files = []
+    for k in (1, 2):
+        f = tmp_path / f"d{k}.json"
+        f.write_text(pyspy(p.pid, "--json", "--native"))
+        files.append(f)
+    doc = triage_json(*files)
+    assert (doc["hang"]["state"], doc["hang"]["sign"], doc["hang"]["level"]) == ("hung", "blocked", "candidates")
+    t = threads_of(doc)
+    assert (t["one"]["kind"], t["one"]["unchanged"]) == ("lock", True)
+    assert "blocked on the host" in doc["hang"]["summary"]
+
+
+def test_gdb_thread_apply_all_bt_pasted_gives_the_waits(hung, tmp_path):
+    p, _, _ = hung
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    out = tool_output(["gdb", "-p", str(p.pid), "-batch", "-nx", "-ex", "thread apply all bt"])
+    f = tmp_path / "gdb.txt"
+    f.write_text(out)
+    doc = triage_json(f)
+    assert doc["hang"]["state"] == "one-sample"
+    kinds = {t["kind"] for t in doc["hang"]["processes"][0]["threads"]}
+    assert "park" in kinds, kinds      # Python's lock primitive as gdb sees it (the waits' native frames)
+    assert "not hung" not in json.dumps(doc)
+
+
+def test_faulthandler_dump_later_gives_the_waits(hung):
+    p, _, fh = hung
+    for _ in range(50):
+        if fh.exists() and "most recent call first" in fh.read_text():
+            break
+        import time
+        time.sleep(0.1)
+    doc = triage_json(fh)
+    t = {th["where"].rsplit(" ", 1)[-1]: th for th in doc["hang"]["processes"][0]["threads"] if th["where"]}
+    assert t["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+    assert t["worker"]["where"].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+    assert doc["hang"]["state"] == "one-sample"
