@@ -223,6 +223,7 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     from .analyze.hang import analyse
     from .capture.hang_check import NotRunning, running_root, sample, time_tag
     from .capture.proctree import descendants
+    from .capture.stacks import STACK_TOOLS
     from .export.hang_text import render_json, render_text
     from .private_files import private_dir
 
@@ -253,9 +254,17 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     if gone:
         raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
 
+    def _comm(pid: int) -> str:
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                return fh.read().strip()
+        except OSError:
+            return ""
+
     def live() -> list[int]:
-        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads)
-        mine = set(descendants(os.getpid()))
+        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads);
+        # a program faultkit's own process started (a test driving the CLI in-process) is still read
+        mine = {os.getpid()} | {q for q in descendants(os.getpid()) if _comm(q) in STACK_TOOLS}
         return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
                 if q not in mine]
 

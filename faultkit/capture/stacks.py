@@ -28,6 +28,9 @@ from ..hang_model import ProcessStacks
 from ..launch_env import launch_of
 from .proctree import _ppid, cmdline_of
 
+# The programs that read a process's stacks: what `dump` never samples among its own children.
+STACK_TOOLS = ("py-spy", "gdb", "cuda-gdb", "rocgdb")
+
 
 @dataclass
 class RawStacks:
