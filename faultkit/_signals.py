@@ -29,19 +29,19 @@ def exit_words(code: int | None) -> str:
 EXIT_TIMEOUT = 124          # timeout(1)'s status for a limit that ran out
 
 
-def capture_exit_status(manifest: dict) -> int:
+def capture_exit_status(manifest) -> int:
     """What `faultkit capture` exits with for this bundle, like a shell: the target's exit status,
     128+N for a signal; an interrupted capture 128+signal; a capture whose --timeout or --hang-after
     ran out 124, like timeout(1). Also what `faultkit show` reports."""
-    if manifest.get("ended_by") == "interrupted":
+    if manifest.ended_by == "interrupted":
         try:
-            sig = signal.Signals[str(manifest.get("interrupted_by") or "SIGINT")]
+            sig = signal.Signals[str(manifest.interrupted_by or "SIGINT")]
         except KeyError:                       # a manifest edited by hand, or another platform's name
             sig = signal.SIGINT
         return 128 + int(sig)
-    if manifest.get("ended_by") in ("timeout", "hang"):
+    if manifest.ended_by in ("timeout", "hang"):
         return EXIT_TIMEOUT
-    code = manifest.get("exit_code")
+    code = manifest.exit_code
     if not isinstance(code, int) or isinstance(code, bool):
         return 0
     return 128 - code if code < 0 else code

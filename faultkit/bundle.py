@@ -38,6 +38,7 @@ from .ingest.core_file import EM_AMDGPU, EM_CUDA, is_core_header
 from .ingest.flight_recorder import looks_like_flight_record
 from .ingest.logtext import LogRead, read_log
 from .ingest.schema import check_manifest, load_json, records
+from .manifest import Manifest
 from .model import Problem
 
 OWN_REPORT = '"schema": "faultkit.triage/'
@@ -80,7 +81,7 @@ class InputFile:
 @dataclass
 class Inputs:
     files: list[InputFile] = field(default_factory=list)
-    manifest: dict | None = None
+    manifest: Manifest | None = None
     problems: list[Problem] = field(default_factory=list)
     traces: list[str] = field(default_factory=list)          # tracer outputs (paths on disk)
     cores: list[str] = field(default_factory=list)           # core dumps found by name in a bundle's cores/
@@ -96,7 +97,7 @@ class Inputs:
 
     @property
     def captured(self) -> bool:
-        return isinstance(self.manifest, dict) and str(self.manifest.get("schema", "")).startswith("faultkit.bundle")
+        return self.manifest is not None and (self.manifest.schema or "").startswith("faultkit.bundle")
 
     def __enter__(self) -> Inputs:
         return self

@@ -861,16 +861,16 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
     if quiet:
         sys.exit(capture_status(manifest))
     if verbose:
-        for note in (manifest.get("coredump") or {}).get("notes") or []:
+        for note in (manifest.coredump or {}).get("notes") or []:
             click.echo(f"armed: {note}", err=True)
-        click.echo(f"files: {', '.join(f'{k} ({v:,} bytes)' for k, v in (manifest.get('files') or {}).items())}",
+        click.echo(f"files: {', '.join(f'{k} ({v:,} bytes)' for k, v in (manifest.files or {}).items())}",
                    err=True)
     v = run_triage([out]).verdict
-    click.echo(clean(f"bundle: {out} ({manifest['ended_by']}, {manifest['exit']})"), err=True)
-    if manifest["kernel_log"].get("problem"):
-        click.echo(clean(f"kernel log: missing: {manifest['kernel_log']['problem']}"), err=True)
-    if manifest.get("live_output_dropped_bytes"):
-        click.echo(f"live output: {manifest['live_output_dropped_bytes']:,} bytes not shown (what faultkit's output "
+    click.echo(clean(f"bundle: {out} ({manifest.ended_by}, {manifest.exit})"), err=True)
+    if manifest.kernel_log and manifest.kernel_log.problem:
+        click.echo(clean(f"kernel log: missing: {manifest.kernel_log.problem}"), err=True)
+    if manifest.live_output_dropped_bytes:
+        click.echo(f"live output: {manifest.live_output_dropped_bytes:,} bytes not shown (what faultkit's output "
                    f"goes to did not keep up); {clean(str(out))}/server.log has all of it", err=True)
     click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
                      + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
@@ -883,7 +883,7 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
 from ._signals import EXIT_TIMEOUT  # noqa: E402,F401 - one owner: the capture status rule
 
 
-def capture_status(manifest: dict) -> int:
+def capture_status(manifest) -> int:
     """Like a shell: the target's exit status, 128+N for a signal; an interrupted capture 128+signal;
     a capture whose --timeout or --hang-after ran out 124, like timeout(1)."""
     from ._signals import capture_exit_status

@@ -17,6 +17,7 @@ from ._signals import capture_exit_status
 from .analyze.job import CONSEQUENCE_KINDS, JobVerdict, NodeEvent, NodeEvidence, decide
 from .codes import CONSEQUENCE_XIDS
 from .ingest.schema import read_manifest
+from .manifest import Manifest
 from .ingest.markers import OWN_TIMEOUT, PEER_LOSS, markers_in
 from .launch_env import Launch
 
@@ -32,7 +33,7 @@ class JobReport:
     problems: list[str]
 
 
-def _manifest(path: str) -> dict | None:
+def _manifest(path: str) -> Manifest | None:
     return read_manifest(Path(path) / layout.MANIFEST)[0]
 
 
@@ -41,11 +42,11 @@ def job_of(paths: list[str], job: str | None = None) -> tuple[str | None, list[s
     bundles = [(p, _manifest(p)) for p in paths if Path(p).is_dir()]
     bundles = [(p, m) for p, m in bundles if m is not None]
     if job is not None:
-        chosen = [p for p, m in bundles if Launch.from_json(m.get("launch")).job in (job, None)]
+        chosen = [p for p, m in bundles if Launch.from_json(m.launch).job in (job, None)]
         return (job, chosen) if len(chosen) >= 2 else None
     ids: dict[str, list[str]] = {}
     for p, m in bundles:
-        j = Launch.from_json(m.get("launch")).job
+        j = Launch.from_json(m.launch).job
         if j:
             ids.setdefault(j, []).append(p)
     groups = [(j, ps) for j, ps in ids.items() if len(ps) >= 2]
@@ -60,10 +61,10 @@ def _wall_of_line(inc, file: str | None, line: int | None) -> float | None:
 def _wall_of_monotonic(inc, seconds: float | None) -> float | None:
     clock = inc.log_clock
     boot = clock.of_monotonic(seconds) if clock is not None else None
-    a = clock.anchors if clock is not None and isinstance(clock.anchors, dict) else {}
-    if boot is None or not isinstance(a.get("wall"), (int, float)) or not isinstance(a.get("boottime_ns"), int):
+    a = clock.anchors if clock is not None else None
+    if boot is None or a is None or a.wall is None or a.boottime_ns is None:
         return None
-    return a["wall"] + (boot - a["boottime_ns"]) / 1e9
+    return a.wall + (boot - a.boottime_ns) / 1e9
 
 
 def captured_pids(path: str) -> set[int] | None:
@@ -79,18 +80,17 @@ def captured_pids(path: str) -> set[int] | None:
 def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
     """A bundle's events on its node's wall clock. On a machine shared by several ranks (or jobs) the
     kernel log holds every process's lines: only the captured processes' are this node's evidence."""
-    m = inc.capture or {}
+    m = inc.capture or Manifest(schema=None)
     mine = captured_pids(path)
     foreign = lambda pid: mine is not None and isinstance(pid, int) and pid not in mine  # noqa: E731
-    launch = Launch.from_json(m.get("launch"))
-    system = m.get("system") if isinstance(m.get("system"), dict) else {}
-    start = m.get("start") if isinstance(m.get("start"), dict) else {}
+    launch = Launch.from_json(m.launch)
+    system = m.system or {}
     name = launch.host or system.get("host") or Path(path).name
     node = NodeEvidence(name=str(name), bundle=path, rank=launch.rank if launch.rank is not None else launch.node_rank,
-                        start_wall_s=start.get("wall") if isinstance(start.get("wall"), (int, float)) else None,
+                        start_wall_s=m.start.wall if m.start else None,
                         boot_id=system.get("boot_id") if isinstance(system.get("boot_id"), str) else None)
-    if isinstance(start.get("wall"), (int, float)) and isinstance(start.get("monotonic_ns"), int):
-        node.start_wall_minus_monotonic_s = start["wall"] - start["monotonic_ns"] / 1e9
+    if m.start and m.start.wall is not None and m.start.monotonic_ns is not None:
+        node.start_wall_minus_monotonic_s = m.start.wall - m.start.monotonic_ns / 1e9
     if inc.verdict is not None:
         node.verdict_level, node.verdict_kernel = inc.verdict.level, inc.verdict.kernel
     problems = []
@@ -138,17 +138,17 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
             wall = _wall_of_line(inc, log, pl.origin.line)
             if wall is not None and str(pl.origin) not in seen:
                 node.events.append(NodeEvent(wall, pl.kind, False, pl.text, str(pl.origin)))
-    end = m.get("end") if isinstance(m.get("end"), dict) else {}
+    end = m.end.wall if m.end else None
     status = capture_exit_status(m)
-    if status > 128 and m.get("ended_by") not in ("interrupted", "timeout", "hang") \
-            and isinstance(end.get("wall"), (int, float)) and not any(e.cause for e in node.events):
+    if status > 128 and m.ended_by not in ("interrupted", "timeout", "hang") \
+            and end is not None and not any(e.cause for e in node.events):
         # a death by signal with nothing earlier to show it (the kernel rate-limits its segfault
         # lines): the capture saw it at its end. After this rank's own collective timed out (or lost
         # its peer) the death is that timeout's consequence (a watchdog's abort), not a cause.
         after = next((e for e in sorted(node.events, key=lambda e: e.wall_s)
-                      if e.kind in CONSEQUENCE_KINDS and e.wall_s <= end["wall"]), None)
-        node.events.append(NodeEvent(float(end["wall"]), f"killed by signal {status - 128}", after is None,
-                                     str(m.get("exit") or f"exit {status}")
+                      if e.kind in CONSEQUENCE_KINDS and e.wall_s <= end), None)
+        node.events.append(NodeEvent(float(end), f"killed by signal {status - 128}", after is None,
+                                     str(m.exit or f"exit {status}")
                                      + (f", after its own {after.kind} ({after.origin})" if after else ""),
                                      f"{path}/{layout.MANIFEST}"))
     return node, problems

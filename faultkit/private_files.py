@@ -125,7 +125,8 @@ def open_fd(path: Path | str, append: bool = False) -> int:
 
 def open_lock(path: Path | str):
     """A lock file (its content is nothing; `fcntl.flock` on it is the point), 0600."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    # never through a link: lock files may live in a shared folder such as /tmp
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     return os.fdopen(fd, "w")
 
 

@@ -63,7 +63,8 @@ def _get(d, key: str, kinds, default=None):
 
 def summarise(path: str) -> BundleSummary:
     inputs = collect([path])
-    m = inputs.manifest if isinstance(inputs.manifest, dict) else {}
+    # the record as written (its fields already type-checked): the summary walks it field by field
+    m = inputs.manifest.to_json() if inputs.manifest is not None else {}
     s = BundleSummary(path=path, is_bundle=inputs.captured, problems=[str(p) for p in inputs.problems])
     s.files, s.bytes = _sizes(Path(path))
     if not inputs.captured:
@@ -85,7 +86,7 @@ def summarise(path: str) -> BundleSummary:
     code = _get(m, "exit_code", int)
     s.exit = _get(m, "exit", str) or (exit_words(code) if s.state == "finished" else None)
     if s.state == "finished":
-        s.exit_status = capture_exit_status({k: m.get(k) for k in ("ended_by", "interrupted_by", "exit_code")})
+        s.exit_status = capture_exit_status(inputs.manifest)
     elif s.state == "running":
         s.warnings.append("the capture never finished (faultkit was killed, or the machine went down): the bundle "
                           "holds what was written until then")

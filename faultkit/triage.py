@@ -32,6 +32,7 @@ from .ingest.normalize import normalize
 from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
+from .manifest import Manifest
 from .model import CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
@@ -57,7 +58,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None,
                    missing=list(inputs.missing))
     if inputs.captured:
-        inc.log_clock = LogClock(inputs.stamps, (inputs.manifest or {}).get("start"))
+        inc.log_clock = LogClock(inputs.stamps, inputs.manifest.start if inputs.manifest else None)
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
@@ -77,10 +78,10 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     if inputs.agent:
         _join_black_box(inputs, inc)
     # Every source's claims (in the registry's order, the order ties are broken) go to the judge.
-    manifest = inputs.manifest if inputs.captured else {}
-    system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
+    manifest = inputs.manifest if inputs.captured else Manifest(schema=None)
+    system = manifest.system or {}
     rocm = system.get("rocm_version") if isinstance(system.get("rocm_version"), str) else None
-    ended_by = manifest.get("ended_by") if isinstance(manifest.get("ended_by"), str) else None
+    ended_by = manifest.ended_by
     judged = judge(sources.claims(inc, Setting(rocm, ended_by)), inc.faults, ended_by)
     inc.verdict, inc.groups = judged.verdict, judged.incidents
     if inc.traces:
@@ -126,7 +127,8 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
             inc.problems += [Problem(f.name, p) for p in rc.problems] + [Problem(f.name, p, internal=True)
                                                                          for p in rc.internal]
             inc.collectives.append(rc)
-    tags = [c.get("tag") for c in (inputs.manifest or {}).get("hang_check") or [] if isinstance(c, dict)]
+    tags = [c.get("tag") for c in (inputs.manifest.hang_check if inputs.manifest else None) or []
+            if isinstance(c, dict)]
     order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)
     lags = lagging_ranks(inc.collectives)
     if order or lags:
@@ -146,10 +148,10 @@ def _pasted_hang(inc: Incident) -> None:
         inc.hang = analyse_hang(as_samples(inc.pasted_stacks), None, lags, inc.running)
 
 
-def _our_interrupt(point, manifest: dict) -> bool:
+def _our_interrupt(point, manifest: Manifest) -> bool:
     """A KeyboardInterrupt traceback of a target that capture itself stopped with SIGINT (at its
     timeout, a hang, the user's Ctrl-C): how the stop looked from inside, not where an error was reported."""
-    stopped = manifest.get("stopped_with") if isinstance(manifest.get("stopped_with"), list) else []
+    stopped = manifest.stopped_with or []
     return "SIGINT" in stopped and (point.exception or "").startswith("KeyboardInterrupt")
 
 
@@ -158,24 +160,23 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
     core from elsewhere is opened now (the transcript stays in memory, the inputs untouched)."""
     recorded = {}
     if inputs.captured:
-        for c in inputs.manifest.get("cores") or []:
-            if isinstance(c, dict) and isinstance(c.get("path"), str):
-                recorded[Path(c["path"]).name] = c
+        for c in inputs.manifest.cores or []:
+            recorded[Path(c.path).name] = c
     cores = [(p, inspect_core(p)) for p in inputs.cores]
     present = {Path(p).name for p in inputs.cores}
     for name, c in recorded.items():
         # A bundle passed on without its core files (they can be large) still has their transcripts.
         saved = _saved_transcripts(name, inputs.files)
-        if name not in present and saved and c.get("platform") not in (None, HOST):
-            inc.cores.append(CoreRecord(c["path"], str(c.get("platform")), c.get("pid"), c.get("size"),
-                                        c.get("how_found"), c.get("analysed_with"), saved[0], None,
+        if name not in present and saved and c.platform not in (None, HOST):
+            inc.cores.append(CoreRecord(c.path, str(c.platform), c.pid, c.size,
+                                        c.how_found, c.analysed_with, saved[0], None,
                                         ["the core file is not among the inputs; its transcript is"]))
     hosts = {c.pid: c.path for _, c in cores if c is not None and c.platform == HOST and c.pid is not None}
     made: list[InputFile] = []
     for path, core in cores:
         name = Path(path).name
         rec = CoreRecord(path, core.platform if core else "not a core", core.pid if core else None,
-                         core.size if core else None, (recorded.get(name) or {}).get("how_found"))
+                         core.size if core else None, recorded[name].how_found if name in recorded else None)
         inc.cores.append(rec)
         if core is None:
             rec.problems.append("named like a core but not an ELF core file")
@@ -185,7 +186,7 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
             continue
         saved = _saved_transcripts(name, inputs.files)
         if saved:
-            rec.analysed_with = (recorded.get(name) or {}).get("analysed_with") or "a debugger (transcript saved)"
+            rec.analysed_with = (recorded[name].analysed_with if name in recorded else None) or "a debugger (transcript saved)"
             rec.transcript = saved[0]
             continue
         tool = debugger_for(core, opts.debugger) if opts.open_cores else None

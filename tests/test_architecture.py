@@ -11,7 +11,7 @@ import faultkit
 PKG = Path(faultkit.__file__).parent
 # limits: the byte bounds every reader and the trace checker share (a leaf: it imports no faultkit module)
 MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
-               "faultkit.limits",
+               "faultkit.limits", "faultkit.manifest",     # manifest: the bundle's typed record, written and read
                "faultkit.demangle"}       # demangle: a pure function of a name, used by readers and exporters alike
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
@@ -375,6 +375,33 @@ def test_a_manifest_is_read_only_by_its_owner():
                     if "manifest" in said:
                         found.append(f"{rel}:{n.lineno} in {fn.name}")
     assert not found, f"a manifest parsed outside ingest/schema.py: {found}"
+
+
+
+# The words of a gdb-family session's grammar: its prompt, how it says a program ended.
+GDB_GRAMMAR = ("gdb)", "gdb\\)", "Inferior ", "Program terminated with signal", "not being run")
+
+
+def test_one_gdb_grammar():
+    """The debugger's prompt and exit lines are written once, in the transcript parser
+    (ingest/debugger.py) and the debugger source's markers (sources/debugger.py): the live driver
+    (capture/gdb_driver.py) waits on the parser's patterns. No other module's string handed to
+    re.compile holds a prompt or an exit line."""
+    found = []
+    for rel, tree in _trees():
+        if rel in ("ingest/debugger.py", "sources/debugger.py"):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                    "compile", "search", "match", "fullmatch", "finditer", "findall") \
+                    and isinstance(n.func.value, ast.Name) and n.func.value.id == "re" and n.args:
+                for c in ast.walk(n.args[0]):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, (str, bytes)):
+                        text = c.value.decode("latin-1") if isinstance(c.value, bytes) else c.value
+                        hit = [w for w in GDB_GRAMMAR if w in text]
+                        if hit:
+                            found.append(f"{rel}:{n.lineno}: {hit}")
+    assert not found, f"a second copy of the gdb grammar (use ingest/debugger.py's): {found}"
 
 
 # ---------------- the README's Layout section is the package as it is ----------------

@@ -222,12 +222,13 @@ def test_live_h200_attach_bundle_names_the_kernel_and_instruction():
 
 def assert_status(res):
     """capture exits like a shell: the target's status, 128+N for a signal (README, exit statuses)."""
-    import json as _json
     import re as _re
     from faultkit.cli import capture_status
     m = _re.search(r"^bundle: (.+?) \(", res.output, _re.M)
     assert m, res.output
-    manifest = _json.loads((__import__("pathlib").Path(m.group(1)) / "manifest.json").read_text())
+    from faultkit.ingest.schema import read_manifest
+    manifest, problems = read_manifest(__import__("pathlib").Path(m.group(1)) / "manifest.json")
+    assert problems == [], problems
     assert res.exit_code == capture_status(manifest), res.output
 
 

@@ -345,7 +345,9 @@ def test_rank_in_collective_waits_on_rank_stuck_on_gpu():
     r0 = ProcessStacks(100, "x", [ThreadStack(100, "MainThread", coll)], rank=0)
     r1 = ProcessStacks(101, "x", [ThreadStack(101, "MainThread", gpu)], rank=1)
     hf = analyse([[r0, r1], [r0, r1]], 3.0)
-    assert hf.state == "hung" and {t.pid for t in hf.stuck} == {100, 101}
+    # issue 38: the rank stuck on its GPU is the hang; the one in the collective waits on it (not stuck itself)
+    assert hf.state == "hung" and {t.pid for t in hf.stuck} == {101} and hf.summary.startswith("pid 101 (rank 1)")
+    assert {p.pid: p.state for p in hf.processes} == {100: "waiting", 101: "stuck"}
     assert any(w.startswith("pid 100 (rank 0) waits in ncclAllReduce") and "pid 101 (rank 1) is stuck on its GPU "
                "in hipStreamSynchronize" in w and "/srv/train.py:37 train" in w for w in hf.waits_on)
 

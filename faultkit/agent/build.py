@@ -123,9 +123,16 @@ class Build:
 
 
 if __name__ == "__main__":
+    # `python3 faultkit/agent/build.py [--poison]`: the tracker (and the poison library) built ahead, into
+    # the cache every process of this torch then attaches from (faultkit amplify runs it before its trials)
     import torch
-    b = Build(torch)
-    b.start()
-    b.done.wait()
-    print(b.library or f"not built: {b.problem}", f"({b.seconds} s)" if b.seconds is not None else "")
-    sys.exit(0 if b.library else 1)
+    ok = True
+    for stem, source in [("tracker", SOURCE)] + ([("poison", os.path.join(HERE, "poison.cpp"))]
+                                                  if "--poison" in sys.argv[1:] else []):
+        b = Build(torch, source, stem)
+        b.start()
+        b.done.wait()
+        print(f"{stem}:", b.library or f"not built: {b.problem}", f"({b.seconds} s)" if b.seconds is not None else "",
+              flush=True)
+        ok = ok and bool(b.library)
+    sys.exit(0 if ok else 1)

@@ -19,7 +19,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..capture import coredump
 from ..capture.agent import agent_env
 from ..capture.launcher import DeferredSigint, port_listening
 from ..private_files import private_dir, write_private
@@ -145,12 +144,9 @@ def build_arms(opts: Options) -> tuple[list[ArmState], list[ArmState], list[dict
 
 def trial_env(opts: Options, tdir: Path, slot: Slot) -> tuple[dict[str, str], dict[str, str]]:
     """(verified, bookkeeping): the slot's GPU set is verified like an amplifier's variable; the
-    agent and the core-dump arming are the same in every arm and are not."""
+    agent is the same in every arm and is not (the core-dump arming is run_one's, `cores`)."""
     verified = {visibility_var(): ",".join(slot.gpus)} if slot.gpus else {}
     extra: dict[str, str] = {agent_files.ENV_SEED: str(opts.seed)}
-    if opts.coredump:
-        private_dir(tdir / "cores")
-        extra.update(coredump.arm(tdir).env)
     if opts.agent:
         extra.update(agent_env(tdir, opts.alloc_history, extra))
     return verified, extra
@@ -173,7 +169,7 @@ def run_trial(opts: Options, st: ArmState, entry: PlanEntry, tdir: Path, slot: S
     client = opts.client.replace("{port}", port) if opts.client else None
     where = {**placement("local", slot=",".join(slot.gpus) or None), "gpus": verified}
     return run_one(tdir, entry, arm, client, slot.port, opts.timeout_s, opts.ready_pattern, placement=where,
-                   extra_env=extra, sigint=sigint)
+                   extra_env=extra, sigint=sigint, cores=opts.coredump)
 
 
 def _finished(tdir: Path) -> TrialResult | None:
@@ -226,6 +222,9 @@ def run(opts: Options, echo=print, warn=None, replay: bool = False) -> dict:
         plan = load_or_create_plan(opts.out, [s.arm for s in rate], opts.rounds, opts.seed, opts.client, opts.port,
                                    opts.timeout_s)
         save_options(opts)
+        if opts.agent:
+            from .prebuild import prebuild
+            prebuild(opts.command, any(s.amp and agent_files.ARMED_POISON in s.amp.agent for s in rate), echo, warn)
     by_name = {s.arm.name: s for s in rate}
     rounds_log = _read_rounds(opts.out)
     sigint = DeferredSigint()

@@ -112,6 +112,9 @@ def _agent_note(header: dict | None, want: str) -> str:
         note = (header.get("amplify_poison") or {}).get("note")
         if note:
             return f" ({note})"
+        failed = [f for f in header.get("failures") or [] if isinstance(f, str)]
+        if failed:           # the H200's torch hook raised before it could arm anything: say that, not "no CUDA"
+            return f" (the agent failed in it: {failed[0]})"
         if "torch" not in header:
             return " (the process never imported torch)"
         return " (CUDA never started in it)"

@@ -17,23 +17,50 @@ from .verdict import ArmOutcome, decide, fmt_p
 SCHEMA = "faultkit.amplify.report/1"
 
 
+BLACK_BOX_LOOK = 3      # crashed trials triaged at most per arm, looking for one whose black box names the block
+
+
 def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
     """What the black box says about the fault address in the first crashed trials (triage of each
-    trial's folder: the agent's allocation map against the fault's address)."""
+    trial's folder: the agent's allocation map against the fault's address): the first `limit` that
+    name a block, looking at up to BLACK_BOX_LOOK trials; where none does, one line saying why."""
     from ..triage import triage
-    out = []
-    for d in dirs[:limit]:
+    out, why = [], []
+    for d in dirs[:max(limit, BLACK_BOX_LOOK)]:
+        if len(out) >= limit:
+            break
         try:
             inc = triage([str(d)])
         except Exception as exc:          # a report without the finding, never a traceback
-            out.append(f"(trial {d.name}: triage failed: {type(exc).__name__})")
+            why.append(f"{d.name}: triage failed ({type(exc).__name__})")
             continue
+        bb = inc.black_box
         # an address the map places in a block or segment; "in no allocation" names nothing (caching off
         # bypasses the allocator and its trace, so its crashes leave the map empty)
-        named = [o for o in (inc.black_box.owners if inc.black_box else []) if o.verdict in ("freed", "past-end", "live")]
+        named = [o for o in (bb.owners if bb else []) if o.verdict in ("freed", "past-end", "live")]
         if named:
             out.append(f"{named[0].text} [{d.name}]")
+        else:
+            why.append(f"{d.name}: {_no_block(bb, d)}")
+    if not out and why:
+        out.append("no block named (" + "; ".join(why) + ")")
     return out
+
+
+def _no_block(bb, d: Path) -> str:
+    """Why a crashed trial's black box names no block, from what the trial holds."""
+    if bb is None:
+        return "no agent files in the trial"
+    notes = [p["note"] for p in bb.processes if p.get("note") and not p.get("allocations")]
+    if not any(p.get("allocations") for p in bb.processes):
+        return notes[0] if notes and notes[0].startswith("no allocation map") else \
+            "no allocation map" + (f": {notes[0]}" if notes else "")
+    if bb.owners:
+        return f"the fault address is {bb.owners[0].verdict} ({bb.owners[0].text})"
+    cores = [p for p in (d / "cores").glob("*") if p.is_file() and not p.name.startswith("pipe.")] \
+        if (d / "cores").is_dir() else []
+    return ("no fault address in the evidence (" + ("its GPU core's transcript gave none" if cores else
+            "no GPU core in the trial") + ", and no trusted kernel-log address)")
 
 
 def _median_ttc(st: ArmState) -> float | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from ..manifest import Clocks
 from ..model import KernelLog, RuntimeLog
 
 
@@ -41,7 +42,7 @@ class LogClock:
     """CLOCK_BOOTTIME of any evidence line of a capture bundle: output lines by their arrival
     stamps, kernel-log lines by their CLOCK_MONOTONIC stamp and the capture's clock anchors."""
     stamps: dict[str, list[tuple[int, int, int]]]
-    anchors: dict | None
+    anchors: Clocks | None      # the capture's start (manifest.start)
 
     def arrival(self, file: str | None, line: int | None) -> tuple[int, int] | None:
         """(CLOCK_BOOTTIME ns, wall ns) at which the capture read this line of an output log."""
@@ -54,9 +55,9 @@ class LogClock:
 
     def boottime_offset(self) -> int | None:
         """CLOCK_BOOTTIME - CLOCK_MONOTONIC at the capture's start (suspend time since boot)."""
-        a = self.anchors if isinstance(self.anchors, dict) else {}
-        boot, mono = a.get("boottime_ns"), a.get("monotonic_ns")
-        return boot - mono if isinstance(boot, int) and isinstance(mono, int) else None
+        a = self.anchors
+        return a.boottime_ns - a.monotonic_ns if a and a.boottime_ns is not None and a.monotonic_ns is not None \
+            else None
 
     def of_monotonic(self, seconds: float | None) -> int | None:
         offset = self.boottime_offset()

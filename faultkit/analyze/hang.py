@@ -4,7 +4,9 @@ what, and who waits on whom.
 The rule (the one place it is written; `capture --hang-after` and `faultkit dump` both apply it):
   - a thread is STUCK when it waits on the GPU or in a collective (analyze/waits.py) and its stack
     is the same in every sample: the GPU did not finish the work, or the collective did not
-    complete, in the time between them (a `hang-stuck` claim: the judge allows it `likely`);
+    complete, in the time between them (a `hang-stuck` claim: the judge allows it `likely`); a
+    collective wait of one process while another is stuck on its GPU WAITS ON that one (`waiting`,
+    not stuck): the collective cannot complete before the stuck rank joins it;
   - a process is IDLE when every thread waits for work (sockets, queues, pipe reads, sleeps,
     condition variables, parked pool threads, its children) or is a background thread (NCCL's
     proxy, the c10d watchdog, the helpers of analyze/waits.py: resource trackers, queue feeders,
@@ -146,7 +148,7 @@ def process_finding(samples: list[ProcessStacks | None]) -> ProcessFinding:
     for i, t in enumerate(last.threads):
         runs = history.get(_key(t, i), [t])
         w = classify(t, last.command)
-        unchanged = None if len(runs) < 2 else len({signature(r) for r in runs}) == 1
+        unchanged = None if len(runs) < 2 else len({signature(r, wait=classify(r, last.command)) for r in runs}) == 1
         ticks = (runs[-1].cpu_ticks - runs[0].cpu_ticks
                  if len(runs) > 1 and runs[0].cpu_ticks is not None and runs[-1].cpu_ticks is not None else None)
         stuck = w.category in (GPU, COLLECTIVE) and not w.background and unchanged is True
@@ -190,7 +192,11 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     for pid in pids:
         per = [next((p for p in s if p.pid == pid), None) for s in samples]
         procs.append(process_finding(per))
-    stuck = [t for p in procs for t in p.threads if t.stuck]
+    _waiting_on_gpu(procs)
+    # the cause first: a process stuck on its GPU, one whose core shows a kernel running before others
+    running = {k.pid for k in kernels}
+    stuck = sorted((t for p in procs for t in p.threads if t.stuck),
+                   key=lambda t: (t.wait.category != GPU, t.pid not in running))
     hf = HangFinding(UNKNOWN, None, "", stuck, [], procs, list(lags), list(kernels), len(samples), interval_s)
     states = {p.state for p in procs}
     blocked = [p for p in procs if p.state == BLOCKED]
@@ -244,6 +250,21 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
     hf.waits_on += [f"GPU worker pid {g.pid} died before the samples; its parent pid {g.ppid} goes on "
                     f"({live[g.ppid].state})" for g in gone if g.ppid in live]
     return hf
+
+
+def _waiting_on_gpu(procs: list[ProcessFinding]) -> None:
+    """A collective wait that does not move, in a tree where another process is stuck on its GPU,
+    waits on that one: the all-reduce cannot complete until the stuck rank joins it. Its process is
+    `waiting`, not stuck; the cause is the other (who waits on whom says so)."""
+    on_gpu = {p.pid for p in procs if any(t.stuck and t.wait.category == GPU for t in p.threads)}
+    for p in procs:
+        if not (on_gpu - {p.pid}):
+            continue
+        coll = [t for t in p.threads if t.stuck and t.wait.category == COLLECTIVE]
+        if coll and not any(t.stuck and t.wait.category == GPU for t in p.threads):
+            for t in coll:
+                t.stuck = False
+            p.state = _state(p.threads)
 
 
 # the state of a finding from a single sample: where each thread waits, not yet judged
@@ -356,7 +377,9 @@ def hang_claims(hf: HangFinding | None, faulted: bool) -> list[Claim]:
         if t is not None:
             out.append(Claim(k.kernel, Basis("hang-stuck-kernel", "GPU core dump and host stacks"),
                              f"running on the GPU of pid {k.pid}" + (f" at {k.where}" if k.where else "")
-                             + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core))
+                             + f" ({k.origin}), whose {t.describe()}", Identities(pid=k.pid), k.core,
+                             ceiling_note="no GPU exception stopped it: the kernel the GPU was running while the host "
+                                          "waited on it, not one seen faulting"))
     lead = {"idle": "idle, not hung", "busy": "working, not stuck",
             ONE_SAMPLE: "stacks of one moment (a hang is not told from a pause by one)"}.get(hf.state, f"hang ({hf.level})")
     out.append(Claim(None, Basis(hf.basis or "hang-stacks", "host stacks"), f"no GPU exception; {lead}: {words}"))

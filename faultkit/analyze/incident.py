@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, RankCollectives
+from ..manifest import Manifest
 from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
 from .allocation_owner import BlackBox
 from .debug_stop import StopFinding
@@ -34,7 +35,7 @@ class Incident:
     next_steps: list[str] = field(default_factory=list)
     cores: list[CoreRecord] = field(default_factory=list)
     running: list[RunningKernel] = field(default_factory=list)   # kernels in cores taken without an exception
-    capture: dict | None = None      # what the capture armed and recorded (its manifest), where there was one
+    capture: Manifest | None = None  # what the capture armed and recorded (its manifest), where there was one
     missing: list[str] = field(default_factory=list)   # inputs named that could not be read
     log_clock: LogClock | None = None  # a capture bundle's clocks: every evidence line at its real time
     problems: list[Problem] = field(default_factory=list)

@@ -138,7 +138,7 @@ RULES: tuple[Rule, ...] = (
     Rule(HOST, "sleep", _sym(r"clock_nanosleep|__GI___clock_nanosleep|__clock_nanosleep\w*|nanosleep|__nanosleep|"
                              r"usleep|time_sleep|pysleep|sleep_for|sleep"), rank=3),
     Rule(HOST, "condition", *_py(r"wait|Condition\.wait|Event\.wait|Barrier\.wait", r"threading\.py"), rank=2),
-    Rule(HOST, "condition", _sym(r"pthread_cond_(?:timed)?wait\w*|___pthread_cond_(?:timed)?wait\w*|"
+    Rule(HOST, "condition", _sym(r"pthread_cond_(?:timed|clock)?wait\w*|___pthread_cond_(?:timed|clock)?wait\w*|"
                                  r"__pthread_cond_wait\w*|(?:std::)?condition_variable::wait\w*"), rank=2),
     Rule(HOST, "join", *_py(r"join|_wait_for_tstate_lock", r"threading\.py"), rank=2),
     Rule(HOST, "lock", *_py(r"acquire|Lock\.acquire|RLock\.acquire|_acquire_restore", r"threading\.py"), rank=1),
@@ -273,7 +273,15 @@ def caller(frames: list[StackFrame], i: int) -> StackFrame | None:
     return frames[i] if frames[i].file else None
 
 
-def signature(thread: ThreadStack, depth: int = 12) -> tuple:
+def signature(thread: ThreadStack, depth: int = 12, wait: Wait | None = None) -> tuple:
     """What has to change for a thread to have moved: its innermost frames (a loop that calls
-    the same wait again and again keeps its stack, so it has not moved either)."""
-    return tuple((f.function, f.file, f.line) for f in thread.frames[:depth])
+    the same wait again and again keeps its stack, so it has not moved either). For a GPU or
+    collective wait, the frames from the wait's own frame outward: inside it the runtime polls
+    (a synchronize on a spinning kernel on the H200 showed 6 libcuda frames under
+    cuCtxSynchronize_v2 in one sample and 9 other ones in the next), and that is the same wait."""
+    frames = thread.frames
+    if wait is not None and wait.category in (GPU, COLLECTIVE) and wait.frame is not None:
+        at = next((i for i, f in enumerate(frames) if f is wait.frame), None)
+        if at is not None:
+            frames = frames[at:]
+    return tuple((f.function, f.file, f.line) for f in frames[:depth])

@@ -21,9 +21,10 @@ from .. import redact as redaction
 from .._signals import FAULT_SIGNALS
 from ..debuggers import TABLE, flavor_of
 from ..private_files import open_append
-from ..ingest.debugger import parse_debugger
+from ..ingest.debugger import INFERIOR_EXIT, LIVE_PROMPT, NOT_RUNNING, TERMINATED, parse_debugger
 
-PROMPT = re.compile(rb"\((?:gdb|cuda-gdb|rocgdb)\) $")
+# The prompt and the exit lines are the transcript parser's (ingest/debugger.py): one grammar.
+PROMPT = re.compile(LIVE_PROMPT)
 QUIET_SIGNALS = "SIGPIPE SIGUSR1 SIGUSR2 SIGALRM SIGCHLD SIGWINCH SIGPROF SIGURG"
 
 COMMON = ["set pagination off", "set confirm off", "set width 0", "set height 0", "set breakpoint pending on",
@@ -246,22 +247,21 @@ def classify(output: str) -> StopSeen:
         return StopSeen("fault", output, gpu=any(s.gpu is not None or s.kind == "cuda-exception" for s in faults),
                         signal=faults[0].signal)
     exited = [int(e.fields["pid"]) for e in log.events if e.kind == "inferior-exit" and "pid" in e.fields]
-    if exited or re.search(r"\[Inferior \d+ \(process \d+\) exited|The program is not being run", output):
+    if exited or INFERIOR_EXIT.search(output) or NOT_RUNNING.search(output):
         return StopSeen("exited", output, pids_exited=exited)
     return StopSeen("other", output)
-
-
-ROOT_EXIT = re.compile(r"\[Inferior 1 \(process \d+\) exited (?:normally|with code (?P<code>[0-7]+))\]")
-TERMINATED = re.compile(r"Program terminated with signal (?P<sig>SIG[A-Z0-9]+)")
 
 
 def exit_status(output: str, current_inferior: int) -> int | None:
     """The launched program's (inferior 1's) exit status in a stop's output, as Popen gives it
     (negative: the signal), or None when the output does not say. gdb prints the code in octal;
     'Program terminated with signal' is about the current inferior."""
-    m = ROOT_EXIT.search(output)
+    m = next((m for m in INFERIOR_EXIT.finditer(output) if m["inf"] == "1"), None)
     if m:
-        return int(m["code"], 8) if m["code"] else 0
+        try:
+            return int(m["code"], 8) if m["code"] else 0
+        except ValueError:                    # not octal: not gdb's code
+            return None
     m = TERMINATED.search(output)
     if m and current_inferior == 1:
         return -signal_number(m["sig"])

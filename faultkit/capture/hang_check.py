@@ -34,13 +34,12 @@ def running_root(bundle: Path) -> int:
     manifest, problems = read_manifest(bundle / layout.MANIFEST)
     if manifest is None:
         raise NotRunning(f"{bundle}: no readable {layout.MANIFEST} ({'; '.join(p.message for p in problems)})")
-    if not isinstance(manifest, dict) or manifest.get("state") != "running":
-        state = manifest.get("state") if isinstance(manifest, dict) else None
-        raise NotRunning(f"{bundle}: not a running capture (state {state!r}); give --pid PID")
-    if not isinstance(manifest.get("root_pid"), int):
+    if manifest.state != "running":
+        raise NotRunning(f"{bundle}: not a running capture (state {manifest.state!r}); give --pid PID")
+    if manifest.root_pid is None:
         raise NotRunning(f"{bundle}: its manifest names no process yet (the target is starting); try again, "
                          f"or give --pid PID")
-    return manifest["root_pid"]
+    return manifest.root_pid
 
 
 def time_tag() -> str:

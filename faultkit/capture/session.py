@@ -25,6 +25,7 @@ from .._signals import exit_words
 from ..private_files import open_lock, private_dir, private_tree, reserve, write_private
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
+from ..manifest import Agent, Clocks, Core, KernelLog, Manifest, dumps, from_json
 from . import agent, coredump, facts, kmsg, program, watchdog
 from ..analyze.hang import GoneWorker
 from .hang_check import HangCheck, flight_recorder_env
@@ -219,7 +220,7 @@ def target_variables(opts: CaptureOptions, token: str) -> tuple[dict[str, str], 
     return env, arming, agent_vars
 
 
-def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> dict:
+def capture(opts: CaptureOptions, echo=print, console: Console | None = None) -> Manifest:
     """`console` shows the target's output live and a status line; `echo` says faultkit's own steps."""
     # Every path handed to the target (core patterns, the flight recorder's prefix, the agent's
     # folder, a tool's output) is absolute: a worker that changes directory writes into the bundle.
@@ -270,16 +271,16 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         private_dir(out / layout.CORES_DIR)
     private_dir(out / layout.COLLECTIVES_DIR)
     shown = (redaction.text, redaction.env) if opts.redact else (str, dict)
-    manifest: dict = {"schema": layout.BUNDLE_SCHEMA, "command": _shown_command(opts.command, opts.redact),
-                      "backend": opts.backend,
-                      "env_requested": shown[1](opts.env), "start": clocks(), "state": "running", "files": {},
-                      "coredump": arming.to_json() if arming else
-                      {"armed": False, "notes": [NOT_ARMED if opts.pid is not None else "--no-coredump"]}}
+    manifest = Manifest(schema=layout.BUNDLE_SCHEMA, command=_shown_command(opts.command, opts.redact),
+                        backend=opts.backend,
+                        env_requested=shown[1](opts.env), start=Clocks(**clocks()), state="running", files={},
+                        coredump=arming.to_json() if arming else
+                        {"armed": False, "notes": [NOT_ARMED if opts.pid is not None else "--no-coredump"]})
     if opts.pid is not None:
-        manifest["attached_to_pid"] = opts.pid
+        manifest.attached_to_pid = opts.pid
     else:
-        manifest["started_as"] = _shown_command(target_argv(opts.command), opts.redact)    # the argv exec'd
-        manifest["tree_held_by"] = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
+        manifest.started_as = _shown_command(target_argv(opts.command), opts.redact)    # the argv exec'd
+        manifest.tree_held_by = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
                                     "subreaper": subreaper, "marker": watchdog.MARKER}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
 
@@ -289,13 +290,13 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     # `readable` and `problem`: whether the kernel's records of the capture are in the bundle, and
     # if not, why and what to do (triage lists it among the report's problems).
     problem = kmsg.unreadable(follower.error, before)
-    manifest["kernel_log"] = {"before": before or layout.KERNEL_BEFORE,
-                              "follow": layout.KERNEL_FOLLOW if following else follower.error,
-                              "readable": problem is None, "problem": problem}
+    manifest.kernel_log = KernelLog(before=before or layout.KERNEL_BEFORE,
+                                    follow=layout.KERNEL_FOLLOW if following else follower.error,
+                                    readable=problem is None, problem=problem)
     if problem:
         echo(f"WARNING: {problem}")
-    manifest["system"] = facts.collect(out)
-    manifest["launch"] = launch_of(dict(os.environ), manifest["system"].get("host")).to_json()
+    manifest.system = facts.collect(out)
+    manifest.launch = launch_of(dict(os.environ), manifest.system.get("host")).to_json()
 
     guard = watchdog.Watchdog(out, token, group.path if group else None)
     ended_by = None
@@ -324,7 +325,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
-        manifest["root_pid"] = backend.root_pid
+        manifest.root_pid = backend.root_pid
         _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
         start = time.monotonic()
@@ -354,27 +355,27 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 else:
                     idle_at = time.monotonic()
         if ended_by == "interrupted":
-            manifest["interrupted_by"] = sigint.signal
+            manifest.interrupted_by = sigint.signal
         if sampled_early and ended_by != "timeout":
             _drop_timeout_stacks(manifest, hang, out)      # it ended otherwise after all: they say nothing
         if ended_by == "timeout" and not sampled_early:
             _timeout_stacks(manifest, hang, sampler, out, agent_vars)
         if agent_vars and ended_by in ("hang", "interrupted"):
             # Every Python thread's stack of each live process, before anything stops it.
-            manifest["stacks_asked"] = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
+            manifest.stacks_asked = agent.ask_for_stacks(out, [r.pid for r in sampler.records()
                                                                   if os.path.exists(f"/proc/{r.pid}")])
         if hang.findings:
-            manifest["hang_check"] = hang.findings
+            manifest.hang_check = hang.findings
         if arming and ended_by in ("timeout", "hang", "interrupted") and not sigint.forced.is_set():
             # Before the tree is stopped: what every SM of a hung server is running.
             gpu = [r for r in sampler.records() if r.gpu and os.path.exists(f"/proc/{r.pid}")]
             nvidia = [r.pid for r in gpu if any("nvidia" in d for d in r.gpu_devices)]
             amd = [r.pid for r in gpu if r.pid not in nvidia]
             if arming.cuda and nvidia:
-                manifest["hang_dumps"] = coredump.trigger_dumps(out, nvidia, echo=echo)
+                manifest.hang_dumps = coredump.trigger_dumps(out, nvidia, echo=echo)
             rocgdb = shutil.which("rocgdb")
             if amd and rocgdb and opts.backend not in DEBUGGERS:
-                manifest["hang_snapshots"] = coredump.rocm_hang_snapshot(out, amd, rocgdb, echo=echo)
+                manifest.hang_snapshots = coredump.rocm_hang_snapshot(out, amd, rocgdb, echo=echo)
     finally:
         if console is not None:
             console.close()
@@ -391,20 +392,20 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if sampler is not None:
             sampler.sample()               # reaps what the subreaper brought back and was killed
         if group and not group.remove():
-            manifest.setdefault("warnings", []).append(f"cgroup {group.path} could not be removed")
+            manifest.warn(f"cgroup {group.path} could not be removed")
         set_subreaper(False) if subreaper else None
         sigint.__exit__()
         if console is not None:
             dropped = console.drain(2.0)
             if dropped:
-                manifest["live_output_dropped_bytes"] = dropped
+                manifest.live_output_dropped_bytes = dropped
         follower.stop()
         after = kmsg.snapshot(out / layout.KERNEL_AFTER)
         records = sampler.records() if sampler else []
         try:
             write_private(out / layout.ENVIRON, json.dumps([r.to_json() for r in records], indent=2))
         except OSError as exc:
-            manifest.setdefault("warnings", []).append(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
+            manifest.warn(f"{layout.ENVIRON} not saved ({exc.strerror or exc})")
         # The user's variables (and the backend's) are checked; the core-dump arming is recorded apart.
         # A server that already ran (--pid) was handed nothing: nothing to check, nothing to warn of.
         wanted = {k: v for k, v in env.items() if (not arming or k not in arming.env or k in opts.env)
@@ -415,32 +416,33 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                 and opts.pid in follower.faults.segfaults:
             exit_code = -int(signal.SIGSEGV)        # the kernel's segfault record of the followed server
             result["exit"] = "killed by SIGSEGV (the kernel log's segfault record; its status was not readable)"
-        manifest.update(state="finished", end=clocks(), ended_by=ended_by, exit_code=exit_code,
-                        fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
-        manifest["exit"] = result.get("exit") or exit_words(exit_code)
+        manifest.set(state="finished", end=Clocks(**clocks()), ended_by=ended_by, exit_code=exit_code,
+                     fault_line=redaction.text(backend.fault_line or "") or None, env_check=check, **result)
+        manifest.exit = result.get("exit") or exit_words(exit_code)
         problem = kmsg.unreadable(follower.error, after)
         ours, others = follower.faults.count({r.pid for r in records})
-        manifest["kernel_log"].update(after=after or layout.KERNEL_AFTER, readable=problem is None, problem=problem,
-                                      faults_of_capture=ours, faults_elsewhere=others)
-        manifest["agent"] = ({"enabled": True, "mode": agent_vars[agent.files.ENV_MODE],
-                              "processes": agent.processes(out)} if agent_vars else
-                             {"enabled": False, "note": "--no-agent" if not opts.agent else "a running server (--pid)"})
+        klog = manifest.kernel_log
+        klog.after, klog.readable, klog.problem = after or layout.KERNEL_AFTER, problem is None, problem
+        klog.faults_of_capture, klog.faults_elsewhere = ours, others
+        manifest.agent = (Agent(enabled=True, mode=agent_vars[agent.files.ENV_MODE], processes=agent.processes(out))
+                          if agent_vars else
+                          Agent(enabled=False, note="--no-agent" if not opts.agent else "a running server (--pid)"))
         if arming:
-            manifest["cores"] = _cores(out, opts, records, manifest, echo)
+            manifest.cores = _cores(out, opts, records, manifest, echo)
         if ended_by == "hang":
-            manifest["note"] = (f"the target printed nothing for {opts.hang_after_s:g} s: treated as a hang"
+            manifest.note = (f"the target printed nothing for {opts.hang_after_s:g} s: treated as a hang"
                                 + ("; each GPU process was asked for a core dump first" if arming and arming.cuda else ""))
         if ended_by in ("timeout", "target-exit") and not backend.fault_line and ended_by != "debugger-stop":
-            manifest["note"] = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
+            manifest.note = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
                                 + " (faults that depend on timing can vanish under a debugger or tracer)")
         for d in result.get("debuggers", []):
             if d.get("state") in ("hung", "died"):
-                manifest.setdefault("warnings", []).append(f"debugger {d['state']}: {d.get('problem')}; it was "
-                                                           f"killed and the capture kept the other evidence")
+                manifest.warn(f"debugger {d['state']}: {d.get('problem')}; it was "
+                              f"killed and the capture kept the other evidence")
         if backend.output.disk_error:
-            manifest.setdefault("warnings", []).append(f"disk full: {backend.output.disk_error}")
+            manifest.warn(f"disk full: {backend.output.disk_error}")
         (out / RESERVE).unlink(missing_ok=True)        # the room kept for this last write
-        manifest["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+        manifest.files = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
         try:
             _write_manifest(out, manifest)
         except OSError as exc:
@@ -463,19 +465,19 @@ def _end_sampling_s(hang: HangCheck, agent_on: bool) -> float:
     return (AGENT_STACKS_WAIT_S if agent_on else 0.0) + hang.interval_s + 2.0
 
 
-def _timeout_stacks(manifest: dict, hang: HangCheck, sampler: TreeSampler, out: Path, agent_vars: dict) -> None:
+def _timeout_stacks(manifest: Manifest, hang: HangCheck, sampler: TreeSampler, out: Path, agent_vars: dict) -> None:
     """Every live process's stacks for a capture its --timeout ends, before anything is stopped:
     the agent's (each Python thread) and two samples judged by the hang check."""
     if agent_vars:
-        manifest["stacks_asked"] = agent.ask_for_stacks(out, _live(sampler), AGENT_STACKS_WAIT_S)
+        manifest.stacks_asked = agent.ask_for_stacks(out, _live(sampler), AGENT_STACKS_WAIT_S)
     hang.confirm(lambda: _live(sampler), "timeout", _gone(sampler))
 
 
-def _drop_timeout_stacks(manifest: dict, hang: HangCheck, out: Path) -> None:
+def _drop_timeout_stacks(manifest: Manifest, hang: HangCheck, out: Path) -> None:
     for f in [f for f in hang.findings if str(f.get("tag", "")).startswith("timeout-")]:
         hang.findings.remove(f)
         (out / layout.STACKS_DIR / layout.STACK_SAMPLES.format(tag=f["tag"])).unlink(missing_ok=True)
-    manifest.pop("stacks_asked", None)
+    manifest.stacks_asked = None
 
 
 def _shown_command(command, redact: bool) -> str:
@@ -524,11 +526,11 @@ def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) 
             + f", {cores} core(s) | {out}")
 
 
-def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> list[dict]:
+def _cores(out: Path, opts: CaptureOptions, records, manifest: Manifest, echo) -> list[Core]:
     """Every core the run left, each opened in its debugger where one is installed."""
-    triggered = {p for p, r in (manifest.get("hang_dumps") or {}).items() if r.startswith("dumped")}
-    found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest["start"]["wall"], triggered,
-                                manifest.get("root_pid"))
+    triggered = {p for p, r in (manifest.hang_dumps or {}).items() if r.startswith("dumped")}
+    found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest.start.wall, triggered,
+                                manifest.root_pid)
     cmdlines = {r.pid: r.raw_cmdline for r in records}
     inspected = {c.path: inspect_core(c.path) for c in found}
     hosts = {c.pid: c.path for c in found if inspected[c.path] is not None and inspected[c.path].platform == "host"}
@@ -548,7 +550,7 @@ def _cores(out: Path, opts: CaptureOptions, records, manifest: dict, echo) -> li
                 entry["problems"] += op.problems
             else:
                 entry.update(analysed_with=None, open_with=how_to_open(core, exe, hosts.get(c.pid)))
-        listed.append(entry)
+        listed.append(from_json(Core, entry))
     return listed
 
 
@@ -582,5 +584,5 @@ def _lock(out: Path):
     return fh
 
 
-def _write_manifest(out: Path, manifest: dict) -> None:
-    write_private(out / layout.MANIFEST, json.dumps(manifest, indent=2, default=str))
+def _write_manifest(out: Path, manifest: Manifest) -> None:
+    write_private(out / layout.MANIFEST, dumps(manifest))

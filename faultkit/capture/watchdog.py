@@ -8,7 +8,6 @@ even by SIGKILL), it kills every process that carries the marker and marks the m
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..manifest import dumps
 from .cgroup import OwnCgroup
 from .launcher import helper_env
 from ..private_files import private_tree, write_private
@@ -92,11 +92,11 @@ def main(out: str, token: str, cgroup: str = "") -> None:
     manifest = Path(out) / "manifest.json"
     try:
         m = read_manifest(manifest)[0]
-        if m is not None and m.get("state") == "running":
-            m.update(state="cut", ended_by="faultkit-killed", killed_leftovers=killed,
-                     note="faultkit itself was killed during the capture: its watchdog killed the target's "
-                          "processes and the bundle holds what was written until then")
-            write_private(manifest, json.dumps(m, indent=2, default=str))
+        if m is not None and m.state == "running":
+            m.set(state="cut", ended_by="faultkit-killed", killed_leftovers=killed,
+                  note="faultkit itself was killed during the capture: its watchdog killed the target's "
+                       "processes and the bundle holds what was written until then")
+            write_private(manifest, dumps(m))
     except (OSError, ValueError):
         pass
     private_tree(Path(out))        # what was written until the kill, private like a finished bundle

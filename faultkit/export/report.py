@@ -20,6 +20,7 @@ from .. import layout, sources
 from ..demangle import demangled, display_name
 from ..codes import status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
+from ..manifest import Manifest
 from ..model import hex_or_none
 from .._signals import capture_exit_status
 
@@ -343,38 +344,37 @@ def _inputs_section(inc: Incident) -> Section:
     return s
 
 
-def capture_facts(m: dict | None) -> dict | None:
+def capture_facts(m: Manifest | None) -> dict | None:
     """What the capture's manifest says about the run, as the report states it (JSON and text)."""
-    if not isinstance(m, dict):
+    if m is None:
         return None
-    arming = m.get("coredump") if isinstance(m.get("coredump"), dict) else {}
-    check = m.get("env_check") if isinstance(m.get("env_check"), dict) else None
-    klog = m.get("kernel_log") if isinstance(m.get("kernel_log"), dict) else {}
-    follow = klog.get("follow")
-    readable = klog.get("readable") if isinstance(klog.get("readable"), bool) else (
+    arming = m.coredump or {}
+    check = m.env_check
+    follow = m.kernel_log.follow if m.kernel_log else None
+    readable = m.kernel_log.readable if m.kernel_log and m.kernel_log.readable is not None else (
         None if follow is None else follow == layout.KERNEL_FOLLOW)
     return {
-        "state": m.get("state"), "command": m.get("command"), "backend": m.get("backend"),
-        "ended_by": m.get("ended_by"), "interrupted_by": m.get("interrupted_by"),
+        "state": m.state, "command": m.command, "backend": m.backend,
+        "ended_by": m.ended_by, "interrupted_by": m.interrupted_by,
         # exit_code: what `faultkit capture` exited with (124 at a timeout or a hang, like the CLI);
         # target_exit_code: the target's own status (negative: the signal that ended it)
-        "exit": m.get("exit"), "exit_code": capture_exit_status(m) if m.get("state") == "finished" else None,
-        "target_exit_code": m.get("exit_code"),
+        "exit": m.exit, "exit_code": capture_exit_status(m) if m.state == "finished" else None,
+        "target_exit_code": m.exit_code,
         "armed": {"cuda_coredump": bool(arming.get("cuda")), "rocm_coredump": bool(arming.get("rocm")),
                   "full_core": bool(arming.get("full")),
                   "notes": [n for n in arming.get("notes") or [] if isinstance(n, str)]},
-        "env_requested": m.get("env_requested") if isinstance(m.get("env_requested"), dict) else {},
+        "env_requested": m.env_requested or {},
         "env_check": None if check is None else {
             "verified": check.get("ok") is True, "scope": check.get("scope"),
             "checked_pids": check.get("checked") if isinstance(check.get("checked"), list) else [],
             "mismatches": [x for x in check.get("mismatches") or [] if isinstance(x, dict)]},
         "kernel_log": {"readable": readable,
                        "problem": None if readable is not False else (follow if isinstance(follow, str) else None)},
-        "note": m.get("note"), "warnings": [w for w in m.get("warnings") or [] if isinstance(w, str)],
+        "note": m.note, "warnings": list(m.warnings or []),
     }
 
 
-def _capture_section(m: dict | None) -> Section | None:
+def _capture_section(m: Manifest | None) -> Section | None:
     c = capture_facts(m)
     if not c:
         return None
@@ -423,7 +423,7 @@ def _hang_section(inc: Incident) -> Section | None:
 
 def _cores_section(inc: Incident) -> Section | None:
     lines = [n for n in inc.runtime.notes if n.kind == "gpu-core-dump"]
-    armed = (inc.capture or {}).get("coredump") or {}
+    armed = (inc.capture.coredump if inc.capture else None) or {}
     if not inc.cores and not lines and not armed.get("cuda") and not armed.get("rocm"):
         return None
     s = Section("GPU core dumps")

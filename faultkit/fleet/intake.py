@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import layout
 from ..ingest.schema import read_manifest
+from ..manifest import Manifest
 from ..launch_env import Launch, launch_of
 from ..limits import MAX_FIELD, fits_int
 from .record import Context, IncidentRecord, records_from_report
@@ -102,10 +103,10 @@ def context_of(path: str, node: str | None, job: str | None, seen_at: float | No
     p = Path(path)
     folder = p if p.is_dir() else p.parent
     manifest = _manifest(folder / layout.MANIFEST)
-    system = manifest.get("system") if isinstance(manifest.get("system"), dict) else {}
+    system = manifest.system or {}
     ctx = Context(report=str(path))
-    ctx.node = node or _str(system.get("host")) or _str(manifest.get("host")) or "unknown"
-    ctx.job = job or Launch.from_json(manifest.get("launch")).job or _job_from_env(folder)
+    ctx.node = node or _str(system.get("host")) or _str(manifest.extra.get("host")) or "unknown"
+    ctx.job = job or Launch.from_json(manifest.launch).job or _job_from_env(folder)
     ctx.seen_at = seen_at if seen_at is not None else _start(manifest, p)
     ctx.runtime = _str(system.get("rocm_version"))
     smi = _read(folder / layout.fact_file("nvidia-smi"))
@@ -116,7 +117,7 @@ def context_of(path: str, node: str | None, job: str | None, seen_at: float | No
             ctx.runtime = ctx.runtime or f"CUDA {m.group(1)}"
     if ctx.driver is None and _str(system.get("kernel")):
         ctx.driver = f"linux {system['kernel']}"
-    command = " ".join(manifest.get("command") or []) if isinstance(manifest.get("command"), list) else ""
+    command = " ".join(manifest.command) if isinstance(manifest.command, list) else ""
     for fw in ("sglang", "vllm", "torch"):
         if fw in command:
             ctx.framework = fw
@@ -135,8 +136,8 @@ def intake(path: str, node: str | None = None, job: str | None = None,
     return records, problems + more
 
 
-def _manifest(path: Path) -> dict:
-    return read_manifest(path)[0] or {}
+def _manifest(path: Path) -> Manifest:
+    return read_manifest(path)[0] or Manifest(schema=None)
 
 
 def _job_from_env(folder: Path) -> str | None:
@@ -152,10 +153,9 @@ def _job_from_env(folder: Path) -> str | None:
     return None
 
 
-def _start(manifest: dict, path: Path) -> float:
-    start = manifest.get("start") if isinstance(manifest.get("start"), dict) else {}
-    wall = start.get("wall")
-    if isinstance(wall, (int, float)) and not isinstance(wall, bool) and 0 < wall < 1e11:
+def _start(manifest: Manifest, path: Path) -> float:
+    wall = manifest.start.wall if manifest.start else None
+    if wall is not None and 0 < wall < 1e11:
         return float(wall)
     try:
         return os.stat(path).st_mtime

@@ -87,7 +87,17 @@ continuation(DEBUGGER, SRCLINE)
 LAUNCH = re.compile(r"<<<\((?P<grid>[\d,]+)\),\((?P<block>[\d,]+)\)>>>")
 continuation(DEBUGGER, LAUNCH)
 
-PROMPT = re.compile(r"^\((?:gdb|cuda-gdb|rocgdb|@value\{GDBP\})\)\s?")
+# The one grammar of a gdb-family session: its prompt and how it says a program ended, read here in
+# transcripts and waited for live by capture/gdb_driver.py (tests/test_architecture.py: no copy elsewhere).
+PROMPT_NAMES = ("gdb", "cuda-gdb", "rocgdb")
+_NAMES = "|".join(re.escape(n) for n in PROMPT_NAMES)
+PROMPT = re.compile(rf"^\((?:{_NAMES}|@value\{{GDBP\}})\)\s?")       # @value{GDBP}: gdb's own manual, pasted
+# what a live debugger's output ends at (its prompt): the pattern's source, compiled by the driver
+# (a byte stream, not a transcript line: no prefilter anchor)
+LIVE_PROMPT = rf"\((?:{_NAMES})\) $".encode()
+INFERIOR_EXIT = re.compile(r"\[Inferior (?P<inf>\d+) \(process (?P<pid>\d+)\) exited (?:normally|with code (?P<code>\d+))\]")
+NOT_RUNNING = re.compile(r"The program is not being run")
+anchored(DEBUGGER, NOT_RUNNING, 'The program is not being run')
 anchored(DEBUGGER, PROMPT, '(gdb)', '(cuda-gdb)', '(rocgdb)', '(@value{GDBP})', after=400)
 THREADS_HDR = re.compile(r"^Id\s+(?:Lanes\s+)?Target Id\s+Frame\s*$")
 anchored(DEBUGGER, THREADS_HDR, 'Target Id', after=400)
@@ -196,7 +206,7 @@ anchored(DEBUGGER, PRECISE_SHOW, 'AMDGPU precise memory access reporting is ')
 PRECISE_FAIL = re.compile(r"AMDGPU precise memory access reporting could not be enabled")
 anchored(DEBUGGER, PRECISE_FAIL, 'AMDGPU precise memory access reporting could not be enabled')
 EVENTS = [
-    ("inferior-exit", re.compile(r"\[Inferior (?P<inf>\d+) \(process (?P<pid>\d+)\) exited (?:normally|with code (?P<code>\d+))\]")),
+    ("inferior-exit", INFERIOR_EXIT),
     ("terminated", TERMINATED),
     ("fork", re.compile(r"\[(?:Detaching|Attaching) after (?:\S+ )?v?fork (?:from|to) child process (?P<pid>\d+)\]")),
     ("new-inferior", re.compile(r"\[New inferior (?P<inf>\d+) \(process (?P<pid>\d+)\)\]")),

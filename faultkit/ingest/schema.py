@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 
+from ..manifest import Manifest, from_json
+from ..manifest import spec as manifest_spec
 from ..model import Problem
 
 INT64 = 1 << 63
@@ -78,25 +80,15 @@ def clean(value, spec, name: str, where: str, problems: list[Problem]):
 
 
 OPT_STR, OPT_INT, OPT_NUM = (str, NONE), (int, NONE), (float, NONE)
-CLOCKS = ({"wall": OPT_NUM, "monotonic_ns": OPT_INT, "boottime_ns": OPT_INT}, NONE)
-# What faultkit reads of a capture's manifest (capture writes more; the rest passes unread).
-MANIFEST = {
-    "schema": str, "command": (str, list, NONE), "backend": OPT_STR, "state": OPT_STR, "note": OPT_STR,
-    "ended_by": OPT_STR, "exit": OPT_STR, "exit_code": OPT_INT, "interrupted_by": OPT_STR, "fault_line": OPT_STR,
-    "root_pid": OPT_INT, "attached_to_pid": OPT_INT, "start": CLOCKS, "end": CLOCKS,
-    "env_requested": ({}, NONE), "files": ({}, NONE), "warnings": ([str], NONE), "system": ({}, NONE),
-    "kernel_log": ({"before": OPT_STR, "follow": OPT_STR, "after": OPT_STR}, NONE),
-    "coredump": ({"cuda": (bool, NONE), "rocm": (bool, NONE), "full": (bool, NONE), "notes": ([str], NONE),
-                  "warnings": ([str], NONE), "env": ({}, NONE)}, NONE),
-    "cores": ([{"path": str, "pid": OPT_INT, "how_found": OPT_STR, "size": OPT_INT, "platform": OPT_STR,
-                "analysed_with": OPT_STR, "transcript": OPT_STR, "problems": ([str], NONE)}], NONE),
-    "hang_dumps": ([], NONE), "hang_snapshots": ([], NONE), "stopped_with": ([], NONE),
-}
+# What faultkit reads of a capture's manifest: derived from the typed record (faultkit/manifest.py),
+# the one owner of its fields.
+MANIFEST = manifest_spec(Manifest)
 PROCESS = {"pid": int, "ppid": OPT_INT, "argv": ([str], NONE), "env": ({}, NONE), "cmdline": (str, list, NONE),
            "exe": OPT_STR, "comm": OPT_STR}
 
 
-def check_manifest(value, name: str) -> tuple[dict | None, list[Problem]]:
+def check_manifest(value, name: str) -> tuple[Manifest | None, list[Problem]]:
+    """A decoded manifest held to its types: the typed record (bad fields dropped, each a problem)."""
     problems: list[Problem] = []
     if not isinstance(value, dict):
         return None, [Problem(name, f"unreadable manifest (a JSON {type(value).__name__}, not an object); files are "
@@ -105,13 +97,13 @@ def check_manifest(value, name: str) -> tuple[dict | None, list[Problem]]:
     # a core record without its path cannot be matched to a file: dropped by `clean` (path: str)
     if isinstance(out.get("cores"), list):
         out["cores"] = [c for c in out["cores"] if isinstance(c, dict) and isinstance(c.get("path"), str)]
-    return out, problems
+    return from_json(Manifest, out), problems
 
 
 MANIFEST_BYTES = 64 << 20      # a manifest is kilobytes; a bigger file is not one
 
 
-def read_manifest(path) -> tuple[dict | None, list[Problem]]:
+def read_manifest(path) -> tuple[Manifest | None, list[Problem]]:
     """A bundle's manifest file (the one owner of reading it): decoded, type-checked, or None with
     the reason. Every reader of a manifest goes through here or through `check_manifest`."""
     name = str(path)

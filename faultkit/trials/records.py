@@ -127,6 +127,7 @@ class TrialResult:
     metric_regex: str | None = None
     # where it ran: engine (local, slurm, ray), node, the engine's job and task ids, its GPUs
     placement: dict = field(default_factory=dict)
+    cores: list[dict] = field(default_factory=list)     # the GPU/host cores the trial left (capture.coredump)
     schema: str = RESULT_SCHEMA
 
     @property
@@ -175,6 +176,8 @@ class TrialResult:
                    signature=_need(d, "signature", (str,), where, optional=True),
                    clocks=clocks,
                    metric=_float_or_none(_need(d, "metric", NUMBER, where, optional=True)),
+                   cores=[c for c in (d.get("cores") or []) if isinstance(c, dict)] if isinstance(d.get("cores"), list)
+                   else [],
                    metric_regex=_need(d, "metric_regex", (str,), where, optional=True),
                    placement=_str_dict(_need(d, "placement", (dict,), where, optional=True) or {}, "placement", where))
 

@@ -9,6 +9,7 @@ so an interrupted run resumes where it stopped.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import secrets
@@ -23,7 +24,8 @@ from ..capture.launcher import (DeferredSigint, Launch, clocks, ended_by_time_or
                                 port_listening)
 from ..capture.kmsg import KmsgFollower
 from ..capture.proctree import TreeSampler, describe_env_check, verify_env
-from ..capture import watchdog
+from ..capture import coredump, watchdog
+from ..capture.backends import FaultGrace
 from ..private_files import private_dir, private_tree, write_private
 from .metric import metric_from
 from .records import (CRASH, FAILED_TO_START, NO_CRASH, ArmSpec, EnvCheck, Plan, PlanEntry, PlanSpec, RecordError,
@@ -36,6 +38,8 @@ from .placement import placement
 PLAN = "plan.json"
 RESULT = "result.json"
 
+FAULT_GRACE_S = 0.5      # after the fault line (and after a GPU core is written): the runtime's report ends
+KERNEL_SETTLE_S = 0.3    # after the tree is stopped: the driver's records of its teardown reach the kernel log
 ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 
 
@@ -206,22 +210,30 @@ def _wait_port_free(port: int, wait_s: float) -> None:
 
 def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: int | None, timeout_s: float,
             ready_pattern: str | None, metric: str | None = None, placement: dict | None = None,
-            extra_env: dict[str, str] | None = None, sigint: DeferredSigint | None = None) -> TrialResult:
+            extra_env: dict[str, str] | None = None, sigint: DeferredSigint | None = None,
+            cores: bool = False) -> TrialResult:
     """One trial in `tdir`, start to result.json: the function every engine calls (in turn, in threads,
     on a cluster's node). `placement` says where it ran (trials.task.placement), recorded in its result.
     `arm.env` is what the trial tests and is verified in /proc; `extra_env` is bookkeeping the server
     gets unverified (the agent's folder, core-dump arming). `sigint`: a DeferredSigint the caller holds
-    (threads cannot install signal handlers), else its own."""
+    (threads cannot install signal handlers), else its own. `cores`: arm the runtimes' GPU core dumps
+    as a capture does (capture.coredump: the variables, the core-size limit) and collect what they wrote
+    into the trial's cores/ (result.cores); after a fault line the trial waits, as a capture does
+    (FaultGrace), until a core being written is done: a signal mid-dump leaves no core."""
     private_dir(tdir)
     for stale in ("server.log", "server.times.tsv", "client.log", "client.times.tsv", "kernel.log"):
         (tdir / stale).unlink(missing_ok=True)  # a trial interrupted half-way starts over
-    env = {**(extra_env or {}), **arm.env}
+    arming = None
+    if cores:
+        private_dir(tdir / layout.CORES_DIR)
+        arming = coredump.arm(tdir)
+    env = {**(arming.env if arming else {}), **(extra_env or {}), **arm.env}
     env["FAULTKIT_TRIAL_INDEX"] = str(entry.index)
     token = secrets.token_hex(8)
     env[watchdog.MARKER] = token            # what this trial started, daemons included, is killed after it
     kernel = KmsgFollower(tdir / layout.KERNEL_FOLLOW)  # the trial's own kernel log: GPU faults give the signature
     kernel.start()
-    server = Launch(arm.command, tdir, layout.SERVER, env)
+    server = Launch(arm.command, tdir, layout.SERVER, env, arming.core_limit if arming else None)
     ready = server.watch_for(ready_pattern) if ready_pattern else None
     waits_for_ready = bool(client) and (ready is not None or port is not None)
     start = time.monotonic()
@@ -236,6 +248,8 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     sampler = TreeSampler(server.proc.pid)
     client_launch: Launch | None = None
     ended_by = None
+    grace = FaultGrace(FAULT_GRACE_S)
+    fault_at: float | None = None
     own_sigint = sigint is None
     if own_sigint:
         sigint = DeferredSigint()
@@ -246,8 +260,11 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
             if server.poll() is not None:
                 ended_by = "server-exit"
             elif server.fault_line:
-                time.sleep(0.5)  # let the runtime finish printing its fault report
-                ended_by = "fault-line"
+                # the runtime's report (and a GPU core being written: the CUDA driver takes seconds on
+                # an H200, and a signal then leaves no core) is let finish before the tree is stopped
+                fault_at = fault_at or time.monotonic()
+                ended_by = "fault-line" if grace.step(server.tee) else \
+                    ended_by_time_or_interrupt(start, timeout_s, sigint)
             elif client and client_launch is None and _is_ready(ready, port, start):
                 client_launch = Launch(client, tdir, "client", {"FAULTKIT_TRIAL_INDEX": str(entry.index)})
                 client_launch.start()
@@ -258,7 +275,6 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     finally:
         if own_sigint:
             sigint.__exit__()
-        kernel.stop()
         end = clocks()
         exit_code = server.poll()
         if client_launch is not None:
@@ -267,8 +283,15 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
         leftovers = watchdog.kill_marked(token)
         if exit_code is None:
             exit_code = server.poll()
+        # The NVIDIA driver logs a context's MMU fault (Xid 31, the record with an address) when the
+        # process's GPU context is torn down, after it died: followed until then, it lands in this
+        # trial's kernel log, not in the next trial's (seen on the H200).
+        time.sleep(KERNEL_SETTLE_S)
+        kernel.stop()
     duration = time.monotonic() - start
     records = sampler.records()
+    found = (coredump.find_cores(tdir, [r.pid for r in records], os.getcwd(), server.started["wall"],
+                                 session=server.proc.pid) if arming else [])
     env_check = EnvCheck.from_json(verify_env(records, arm.env))   # the arm's own variables, not the bookkeeping ones
     if ended_by == "interrupted" or sigint.hit:
         # not a valid trial: leave no result so that a resumed run repeats it. A signal that came
@@ -285,13 +308,13 @@ def run_one(tdir: Path, entry: PlanEntry, arm: Arm, client: str | None, port: in
     result = TrialResult(
         index=entry.index, pair=entry.pair, arm=arm.name, outcome=outcome, ended_by=ended_by, duration_s=duration,
         env=env_check, command=redaction.text(arm.command), exit=exit_words(exit_code), exit_code=status,
-        time_to_crash_s=duration if outcome == CRASH else None,
+        time_to_crash_s=((fault_at or start + duration) - start) if outcome == CRASH else None,
         fault_line=redaction.text(server.fault_line or "") or None, failed_to_start=failed,
         stopped_with=stopped_with, killed_leftovers=leftovers,
         signature=crash_signature(tdir, exit_code) if outcome == CRASH else None,
         clocks={"start": server.started, "end": end},
         metric=metric_from(tdir, metric) if metric and outcome != FAILED_TO_START else None, metric_regex=metric,
-        placement=placement or {})
+        placement=placement or {}, cores=[c.to_json() for c in found])
     return _finish(tdir, result, records)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -100,10 +101,12 @@ def check_against_plan(plan: Plan, task: TrialTask) -> PlanEntry:
 class _NodePortLock:
     """Trials of one experiment on one node take its port in turn: two tasks an engine placed side by
     side would otherwise meet each other's server (each would see the port in use, or worse, talk to
-    the other's). The lock is per node and per port, so it also holds across experiments."""
+    the other's). The lock is per node, port and user, so it also holds across one user's experiments;
+    another user's server on the port is what the port check before each trial refuses (a lock file of
+    one user's, 0600, cannot be opened by another)."""
 
     def __init__(self, port: int | None):
-        self.path = Path(f"/tmp/faultkit-trials-port-{port}.lock") if port else None
+        self.path = Path(f"/tmp/faultkit-trials-port-{port}-uid{os.getuid()}.lock") if port else None
         self.fh = None
 
     def __enter__(self):
