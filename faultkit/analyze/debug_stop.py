@@ -37,6 +37,9 @@ class StopFinding:
     kernel: str | None = None
     kernel_basis: str | None = None
     function: str | None = None
+    # the stop is in a device function and no entry point is visible: that function, and the sign
+    helper: str | None = None
+    helper_sign: str | None = None
     precise: bool | None = None
     precise_basis: str = ""
     pc: int | None = None
@@ -102,6 +105,10 @@ def _cuda_kernel(log: DebuggerLog, stop: DebugStop) -> tuple[str | None, str | N
     for k in log.cuda_kernels:
         if g is None or (k.grid == g.grid and k.kernel_id == g.kernel_id):
             return k.name, f"'info cuda kernels' row for grid {k.grid}", True
+    outer = _outermost(log, stop)
+    if outer and stop.frame and outer != stop.frame.function:
+        return outer, f"the outermost device frame of the backtrace; the stop is in {stop.frame.function}, a " \
+                      f"device function it called", True
     if stop.frame and stop.frame.function:
         return stop.frame.function, "the stop's frame", None
     return None, None, None
@@ -114,7 +121,9 @@ def _outermost(log: DebuggerLog, stop: DebugStop) -> str | None:
     if not bt or stop.frame is None or bt[0].function != stop.frame.function:
         return None
     device = [f for f in bt if f.objfile is None or "://" in f.objfile]     # host frames are `from /lib/...`
-    return device[-1].function if device else None
+    if not device or helper_sign(device[-1].function):
+        return None        # the outermost shown is only ever called: the kernel's frame was cut off
+    return device[-1].function
 
 
 def faulting_instruction(stop: DebugStop, blocks: list[list[DisasmLine]], precise: bool | None
@@ -194,12 +203,25 @@ def examine(log: DebuggerLog, file: str, from_core: bool = False) -> list[StopFi
                 elif f.function and f.function != "??":
                     f.kernel, f.kernel_basis = f.function, ("the stopped wave's frame (no 'info dispatches' in the input: "
                                                             "this may be a device function called by the kernel)")
+            _unshown_entry(f)
             f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
             f.coordinates = _coordinates(stop)
             if f.faulting is not None and f.precise:
                 f.lane_address, f.lane_address_basis = address_operand(f.faulting.instruction, log.registers)
         out.append(f)
     return out
+
+
+def _unshown_entry(f: StopFinding) -> None:
+    """A stop frame whose name shows it is only ever called (a device library's helper, a lambda's
+    operator()) names no kernel where no entry point is shown above it: the kernel's frame is
+    further up the stack or cut off. The fault is placed in that device function instead."""
+    if f.kernel is None or f.entry is True:
+        return
+    sign = helper_sign(f.kernel)
+    if sign:
+        f.helper, f.helper_sign = f.kernel, f"{sign}; no entry-point frame is shown above it"
+        f.kernel, f.kernel_basis = None, None
 
 
 SASS_ADDRESS = re.compile(r"\[(?P<reg>R\d+)\.64(?:\+(?P<off>0x[0-9a-f]+|\d+))?\]")
@@ -325,6 +347,12 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
                              f"crash, not a GPU fault; no GPU wave stopped", origin=str(st.origin)))
             continue
         if not f.kernel:
+            if f.helper:
+                out.append(Claim(f"device function {f.helper} (a helper of an unnamed kernel)",
+                                 Basis("device-function", f.debugger or "debugger"),
+                                 f"the debugger stopped a GPU {'warp' if st.kind == 'cuda-exception' else 'wave'} in "
+                                 f"device function {f.helper}; {f.helper_sign} ({st.origin})",
+                                 Identities(engine="shader"), str(st.origin), named=False, entry=False))
             continue
         core = st.kind == "core" or f.from_core
         pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
