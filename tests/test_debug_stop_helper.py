@@ -42,3 +42,23 @@ def test_a_stop_in_a_helper_under_its_kernel_names_the_outermost_device_frame():
     assert c["kernel"] == "fill_kernel"
     assert "outermost" in c["why"] and "__ockl_dm_alloc" in c["why"]
     assert not [x for x in doc["verdict"]["claims"] if x["basis"]["kind"] == "device-function"]
+
+
+# cuda-gdb opening a GPU core, as it prints it (its exception, focus and frame lines); the stop is in
+# a libdevice helper
+CUDA = ("(cuda-gdb) target cudacore /tmp/cuda_coredump_host.4242.1754898045\n"
+        "Opening GPU coredump: /tmp/cuda_coredump_host.4242.1754898045\n\n"
+        "CUDA Exception: Warp Illegal Address\n"
+        "The exception was triggered at PC 0x7f31abb9f6d0  __nv_fast_sinf\n"
+        "[Current focus set to CUDA kernel 0, grid 1, block (0,0,0), thread (0,0,0), device 0, sm 124, warp 0, lane 0]\n"
+        "#0  0x00007f31abb9f6e0 in __nv_fast_sinf ()\n")
+
+
+def test_cuda_gdb_in_a_libdevice_helper_names_the_launched_frame_or_no_kernel():
+    doc = triage(CUDA)
+    assert doc["verdict"].get("kernel") is None
+    (helper,) = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "device-function"]
+    assert "__nv_fast_sinf" in helper["kernel"] and "libdevice" in helper["why"]
+    doc = triage(CUDA + "#1  0x00007f31abb9f800 in sinKernel(float*, int)<<<(1,1,1),(256,1,1)>>> ()\n")
+    assert doc["verdict"]["kernel"] == "sinKernel(float*, int)"
+    assert not [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "device-function"]
