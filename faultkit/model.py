@@ -71,6 +71,8 @@ class RuntimeFault:
     stamp: Stamp | None = None
     rocclr_line: int | None = None   # __LINE__ of the ClPrint: a version hint
     buffer: str | None = None        # libhsakmt: which known buffer holds the address, if any
+    # a watchdog's collective timeout: collective, seq, timeout_ms, ran_ms, rank, process_group
+    collective: dict[str, Any] | None = None
 
 
 @dataclass

@@ -17,6 +17,8 @@ def runtime_fault(f: RuntimeFault) -> Fault:
             detail[key] = value
     if f.imprecise:
         detail["imprecise"] = True
+    if f.collective:
+        detail.update(f.collective)
     if f.node is not None:
         gpu = f"node-{f.node}"
     elif f.gpu_index is not None:

@@ -91,7 +91,8 @@ anchored(RUNTIME, MEMORY_ERROR, 'Memory critical error by agent')
 PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
              r"Rank (?P<rank>\d+)\] ")
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
-                                r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?ran for (?P<ms>\d+) milliseconds")
+                                r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+                                r"(?:.*?Timeout\(ms\)=(?P<timeout>\d+))?.*?ran for (?P<ms>\d+) milliseconds")
 # The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
 WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
@@ -563,7 +564,8 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
-                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp))
+                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          collective=_collective(m)))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
@@ -1095,6 +1097,15 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
         st.cuda_exc.pop(key, None)
         st.out.notes.append(Note(org, "gpu-core-dump", msg.strip(), {"event": "done", "file": None, "failed": False,
                                                                       "runtime": "cuda"}))
+
+
+def _collective(m: re.Match) -> dict:
+    """The stated facts of a watchdog's timeout line (ProcessGroupNCCL's WorkNCCL(...) format)."""
+    out = {"collective": m.group("op"), "seq": int(m.group("seq")), "ran_ms": int(m.group("ms")),
+           "timeout_ms": int(m.group("timeout")) if m.group("timeout") else None,
+           "rank": int(m.group("rank")) if m.group("rank") else None,
+           "process_group": m.group("desc") or m.group("pg") or m.group("pg_old")}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> None:

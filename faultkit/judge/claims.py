@@ -63,6 +63,8 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     # dead worker the rest waits for is one explanation among others
     "hang-stuck":            (LIKELY,    0.0,  "observed", ()),
     "hang-blocked":          (CANDIDATES, 0.0, "observed", ()),
+    # a collective's watchdog timeout (analyze/watchdog_claims.py): who waits in which collective; no kernel
+    "watchdog-timeout":      (CANDIDATES, 0.0, "reported", ()),
 }
 TIERS = {"snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
 

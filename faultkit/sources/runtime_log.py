@@ -8,6 +8,7 @@ import re
 
 from ..analyze.log_claims import driver_claims, log_claims
 from ..analyze.record_faults import assert_claims, assert_faults
+from ..analyze.watchdog_claims import watchdog_claims
 from ..ingest.prefilter import RUNTIME
 from ..ingest.normalize import for_runtime
 from ..ingest.runtime_log import parse_runtime_log
@@ -32,7 +33,8 @@ STOPS = anchors("Memory access fault by GPU", "HW Exception by GPU", "aborting w
 
 
 def _claims(inc, setting):
-    return driver_claims(inc.runtime) + log_claims(inc.runtime, setting.rocm_version) + assert_claims(inc.runtime)
+    return driver_claims(inc.runtime) + log_claims(inc.runtime, setting.rocm_version) + assert_claims(inc.runtime) \
+        + watchdog_claims(inc.runtime)
 
 
 def _gather(inc, log, text):

@@ -1,0 +1,43 @@
+"""A collective's watchdog timeout as a hang claim: who waits, on what.
+
+PyTorch's ProcessGroupNCCL (RCCL builds print the same) times out a collective that a rank
+enqueued and its GPU never finished: `Watchdog caught collective operation timeout:
+WorkNCCL(SeqNum=N, OpType=OP, ..., Timeout(ms)=T) ran for M milliseconds`, and, after it, `...
+detected by watchdog at work: N, last enqueued NCCL work: E, last completed NCCL work: C`. With
+C < N <= E the collective is on the rank's GPU stream and has not completed: the rank waits in it
+for a peer that never joined (dead, hung in a kernel, stuck on the host). No kernel is named: the
+collective's own kernel waits, it did not fault.
+"""
+
+from __future__ import annotations
+
+from ..judge.claims import Basis, Claim, Identities
+from ..model import RuntimeLog
+
+
+def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
+    work = {}
+    for n in runtime.notes:
+        if n.kind == "watchdog-work":
+            work[(n.fields.get("rank"), n.fields.get("work"))] = n
+    out = []
+    for f in runtime.faults:
+        c = f.collective
+        if f.kind != "collective-timeout" or not c:
+            continue
+        who = f"rank {c['rank']}" if "rank" in c else (f.process_tag or "a rank")
+        what = f"{c['collective']} #{c['seq']}"
+        waited = f"{c['ran_ms'] / 1000:g} s" + (f" (timeout {c['timeout_ms'] / 1000:g} s)" if "timeout_ms" in c else "")
+        why = f"{who} waited in {what} for {waited} ({f.origin})"
+        note = work.get((c.get("rank"), c["seq"])) or work.get((None, c["seq"]))   # (a note without its prefix)
+        if note is not None:
+            enq, done = note.fields["last_enqueued"], note.fields["last_completed"]
+            state = ("enqueued on its GPU stream and not completed" if done < c["seq"] <= enq
+                     else f"last enqueued {enq}, last completed {done}")
+            why += f"; the watchdog: work {c['seq']} {state} (last enqueued {enq}, last completed {done}) ({note.origin})"
+        why += ": the collective's kernel waits for a peer that never joined it (dead, hung in a kernel, or stuck on the host)"
+        out.append(Claim(f"{who} stuck in collective {what} (no kernel named: the collective waits, it did not fault)",
+                         Basis("watchdog-timeout", "ProcessGroupNCCL watchdog"), why, Identities(pid=f.pid),
+                         str(f.origin), named=False, entry=False,
+                         headline=f"hang: {who} waits in collective {what} ({waited})"))
+    return out
