@@ -250,7 +250,7 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
 def test_a_collective_timeout_is_a_hang_symptom_not_a_fault():
     doc = to_json(build(collect([str(SHAPES_DIR / "collective_watchdog_timeout.txt")])))
     assert doc["faults"][0]["process"] == "rank 1"
-    assert doc["verdict"]["why"].startswith("only collective timeouts")
+    assert doc["verdict"]["why"].startswith("a collective timed out, a hang: rank 1 waited in ALLREDUCE #8812")
     steps = " ".join(doc["next_steps"])
     assert "--hang-after" in steps and "rocgdb" not in steps
 

@@ -28,16 +28,16 @@ def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
         who = f"rank {c['rank']}" if "rank" in c else (f.process_tag or "a rank")
         what = f"{c['collective']} #{c['seq']}"
         waited = f"{c['ran_ms'] / 1000:g} s" + (f" (timeout {c['timeout_ms'] / 1000:g} s)" if "timeout_ms" in c else "")
-        why = f"{who} waited in {what} for {waited} ({f.origin})"
+        why = f"a collective timed out, a hang: {who} waited in {what} for {waited} ({f.origin})"
         note = work.get((c.get("rank"), c["seq"])) or work.get((None, c["seq"]))   # (a note without its prefix)
         if note is not None:
             enq, done = note.fields["last_enqueued"], note.fields["last_completed"]
             state = ("enqueued on its GPU stream and not completed" if done < c["seq"] <= enq
                      else f"last enqueued {enq}, last completed {done}")
             why += f"; the watchdog: work {c['seq']} {state} (last enqueued {enq}, last completed {done}) ({note.origin})"
-        why += ": the collective's kernel waits for a peer that never joined it (dead, hung in a kernel, or stuck on the host)"
-        out.append(Claim(f"{who} stuck in collective {what} (no kernel named: the collective waits, it did not fault)",
-                         Basis("watchdog-timeout", "ProcessGroupNCCL watchdog"), why, Identities(pid=f.pid),
-                         str(f.origin), named=False, entry=False,
-                         headline=f"hang: {who} waits in collective {what} ({waited})"))
+        why += (f": {who} is stuck in collective {what}, its kernel waiting for a peer that never joined it (dead, "
+                f"hung in a kernel, or stuck on the host); no kernel is named: this one waits, none was seen faulting")
+        # no kernel: the verdict says this in words (judge.decide.HOST), it ranks no candidate
+        out.append(Claim(None, Basis("watchdog-timeout", "ProcessGroupNCCL watchdog"), why, Identities(pid=f.pid),
+                         str(f.origin), headline=f"hang: {who} waits in collective {what} ({waited})"))
     return out

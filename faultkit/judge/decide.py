@@ -207,7 +207,7 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
     return _verdict(CANDIDATES, None, why, cands, claims)
 
 
-HOST = ("host-stop", "hang-stacks", "hang-stuck", "hang-blocked")     # claims that name no kernel, in words
+HOST = ("host-stop", "hang-stacks", "hang-stuck", "hang-blocked", "watchdog-timeout")   # claims that name no kernel, in words
 
 
 def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
