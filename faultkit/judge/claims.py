@@ -42,6 +42,8 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     "library-log":           (CANDIDATES, 0.45, "reported", ()),
     # compilation and library-selection lines name kernels built or chosen, not run
     "hint":                  (CANDIDATES, 0.3,  "reported", ()),
+    # a kernel a debugger lists as launched (cuda-gdb `info cuda kernels`), no fault on it
+    "launched":              (CANDIDATES, 0.35, "reported", ()),
     "trace-running":         (LIKELY,    0.6,  "inferred", ("node",)),
     "trace-launch":          (LIKELY,    0.55, "inferred", ("node",)),
     "trace-dispatch-gap":    (LIKELY,    0.5,  "inferred", ("node",)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..analyze.debug_stop import examine, stop_claims, stop_fault
+from ..analyze.launch_claims import launched_claims
 from ..ingest.debugger import parse_debugger
 from ..ingest.prefilter import DEBUGGER
 from .source import Source, anchors, parser_anchors
@@ -30,5 +31,5 @@ SOURCE = Source(
     "debugger", "debugger transcripts: the stop, the wave or warp, its PC, the GPU's tables",
     kind=DEBUGGER, markers=MARKERS, anchors=STOPS + parser_anchors(DEBUGGER, STOPS), reads=frozenset({DEBUGGER}),
     parse=lambda t: parse_debugger(t.text, t.name), gather=_gather, faults=lambda inc: [stop_fault(s) for s in inc.stops],
-    claims=lambda inc, setting: stop_claims(inc.stops),
+    claims=lambda inc, setting: stop_claims(inc.stops) + launched_claims(inc.debugger),
     json_keys=("debugger_stops", "debugger"), sections=("Debugger stop",))
