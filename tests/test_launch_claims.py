@@ -21,3 +21,11 @@ def test_info_cuda_kernels_row_is_a_launched_candidate(corpus):
     assert c["kernel"] == "render"
     assert (c["ceiling"], c["level"]) == ("candidates", "candidates")
     assert "kernel 5, grid 6, device 0, Active" in c["why"]
+
+
+def test_the_manuals_invocation_without_parentheses_gives_the_name(corpus):
+    name = "gdb/doc_examples/doc_cuda_gdb_info_cuda_kernels.txt"
+    doc = to_json(build(Inputs(files=[InputFile(name, corpus_bytes(CORPUS / name))])))
+    # the row: `* 1 - 0 2 Active 0x00ffffff (240,1,1) (128,1,1) acos_main parms=...`
+    (c,) = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "launched"]
+    assert c["kernel"] == "acos_main"

@@ -11,11 +11,15 @@ import re
 from ..judge.claims import Basis, Claim, Identities
 from ..model import DebuggerLog
 
-NAME = re.compile(r"^[^(]+")      # the invocation's function name, its argument values off
+# the invocation's function name (template arguments kept), its argument values off: cuda-gdb prints
+# `render(nthreads=307200, ...)`, and in NVIDIA's manual `acos_main parms=...`
+NAME = re.compile(r"^(?:[^(\s<]|<[^>]*>)+")
 
 
-def launched_claims(log: DebuggerLog) -> list[Claim]:
-    out, seen = [], set()
+def launched_claims(log: DebuggerLog, told: set[str] = frozenset()) -> list[Claim]:
+    """`told`: kernels the incident already has a better word for (a stop in them, a user-triggered
+    core's running kernel): their rows add nothing and would crowd that claim out."""
+    out, seen = [], set(told)
     for k in log.cuda_kernels:
         m = NAME.match(k.name.strip())
         name = m.group(0).strip() if m else None

@@ -31,5 +31,6 @@ SOURCE = Source(
     "debugger", "debugger transcripts: the stop, the wave or warp, its PC, the GPU's tables",
     kind=DEBUGGER, markers=MARKERS, anchors=STOPS + parser_anchors(DEBUGGER, STOPS), reads=frozenset({DEBUGGER}),
     parse=lambda t: parse_debugger(t.text, t.name), gather=_gather, faults=lambda inc: [stop_fault(s) for s in inc.stops],
-    claims=lambda inc, setting: stop_claims(inc.stops) + launched_claims(inc.debugger),
+    claims=lambda inc, setting: stop_claims(inc.stops) + launched_claims(
+        inc.debugger, {k.kernel for k in inc.running} | {s.kernel for s in inc.stops if s.kernel}),
     json_keys=("debugger_stops", "debugger"), sections=("Debugger stop",))
