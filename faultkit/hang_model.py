@@ -19,6 +19,7 @@ class StackFrame:
     line: int | None = None
     library: str | None = None       # the shared object a native frame is in (libc.so.6, libamdhip64.so)
     native: bool = False             # a C/C++ frame; False: a Python frame
+    code: str | None = None          # the source line, where the dump's reader could read it (ingest/source_lines.py)
 
     @property
     def where(self) -> str:
@@ -56,7 +57,7 @@ class ProcessStacks:
         """Back from `to_json`; a value of the wrong type (a damaged or foreign file) is dropped."""
         def frame(f: dict) -> StackFrame:
             return StackFrame(_t(f.get("function"), str), _t(f.get("file"), str), _t(f.get("line"), int),
-                              _t(f.get("library"), str), f.get("native") is True)
+                              _t(f.get("library"), str), f.get("native") is True, _t(f.get("code"), str))
 
         threads = [ThreadStack(_t(t.get("tid"), int), _t(t.get("name"), str), [frame(f) for f in _list(t.get("frames"))
                                                                              if isinstance(f, dict)],

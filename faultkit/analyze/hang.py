@@ -35,7 +35,8 @@ from ..hang_model import ProcessStacks, ThreadStack
 from ..judge.claims import BASES, Basis, Claim, Identities
 from .collectives import CollectiveLag
 from .running import RunningKernel
-from .waits import COLLECTIVE, GPU, HOST, OUTSIDE_KINDS, RUNNING, WAITS_ON_OTHER, Wait, classify, signature
+from .waits import (BLOCKED_CALL, COLLECTIVE, GPU, HOST, OUTSIDE_KINDS, RUNNING, WAITS_ON_OTHER, Wait, classify,
+                    signature)
 
 STUCK, BLOCKED, BUSY, IDLE, WAITING, EXITED, UNKNOWN = ("stuck", "blocked", "busy", "idle", "waiting", "exited",
                                                        "unknown")
@@ -163,15 +164,41 @@ def _state(threads: list[ThreadFinding]) -> str:
     if any(t.stuck for t in threads):
         return STUCK
     fg = [t for t in threads if not t.wait.idle]
-    if any(t.wait.category == RUNNING or (t.unchanged is False and t.wait.category != HOST) for t in fg):
+    if any(t.wait.category == RUNNING or (t.unchanged is False and (t.wait.category != HOST or
+                                                                   t.wait.kind == BLOCKED_CALL)) for t in fg):
         return BUSY
     if any(t.wait.category in (GPU, COLLECTIVE) for t in fg):
         return WAITING                       # seen once, or it moved: not stuck, not idle
-    if any(t.wait.kind in BLOCKING_HOST and t.unchanged for t in fg):
+    if any(t.wait.kind in BLOCKING_HOST and t.unchanged for t in fg) or _blocked_joined(threads):
         return BLOCKED
     if all(t.wait.idle for t in threads):
         return IDLE
     return UNKNOWN
+
+
+def _blocked_joined(threads: list[ThreadFinding]) -> list[ThreadFinding]:
+    """Two or more threads blocked in hidden calls (py-spy without --native: analyze/hidden_call.py),
+    unchanged, while another thread joins them: the program waits on threads that do not return."""
+    hidden = [t for t in threads if t.wait.kind == BLOCKED_CALL and t.unchanged]
+    joining = any(t.wait.kind == "join" for t in threads)
+    return hidden if len(hidden) >= 2 and joining else []
+
+
+def _blocked_words(threads: list[ThreadFinding], gap: str) -> str:
+    """The blocked threads in words: two or more locks waited for while another joins is a
+    lock-wait deadlock; hidden calls are named by their place, with how to see which call."""
+    fg = [t for t in threads if not t.wait.idle or t.wait.kind == "join"]
+    locks = [t for t in fg if t.wait.kind in BLOCKING_HOST and t.unchanged]
+    join = next((t for t in fg if t.wait.kind == "join"), None)
+    joins = f" while {join.label} joins them" if join else ""
+    if len(locks) >= 2:
+        return f"a lock-wait deadlock{joins}: " + "; ".join(t.describe(gap) for t in locks)
+    if locks:
+        return locks[0].describe(gap)
+    hidden = _blocked_joined(threads)
+    return (f"{len(hidden)} threads do not return{joins}: " + "; ".join(
+        f"{t.label} is blocked in a call at {t.wait.where.file}:{t.wait.where.line} (run py-spy with --native to see "
+        f"which), unchanged across {t.samples} samples{gap}" for t in hidden))
 
 
 @dataclass(frozen=True)
@@ -211,8 +238,7 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         hf.summary = hf.lags[0].why
     elif blocked:
         hf.state, hf.sign = "hung", "blocked"
-        t = next(t for t in blocked[0].threads if t.wait.kind in BLOCKING_HOST)
-        hf.summary = f"{blocked[0].label} is blocked on the host: {t.describe(gap)}"
+        hf.summary = f"{blocked[0].label} is blocked on the host: {_blocked_words(blocked[0].threads, gap)}"
     elif procs and states <= {IDLE, EXITED} and gone:
         hf.state, hf.sign = "hung", "orphaned"
         g = gone[0]
@@ -396,6 +422,11 @@ def hang_steps(hf: HangFinding | None) -> list[str]:
                 "with `faultkit capture --hang-after 5m -- <launch command>` (each GPU process is asked for a core "
                 "dump of its running kernels before anything is stopped), and compare the ranks' last collectives "
                 "(the flight records in the bundle's collectives/)."]
+    if hf.state == "hung" and any(p.state == BLOCKED for p in hf.processes) and not any(
+            t.wait.kind in BLOCKING_HOST for p in hf.processes for t in p.threads):
+        return ["Threads are blocked in calls Python does not show (py-spy without --native): take the dumps again "
+                "with `py-spy dump --native --pid PID` (or `faultkit dump --pid PID`, which does) to see which call "
+                "each waits in."]
     if hf.state == "hung" and any(p.state == BLOCKED for p in hf.processes):
         return ["A thread waits on a lock that is not released: the thread holding it is among the others in the "
                 "hang analysis (one that took the lock and now waits on something else); `py-spy dump --locals "

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from ..hang_model import StackFrame, ThreadStack
+from .hidden_call import kind_of_line
 
 GPU, COLLECTIVE, HOST, RUNNING, UNKNOWN = "gpu", "collective", "host", "running", "unknown"
 # Host waits of a process that waits for work: with nothing else going on, the process is idle.
@@ -40,6 +41,9 @@ IDLE_KINDS = frozenset({"socket", "queue", "message-queue", "condition", "sleep"
 OUTSIDE_KINDS = frozenset({"socket", "message-queue", "event-loop", "sleep"})
 # Waits on another process or thread of the tree (its end).
 WAITS_ON_OTHER = frozenset({"subprocess", "join"})
+# A thread py-spy marks idle (in a C call) in the program's own line, with no frame below it and a
+# line that does not say which call (analyze/hidden_call.py): blocked in a call Python does not show.
+BLOCKED_CALL = "blocked-call"
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,10 @@ class Wait:
         """What it waits on, in words: `hipStreamSynchronize (GPU)`."""
         if self.category in (RUNNING, UNKNOWN):
             return self.category
+        if self.kind == BLOCKED_CALL:
+            return "a call Python does not show (host: blocked-call; run py-spy with --native to see which)"
+        if self.frame is not None and self.frame.code:       # a hidden call's line: `with b:` is the lock
+            return f"'{self.frame.code}' ({self.category}: {self.kind})"
         name = self.frame.function if self.frame and self.frame.function else self.kind
         return f"{name.split('(')[0]} ({self.category}: {self.kind})"
 
@@ -256,8 +264,24 @@ def classify(thread: ThreadStack, command: str | None = None) -> Wait:
         if kind == "py-lock":      # under a Python frame a Lock.acquire; in a native-only stack, which one is unknown
             kind = "lock" if any(not f.native for f in frames) else "park"
         return Wait(HOST, kind, best[1], where or caller(frames, frames.index(best[1])))
+    hidden = _hidden_call(thread, own)
+    if hidden is not None:
+        return hidden
     on_cpu = thread.active is True or thread.state == "R"
     return Wait(RUNNING if on_cpu else UNKNOWN, "on-cpu" if on_cpu else "unknown", frames[0] if frames else None, where)
+
+
+def _hidden_call(thread: ThreadStack, own: int | None) -> Wait | None:
+    """py-spy without --native: a thread it marks idle (the GIL released: in a C call) whose
+    innermost frame is the program's own code waits in a builtin that has no frame; its source
+    line (the frame's `code`, read by ingest/source_lines.py) says which (a `with lock:` is a lock),
+    else it is a call only --native names."""
+    frames = thread.frames
+    if thread.active is not False or own != 0 or any(f.native for f in frames):
+        return None
+    f = frames[0]
+    kind = kind_of_line(f.code)
+    return Wait(HOST, kind or BLOCKED_CALL, f, f)
 
 
 RUNTIME_PREFIXES = ("hip", "cuda", "cu", "hsa", "rocr::", "amd::", "roc::", "ihip", "nccl", "rccl", "c10::",

@@ -13,6 +13,7 @@ import re
 
 from ..hang_model import ProcessStacks, StackFrame, ThreadStack
 from .debugger import parse_frame
+from .source_lines import add_source_lines
 
 # py-spy text: `Thread 11025 (idle): "MainThread"` (a hex id where the OS id is unknown)
 PYSPY_THREAD = re.compile(r'^Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?P<status>[^)]*)\)(?:: "(?P<name>.*)")?\s*$')
@@ -59,7 +60,7 @@ def parse_pyspy_json(text: str, pid: int | None = None, source: str = "py-spy") 
         name = t.get("thread_name")
         out.threads.append(ThreadStack(tid=tid, name=str(name) if name is not None else None, frames=frames,
                                        active=t.get("active") if isinstance(t.get("active"), bool) else None))
-    return out
+    return add_source_lines(out)    # a blocked builtin shows only its caller's line
 
 
 def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") -> ProcessStacks:
@@ -83,7 +84,7 @@ def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") 
                 cur.frames.append(StackFrame(m["func"], None, None, loc, native=True))
     if not out.threads:
         out.problems.append("no thread found in the py-spy output")
-    return out
+    return add_source_lines(out)    # a blocked builtin shows only its caller's line
 
 
 def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb") -> ProcessStacks:
