@@ -463,6 +463,8 @@ def trials_run(arm_specs, env_specs, client, n, trial_timeout, seed, port, ready
         if not sep or not sep2 or name not in arms:
             raise click.BadParameter(f"{spec!r}: expected ARM:K=V with a known arm", param_hint="--env")
         arms[name].env[k] = v
+    if len(arms) < 2:       # a usage error like any other wrong argument (exit 2), before a folder is made
+        raise click.UsageError("give at least two arms with different names (--arm NAME='CMD' twice or more)")
     echo = (lambda m: None) if quiet else lambda m: click.echo(m, err=True)
     warn = lambda m: click.echo(m, err=True)  # noqa: E731
     if engine != "local" and no_wait and engine != "slurm":

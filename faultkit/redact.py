@@ -364,3 +364,26 @@ def fingerprint(v: str | None, salt: str | None = None) -> str | None:
         return None
     key = (salt or _PROCESS_SALT).encode()
     return "hmac-sha256:" + hmac.new(key, v.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+
+
+class LineStream:
+    """`text()` for a stream read in chunks of whole lines (the recorder's `--redact-output`): a
+    multi-line secret (a PEM private key) that a chunk leaves open is still hidden in the next
+    chunks, up to its END line; chunk by chunk, `text()` alone would redact only the chunk that holds
+    the BEGIN line and let the rest of the key's body through."""
+
+    _OPEN = "-----BEGIN PRIVATE KEY-----\n"        # stands for the BEGIN line an earlier chunk held
+    _BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+    _END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+
+    def __init__(self):
+        self.in_block = False
+
+    def feed(self, chunk: str) -> str:
+        opened = self._OPEN if self.in_block else ""
+        whole = opened + chunk
+        begins = [m.start() for m in self._BEGIN.finditer(whole)]
+        ends = [m.start() for m in self._END.finditer(whole)]
+        self.in_block = bool(begins) and (not ends or begins[-1] > ends[-1])
+        out = text(whole)
+        return out[len(opened):] if opened else out

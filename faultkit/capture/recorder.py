@@ -61,6 +61,7 @@ class LineTee:
         self.last_output = time.monotonic()    # when the last block arrived (hang detection)
         self.dumping = 0                       # GPU core dumps being written now (never stop the tree then)
         self.redact = False                    # --redact-output: secrets in the target's own output replaced
+        self._redactor = None                  # its state across blocks (a private key's body spans blocks)
         self.disk_error: str | None = None     # the disk filled up: said in the manifest
         self.mirror = None                     # shows each block as it arrives (the capture's console)
         self._watch: list = []                 # (compiled regex, threading.Event)
@@ -261,9 +262,10 @@ class LineTee:
         self._scan(done)
         self._unstamped = not cut
 
-    @staticmethod
-    def _redact(raw: bytes) -> bytes:
-        return redaction.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    def _redact(self, raw: bytes) -> bytes:
+        if self._redactor is None:
+            self._redactor = redaction.LineStream()
+        return self._redactor.feed(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
     def _write_log(self, data) -> None:
         if self.disk_error:

@@ -344,6 +344,12 @@ def _inputs_section(inc: Incident) -> Section:
     return s
 
 
+def _list(v) -> list:
+    """A manifest's open records (coredump, env_check) keep their writer's shape unchecked: in a file
+    edited by hand or cut, a list there may be anything."""
+    return v if isinstance(v, list) else []
+
+
 def capture_facts(m: Manifest | None) -> dict | None:
     """What the capture's manifest says about the run, as the report states it (JSON and text)."""
     if m is None:
@@ -362,12 +368,12 @@ def capture_facts(m: Manifest | None) -> dict | None:
         "target_exit_code": m.exit_code,
         "armed": {"cuda_coredump": bool(arming.get("cuda")), "rocm_coredump": bool(arming.get("rocm")),
                   "full_core": bool(arming.get("full")),
-                  "notes": [n for n in arming.get("notes") or [] if isinstance(n, str)]},
+                  "notes": [n for n in _list(arming.get("notes")) if isinstance(n, str)]},
         "env_requested": m.env_requested or {},
         "env_check": None if check is None else {
             "verified": check.get("ok") is True, "scope": check.get("scope"),
             "checked_pids": check.get("checked") if isinstance(check.get("checked"), list) else [],
-            "mismatches": [x for x in check.get("mismatches") or [] if isinstance(x, dict)]},
+            "mismatches": [x for x in _list(check.get("mismatches")) if isinstance(x, dict)]},
         "kernel_log": {"readable": readable,
                        "problem": None if readable is not False else (follow if isinstance(follow, str) else None)},
         "note": m.note, "warnings": list(m.warnings or []),
