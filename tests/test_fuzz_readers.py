@@ -128,8 +128,10 @@ def _agent_bundle(tmp_path: Path) -> tuple[Path, int]:
     bundle = tmp_path / "bundle"
     fault = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. "
              "Reason: Page not present or supervisor privilege.")
-    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "-o", str(bundle), "--",
-                        sys.executable, "-c", f"print({fault!r})"], capture_output=True, text=True, timeout=120)
+    # --allow-running: each parametrization captures this same command, and under xdist two may run at
+    # once (the same-command guard refused the second in a CI run); the guard is not what is tested here
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "capture", "-q", "--allow-running", "-o", str(bundle),
+                        "--", sys.executable, "-c", f"print({fault!r})"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     header = next((bundle / "agent").glob("*.json"))
     return bundle, int(header.name.split(".")[0])
