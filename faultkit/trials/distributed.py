@@ -42,7 +42,7 @@ def run_on(engine: str, out: Path, arms: list[Arm], n: int, seed: int = 0, clien
     todo = [e for e in plan.order if e.index not in done]
     if not todo:
         return _finished(out, plan)
-    runner = (_Slurm(out, experiment, gpus_per_trial, engine_args) if engine == "slurm" else
+    runner = (_Slurm(out, plan, experiment, gpus_per_trial, engine_args) if engine == "slurm" else
               _Ray(out, plan, experiment, gpus_per_trial, ray_address))
     attempts: dict[int, int] = {}
     try:
@@ -129,14 +129,18 @@ def in_flight(out: Path) -> dict[int, str]:
 
 
 class _Slurm:
-    def __init__(self, out: Path, experiment: Experiment, gpus: float, args: list[str] | None):
+    def __init__(self, out: Path, plan, experiment: Experiment, gpus: float, args: list[str] | None):
         from . import slurm
         self.slurm, self.out, self.experiment, self.gpus, self.args = slurm, out, experiment, gpus, args or []
+        self.plan = plan
         self.job: str | None = None
         state = engine_state(out)
         self.jobs: list[str] = [str(j) for j in state.get("jobs", [])]
         self.submitted: dict[str, list[int]] = {str(k): v for k, v in (state.get("indices") or {}).items()}
         self.watching: dict[int, str] = {}          # index -> job id
+
+    def _done(self, index: int) -> bool:
+        return _read(trial_dir(self.out, self.plan.order[index])) is not None
 
     def resume_in_flight(self) -> set[int]:
         """Trials of earlier submissions that Slurm still has queued or running. A task missing from
@@ -147,7 +151,7 @@ class _Slurm:
             if not states:
                 continue
             for index in self.submitted.get(job, list(states)):
-                if states.get(index) not in self.slurm.FINAL and not _has_result(self.out, index):
+                if states.get(index) not in self.slurm.FINAL and not self._done(index):
                     self.watching[index] = job
         return set(self.watching)
 
@@ -175,7 +179,7 @@ class _Slurm:
                 got.append((index, state, _tail(self.out / f"slurm-{job}_{index}.out")))
             elif state is None and not by_job[job]:      # Slurm forgot the whole job (MinJobAge passed)
                 del self.watching[index]
-                got.append((index, "COMPLETED" if _has_result(self.out, index) else "FORGOTTEN",
+                got.append((index, "COMPLETED" if self._done(index) else "FORGOTTEN",
                             "Slurm no longer knows the job"))
         return got
 
@@ -191,10 +195,6 @@ class _Slurm:
 
     def close(self) -> None:
         pass
-
-
-def _has_result(out: Path, index: int) -> bool:
-    return any(out.glob(f"trial-{index:03d}-*/{RESULT}"))
 
 
 def _tail(path: Path, limit: int = 300) -> str:
