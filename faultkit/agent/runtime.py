@@ -166,16 +166,21 @@ def _attach_poison(late: bool = False) -> None:
         return
     lib = ctypes.CDLL(job.library)
     lib.fk_poison_attach.restype = ctypes.c_int
-    lib.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p]
     lib.fk_poison_error.restype = ctypes.c_char_p
-    rc = lib.fk_poison_attach(wanted[0], wanted[1])
+    # Each fill is recorded in the allocation tracker's ring (which block got which byte): the
+    # tracker attaches first at CUDA start; without it the fills are not recorded.
+    tracker = _state.get("lib")
+    note = ctypes.cast(tracker.fk_note, ctypes.c_void_p) if tracker is not None else None
+    rc = lib.fk_poison_attach(wanted[0], wanted[1], note)
     if rc != 0:
         info["note"] = f"not armed: {lib.fk_poison_error().decode(errors='replace')}"
         return
     _state["poison_lib"] = lib
     import atexit
     atexit.register(_poison_counts)       # a normal exit says how much was filled (a crash does not need it)
-    info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds)
+    info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds,
+                fills_recorded=note is not None)
     if late:
         info["note"] = "attached after CUDA started (the library was being built): blocks freed before are not filled"
     _armed(_state["files"].ARMED_POISON)
@@ -267,23 +272,23 @@ def _on_torch(torch) -> None:
 
 
 def _on_cuda_init() -> None:
-    """Inside torch's CUDA initialisation: attach now if the tracker is built, else when it is."""
+    """Inside torch's CUDA initialisation: attach now if the tracker is built, else when it is; the
+    poison library after the tracker (its fills go into the tracker's ring)."""
+    job = _state.get("build")
+    if job is not None:
+        if job.done.is_set():
+            _guard("allocator tracker", _attach)
+            _save()
+        else:
+            _state["header"]["alloc"] = {"mechanism": None, "note": "waiting for the tracker's build"}
+            threading.Thread(target=_attach_later, name="faultkit-agent-attach", daemon=True).start()
     pjob = _state.get("poison_build")
     if pjob is not None:
         if pjob.done.is_set():
             _guard("poison", _attach_poison)
+            _save()
         else:
             threading.Thread(target=_poison_later, name="faultkit-agent-poison", daemon=True).start()
-    job = _state.get("build")
-    if job is None:
-        return
-    if job.done.is_set():
-        _guard("allocator tracker", _attach)
-        _save()
-        return
-    _state["header"]["alloc"] = {"mechanism": None, "note": "waiting for the tracker's build"}
-    t = threading.Thread(target=_attach_later, name="faultkit-agent-attach", daemon=True)
-    t.start()
 
 
 def _attach_later() -> None:
