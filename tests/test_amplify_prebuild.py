@@ -82,7 +82,7 @@ def test_a_crash_whose_black_box_names_no_block_says_why(tmp_path):
     (t / "agent" / "1297.json").write_text(json.dumps({
         "pid": 1297, "ppid": 1295, "python": "3.12.3", "mode": "segments", "armed": ["faulthandler"],
         "failures": [], "torch": "2.11.0+cu130", "alloc": {"mechanism": None, "note": "waiting for the tracker's build"}}))
-    assert black_box_findings([t], 1) == ["no block named (trial-001-release: no allocation map: waiting for the "
+    assert black_box_findings([t], 1) == ["name no block (trial-001-release: no allocation map: waiting for the "
                                           "tracker's build)"]
 
 

@@ -184,3 +184,28 @@ def test_an_address_that_is_no_poison_stays_in_no_allocation(agent_run):
     for a in (0xDEAD0000000, (KV + ((PA.word(0x90) << 10) & PA.MASK)) & PA.MASK):   # 0x90: no fill used it
         o = AO.black_box(log, [AO.FaultAddress(a, 700, "x")], None).owners[0]
         assert o.verdict == "none", o.text
+
+
+def test_the_crashes_name_the_block_they_have_in_common(agent_run):
+    """Three amplified crashes: two read the table's poison (12.5 and 30 ms after its fill), one a small
+    block's: the verdict's black box names the table, in 2 of the 3 crashed trials looked at."""
+    from faultkit.amplify.report import name_the_block
+    from faultkit.amplify.verdict import ArmOutcome, sentence
+    agent, _ = agent_run
+    log, p = agent_process(agent)
+    fill = next(e for e in p.events if e.kind == "poison" and e.address == TABLE)
+    table_fault = (KV + ((PA.word(0x82) << 10) & PA.MASK) + 8) & PA.MASK
+    small_fault = (KV + ((PA.word(0x7F) << 10) & PA.MASK) + 8) & PA.MASK
+
+    def owner(addr, ms):
+        return AO.black_box(log, [AO.FaultAddress(addr, 700, "x")], fill.t_ns + int(ms * 1e6)).owners[0]
+    found = [("trial-001-poison", owner(table_fault, 12.5)), ("trial-003-poison", owner(small_fault, 12.5)),
+             ("trial-005-poison", owner(table_fault, 30))]
+    site = found[0][1].allocated_at
+    text = name_the_block(found, 3)
+    assert text == (f"name the block: the 67,108,864-byte block allocated at {site}, freed 12.5 to 30.0 ms before the "
+                    f"fault, in 2 of 3 crashed trial(s) looked at (trial-001-poison, trial-005-poison); 1 other "
+                    f"trial(s) name another block")
+    o = ArmOutcome("poison", "memory-reuse", 10, 10, 0, 10, 1e-5, "decided", 6.8, 0, [text])
+    assert "; the black box of the amplified crashes name the block: the 67,108,864-byte block allocated at " \
+        in sentence(o)

@@ -13,6 +13,7 @@ from . import arms as A
 from .engine import ArmState, crashed_dirs
 from .sequential import FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
 from .verdict import ArmOutcome, decide, fmt_p
+from ..analyze.allocation_owner import AllocationOwner
 
 SCHEMA = "faultkit.amplify.report/1"
 
@@ -22,13 +23,12 @@ BLACK_BOX_LOOK = 3      # crashed trials triaged at most per arm, looking for on
 
 def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
     """What the black box says about the fault address in the first crashed trials (triage of each
-    trial's folder: the agent's allocation map against the fault's address): the first `limit` that
-    name a block, looking at up to BLACK_BOX_LOOK trials; where none does, one line saying why."""
+    trial's folder: the agent's allocation map against the fault's address), looking at up to
+    BLACK_BOX_LOOK of them: first the block they name together (name_the_block), then the first `limit`
+    findings; where none names a block, one line saying why."""
     from ..triage import triage
-    out, why = [], []
+    found, why = [], []
     for d in dirs[:max(limit, BLACK_BOX_LOOK)]:
-        if len(out) >= limit:
-            break
         try:
             inc = triage([str(d)])
         except Exception as exc:          # a report without the finding, never a traceback
@@ -39,12 +39,34 @@ def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
         # bypasses the allocator and its trace, so its crashes leave the map empty)
         named = [o for o in (bb.owners if bb else []) if o.verdict in ("freed", "past-end", "live")]
         if named:
-            out.append(f"{named[0].text} [{d.name}]")
+            found.append((d.name, named[0]))
         else:
             why.append(f"{d.name}: {_no_block(bb, d)}")
-    if not out and why:
-        out.append("no block named (" + "; ".join(why) + ")")
-    return out
+    if not found:
+        return ["name no block (" + "; ".join(why) + ")"] if why else []
+    return [name_the_block(found, len(found) + len(why))] + [f"{o.text} [{n}]" for n, o in found[:limit]]
+
+
+def name_the_block(found: list[tuple[str, "AllocationOwner"]], looked: int) -> str:
+    """The block the amplified crashes have in common: the owners grouped by what they name (the
+    allocation site, the size, freed or live); the largest group is the block, with how many of the
+    crashed trials looked at name it and how long before each fault it was freed."""
+    groups: dict[tuple, list[tuple[str, AllocationOwner]]] = {}
+    for n, o in found:
+        groups.setdefault((o.verdict, o.allocated_at, o.size, o.level), []).append((n, o))
+    (verdict, site, size, level), g = max(groups.items(), key=lambda kv: len(kv[1]))
+    ms = sorted(o.freed_ms_before for _, o in g if o.freed_ms_before is not None)
+    when = ""
+    if verdict == "freed":
+        when = (f", freed {ms[0]:,.1f} ms before the fault" if len(ms) == 1 or ms[0] == ms[-1] else
+                f", freed {ms[0]:,.1f} to {ms[-1]:,.1f} ms before the fault") if ms else ", freed before the fault"
+    state = {"freed": "", "live": " (live at the fault)", "past-end": " (the fault just past its end)"}[verdict]
+    text = (f"name the block: the {size:,}-byte {level or 'allocation'} allocated at {site or 'no Python site'}"
+            f"{state}{when}, in {len(g)} of {looked} crashed trial(s) looked at ({', '.join(n for n, _ in g)})")
+    others = len(found) - len(g)
+    if others:
+        text += f"; {others} other trial(s) name another block"
+    return text
 
 
 def _no_block(bb, d: Path) -> str:
