@@ -311,7 +311,7 @@ def _attach(late: bool = False) -> None:
     blocks = _state["mode"] == "blocks"
     # poison records every fill into this ring: the largest ring, so that they overwrite the segments
     # (which the decoding of a poisoned address needs) as late as possible
-    nbytes = ring.MAX_RING_BYTES if blocks or _poison_wanted() is not None else 4 << 20
+    nbytes = ring.MAX_RING_BYTES if blocks or os.environ.get(files.ENV_POISON) else 4 << 20
     path = _path(files.ALLOC_RING)
     capacity = ring.create(path, nbytes, "torch-tracker-blocks" if blocks else "torch-tracker-segments")
     lib = ctypes.CDLL(job.library)
