@@ -11,7 +11,8 @@ from pathlib import Path
 from ..trials.stats import arm_rate
 from . import arms as A
 from .engine import ArmState, crashed_dirs
-from .sequential import FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
+from .sequential import (DECIDED, FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision,
+                         plain_trials_for_crashes, threshold)
 from .verdict import ArmOutcome, decide, fmt_p
 from ..analyze.allocation_owner import AllocationOwner
 
@@ -162,11 +163,21 @@ def _waiting(facts: dict, rate: list[ArmState], verdict: dict) -> dict:
             continue
         until = sum(float((rounds.get(str(r)) or {}).get("wall_s") or 0.0) for r in range(st.decided_round))
         mean = _mean_duration(st)
+        dc = (st.at_decision or ((c, n),))[0][0]
+        alone = plain_trials_for_crashes(dc, (pc, pn), facts["options"].alpha) if st.state == DECIDED else None
+        if alone is not None:
+            alone["crashes"] = dc
+            alone["seconds"] = round(alone["trials"] * mean_plain, 1) if mean_plain else None
         out["arms"].append({"arm": st.arm.name, "state": st.state, "after_rounds": st.decided_round,
                             "of_rounds": facts["options"].rounds, "waited_s": round(until, 1),
                             "seconds_per_crash": round(mean * n / c, 1) if c and mean else None,
-                            "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn))})
+                            "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn)),
+                            "plain_alone": alone})
     return out
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def _checker(c: dict) -> dict:
@@ -225,6 +236,12 @@ def render_markdown(s: dict) -> str:
         if a["fixed_design_trials_per_arm"]:
             line += (f"; knowing these rates in advance, a fixed design at alpha {s['alpha']} would need "
                      f"{a['fixed_design_trials_per_arm']} per arm")
+        alone = a.get("plain_alone")
+        if alone:
+            line += (f"; plain trials alone would need {'at least ' if alone['at_least'] else ''}{alone['trials']:,} "
+                     f"to give its {alone['crashes']} crash(es) with a {1 - s['alpha']:.0%} chance ({alone['basis']})"
+                     + (f", {_duration(alone['seconds'])} at their mean length, against the {a['waited_s']:.0f} s "
+                        f"waited here" if alone["seconds"] else ""))
         out.append(line)
     if s["checkers"]:
         out += ["", "## Checkers (one trial each)", ""]
