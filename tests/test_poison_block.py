@@ -106,10 +106,18 @@ def run_agent_libs(tmp: Path) -> tuple[Path, list]:
         cap = ring.create(path, 1 << 16, "torch-tracker-segments")
         assert lib.fk_attach(path.encode(), cap, 0) == 0
         assert rt.start_sites({tracker!r}, lib, {str(agent / "700.sites.tsv")!r}, "/nonexistent/") is None
-        p = ctypes.CDLL({poison!r})
-        p.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p]
+        # the agent's own attach: the poison library handed the tracker's fk_note (runtime._attach_poison)
+        import os
+        os.environ["FAULTKIT_AMPLIFY_POISON"] = "0x7f"
+        class Job:
+            library, seconds, problem = {poison!r}, 0.0, None
+        rt._state.update(files=rt._load("files"), poison_build=Job, lib=lib,
+                         header={{"failures": [], "armed": []}})
+        rt._attach_poison()
+        assert rt._state["header"]["armed"] == ["amplify-poison"], rt._state["header"]
+        assert rt._state["header"]["amplify_poison"]["fills_recorded"] is True
+        p = rt._state["poison_lib"]
         p.fake_event.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t]
-        assert p.fk_poison_attach(0x7f, 0, ctypes.cast(lib.fk_note, ctypes.c_void_p)) == 0
         def __init__():
             lib.fake_event(3, {KV}, 2 << 20, 0)            # SEGMENT_ALLOC: the KV pool
         def table():
