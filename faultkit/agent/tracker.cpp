@@ -377,6 +377,13 @@ void fk_note(uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64
   if (r) put(r, kind, device, addr, size, stream, SITE_NONE, extra);
 }
 
+// The same with a site the caller named (runtime.py's record of torch's uncached allocations, whose
+// Python sites it reads itself: it runs in Python, with the GIL).
+void fk_note_site(uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site) {
+  Ring* r = g_ring.load(std::memory_order_acquire);
+  if (r) put(r, kind, device, addr, size, stream, site, 0);
+}
+
 // In a forked child: the parent's CUDA context is unusable there; stop writing the parent's ring.
 void fk_forget() { g_ring.store(nullptr); }
 
