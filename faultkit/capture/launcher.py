@@ -156,10 +156,26 @@ def helper_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return {**(os.environ if env is None else env), HELPER: str(os.getpid())}
 
 
+# Helpers whose exit status a waiter of faultkit's own collects (pexpect's debuggers): once one
+# exits it is a zombie whose environment reads empty, and reaping it as a tree orphan would steal
+# that status (pexpect: "no child process"). Their pids are known from the spawn, so they are listed.
+_WAITED: set[int] = set()
+
+
+def own_helper(pid: int) -> None:
+    _WAITED.add(pid)
+
+
 def is_helper(pid: int) -> bool:
+    if pid in _WAITED:
+        return True
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            return f"{HELPER}={os.getpid()}".encode() in fh.read().split(b"\0")
+            if f"{HELPER}={os.getpid()}".encode() in fh.read().split(b"\0"):
+                return True
+        # forked by faultkit and not yet exec'd (a helper being started): still faultkit's command line
+        with open(f"/proc/{pid}/cmdline", "rb") as a, open("/proc/self/cmdline", "rb") as b:
+            return a.read() == b.read()
     except OSError:
         return False
 
