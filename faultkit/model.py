@@ -513,6 +513,8 @@ class SanitizerFinding:
     accesses: list[str] = field(default_factory=list)   # racecheck: "Write", "Read" ...
     hazards: int | None = None       # racecheck: "[N hazards]", summed over the report's lines
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
+    device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
+    device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
 
 
 @dataclass
