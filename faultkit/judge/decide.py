@@ -223,7 +223,7 @@ def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
     hang = next((c for c in host if c.basis.kind == "hang-stuck" and c.level == LIKELY), None)
     if cores:                    # a core on disk means a runtime saw a GPU exception
         why = cores[0].why
-    elif hang is not None and not faults:
+    elif hang is not None and all(f.kind == "collective-timeout" for f in faults):   # a timeout is the hang's symptom
         return _verdict(LIKELY, None, hang.why, [], claims)
     elif host:
         why = host[-1].why
