@@ -67,6 +67,22 @@ def test_a_compilers_entry_function_is_a_built_candidate(tmp_path, args, produce
     assert_only_candidates(doc)
 
 
+def test_clangs_resource_usage_remarks_name_the_kernel_not_its_helper(tmp_path):
+    if shutil.which("clang-19") is None:
+        pytest.skip("clang-19 not on this machine")
+    src = tmp_path / "k2.cl"
+    src.write_text("__attribute__((noinline)) float helper_scale(float x) { return x * 2.0f; }\n"
+                   "__kernel void scale_rows(__global float *out, __global const float *in, int n) {\n"
+                   "  int i = get_global_id(0); if (i < n) out[i] = helper_scale(in[i]); }\n")
+    r = subprocess.run(["clang-19", "--target=amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib", "-O2",
+                        "-Rpass-analysis=kernel-resource-usage", "-S", str(src), "-o", str(tmp_path / "k2.s")],
+                       capture_output=True, text=True, check=True)
+    assert "remark: Function Name: scale_rows" in r.stderr
+    doc = triage(tmp_path, r.stderr + FAULT)
+    assert names(doc) == ["scale_rows"]
+    assert claims(doc, "built")[0]["basis"]["producer"] == "clang kernel-resource-usage"
+
+
 def test_ptxas_names_entry_functions_not_the_device_functions_it_lists(tmp_path):
     # ptxas -v: `Compiling entry function` is an entry; `Function properties for` lists device
     # functions and host stubs too (dim3's constructor, cudaDeviceGetAttribute)
@@ -207,7 +223,8 @@ def test_autotuner_logs_name_the_tuned_kernels(tmp_path):
      "void flash_fwd_splitkv_kernel<Flash_fwd_traits<128>, true>(Flash_fwd_params)"),
     ("I get CUDA Exception: Warp Illegal Address in `paged_attention_v2_kernel` every few hours",
      "paged_attention_v2_kernel"),
-], ids=["faulting-kernel-is", "kernel-colon", "backticked-beside-a-fault"])
+    ("[Bug]: CUDA illegal memory access in fused_marlin_moe for Kimi-K2-Thinking on H20", "fused_marlin_moe"),
+], ids=["faulting-kernel-is", "kernel-colon", "backticked-beside-a-fault", "issue-title"])
 def test_a_kernel_named_in_prose_is_a_candidate_with_the_fault_kind(tmp_path, line, kernel):
     doc = triage(tmp_path, line + "\n")
     (c,) = claims(doc, "named-in-text")
@@ -219,6 +236,17 @@ def test_prose_fault_kind_is_a_fact_where_no_tool_states_one(tmp_path):
     doc = triage(tmp_path, "Crash: Warp Illegal Address in `paged_attention_v2_kernel` after 3 h.\n")
     (f,) = doc["faults"]
     assert (f["source"], f["kind"]) == ("text", "warp-illegal-address")
+
+
+def test_a_backticked_kernel_on_the_line_after_the_fault_is_taken(tmp_path):
+    doc = triage(tmp_path, FAULT + "It happens inside `moe_align_block_size_kernel` once num_experts > 256.\n")
+    assert names(doc) == ["moe_align_block_size_kernel"]
+
+
+def test_a_file_or_a_call_after_the_fault_words_is_no_kernel(tmp_path):
+    doc = triage(tmp_path, "Illegal memory access in fused_moe.py when batch > 64\n"
+                           "crash in forward() of the model\n" + FAULT)
+    assert names(doc) == []
 
 
 def test_backticks_that_are_no_kernel_are_not_taken(tmp_path):

@@ -15,7 +15,8 @@ Every format is the producer's own (read at its source or in its real output):
   memset), nsys `cuda_gpu_kern_sum` / `gpukernsum` tables (the kernel's name is the last column),
   nvprof's `GPU activities:` rows;
 - built: ptxas `-v` (`ptxas info    : Compiling entry function '%s' for 'sm_%d'`; its `Function
-  properties for` lines name device functions and host stubs too, so they are not read), PTX
+  properties for` lines name device functions and host stubs too, so they are not read), hipcc/clang's
+  `remark: Function Name: %s [-Rpass-analysis=kernel-resource-usage]` (kernels only), PTX
   `.entry NAME(`, AMDGCN `.amdhsa_kernel NAME`, LLVM IR `define amdgpu_kernel`/`ptx_kernel`, Triton IR
   `tt.func public @NAME`, Inductor's `async_compile.triton('NAME', ...)`;
 - tuned: Triton's autotuner with TRITON_PRINT_AUTOTUNING (`Autotuning kernel %s with config %s`,
@@ -77,6 +78,10 @@ BUILT_LINES: tuple[tuple[re.Pattern, str], ...] = (
     (anchored(READER, re.compile(r"\bdefine\s+(?:[\w()]+\s+)*(?:amdgpu_kernel|ptx_kernel)\s+void\s+@\"?(?P<k>[\w.$]+)"),
               "amdgpu_kernel", "ptx_kernel"), "LLVM IR"),
     (anchored(READER, re.compile(r"\btt\.func public @(?P<k>\w+)\("), "tt.func public"), "Triton"),
+    # hipcc/clang `-Rpass-analysis=kernel-resource-usage`: one block per kernel (clang-19 lists no
+    # device function it called, noinline or not)
+    (anchored(READER, re.compile(r"remark: Function Name: (?P<k>\S+) \[-Rpass-analysis=kernel-resource-usage\]"),
+              "Function Name: "), "clang kernel-resource-usage"),
     (anchored(READER, re.compile(r"async_compile\.triton\(\s*'(?P<k>\w+)'"), "async_compile.triton("), "TorchInductor"),
 )
 
@@ -93,9 +98,11 @@ AUTOTUNE_ROW = re.compile(r"^\s+(?P<k>triton_\w+) (?P<ms>\d+(?:\.\d+)?) ms \d+(?
 # the fault words a line must hold for a backticked name on it to be the faulting kernel's
 FAULT_WORDS = re.compile(r"(?P<f>Warp Illegal Address|illegal memory access|illegal address|misaligned address|"
                          r"Memory access fault|page fault|CUDA_EXCEPTION_\d+|CUDA Exception|cudaError\w+|hipError\w+|"
-                         r"CUDA error|HIP error|segfault|segmentation fault|out of bounds)", re.I)
+                         r"CUDA error|HIP error|segfault|segmentation fault|out of bounds|crash(?:es|ed)?)", re.I)
+NEAR = 2                  # lines either side of a fault word in which a backticked kernel name is read
 words(READER, "illegal memory access", "illegal address", "Illegal Address", "Memory access fault", "CUDA error",
-      "HIP error", "faulting kernel", "kernel:", "in kernel", after=4, ignore_case=True)
+      "HIP error", "faulting kernel", "kernel:", "in kernel", "crash", "segfault", "misaligned", after=4,
+      ignore_case=True)
 # `kernel: void X<...>(...)`, `faulting kernel is `X``, `crash in kernel X`, `error in kernel X`
 NAMED_LINES = (
     re.compile(r"\b(?:kernel|Kernel)\s*[:=]\s*`?(?P<k>(?:void\s+)?[A-Za-z_][\w:]*(?:<[^`]*?>)?\([^`)]*\))`?"),
@@ -105,6 +112,10 @@ NAMED_LINES = (
                r"(?:is|was|seems to be|appears to be|:)\s*(?P<k>[A-Za-z_][\w:]*(?:<[^\s]*?>)?)"),
     re.compile(r"\b(?:error|fault|crash(?:es|ed)?|exception|triggered|illegal address|illegal memory access)\s+"
                r"(?:in|inside|from)\s+(?:the\s+)?kernel\s+`?(?P<k>[A-Za-z_][\w:]*(?:<[^`\s]*?>)?)`?", re.I),
+    # a title's `illegal memory access in fused_marlin_moe`: a snake_case or *Kernel name, never a file or a call
+    re.compile(r"\b(?:illegal memory access|illegal address|memory access fault|misaligned address|crash(?:es|ed)?|"
+               r"segfaults?)\s+(?:in|inside|at)\s+(?:the\s+)?`?(?P<k>[A-Za-z_]\w*(?:_[A-Za-z0-9]\w*|Kernel\w*))`?"
+               r"(?![\w.(`]|::)", re.I),
 )
 BACKTICKED = re.compile(r"`(?P<k>[^`\s]{3,200}|void [^`]{3,300})`")
 # what a backticked token must look like to be taken for a kernel (no env var, no Python call, no path)
@@ -114,8 +125,8 @@ FAULT_KIND = {"warp illegal address": "warp-illegal-address", "illegal memory ac
               "illegal address": "illegal-address", "misaligned address": "misaligned-address",
               "memory access fault": "memory-access-fault", "page fault": "page-fault",
               "segfault": "segmentation-fault", "segmentation fault": "segmentation-fault",
-              "out of bounds": "out-of-bounds"}
-NAMED_HINT = re.compile(r"kernel|`", re.I)
+              "out of bounds": "out-of-bounds", "crash": None, "crashes": None, "crashed": None}
+NAMED_HINT = re.compile(r"kernel|`|illegal|fault|crash|misaligned", re.I)     # a line _named may read
 
 
 def _plain(name: str) -> str:
@@ -123,12 +134,20 @@ def _plain(name: str) -> str:
     return demangle(name) or name
 
 
+def _fault_on(text: str) -> re.Match | None:
+    """The line's fault word that names a kind (`Warp Illegal Address` over `crash`), else its first."""
+    found = list(FAULT_WORDS.finditer(text))
+    return next((m for m in found if _fault_kind(m)), found[0] if found else None)
+
+
 def _fault_kind(m: re.Match | None) -> str | None:
+    """The fault a line's words name, as a kind (`crash` names none)."""
     if m is None:
         return None
     f = m["f"]
-    return FAULT_KIND.get(f.lower(), f if f.startswith(("cudaError", "hipError", "CUDA_EXCEPTION")) else
-                          f.lower().replace(" ", "-"))
+    if f.lower() in FAULT_KIND:
+        return FAULT_KIND[f.lower()]
+    return f if f.startswith(("cudaError", "hipError", "CUDA_EXCEPTION")) else f.lower().replace(" ", "-")
 
 
 def find_mentions(text: str, name: str) -> list[KernelMention]:
@@ -210,7 +229,9 @@ def find_mentions(text: str, name: str) -> list[KernelMention]:
                 hit = True
                 break
         if not hit and NAMED_HINT.search(s):
-            out.extend(_named(s, o))
+            near = _fault_on(s) or next((f for ln2 in lines[max(i - 1 - NEAR, 0):i + NEAR]
+                                         if (f := _fault_on(ln2.text))), None)
+            out.extend(_named(s, o, near))
     return out
 
 
@@ -263,9 +284,9 @@ def _zero(cell: str) -> bool:
     return bool(digits) and set(digits) == {"0"}
 
 
-def _named(s: str, o: Origin) -> list[KernelMention]:
-    """A person's words naming the faulting kernel, or a backticked kernel name beside a fault word."""
-    fault = FAULT_WORDS.search(s)
+def _named(s: str, o: Origin, fault: re.Match | None) -> list[KernelMention]:
+    """A person's words naming the faulting kernel, or a backticked kernel name beside a fault word
+    (`fault`: on this line or within NEAR lines of it)."""
     for rx in NAMED_LINES:
         if (m := rx.search(s)):
             k = _plain(m["k"])
