@@ -243,6 +243,15 @@ def test_a_backticked_kernel_on_the_line_after_the_fault_is_taken(tmp_path):
     assert names(doc) == ["moe_align_block_size_kernel"]
 
 
+def test_a_launch_in_a_programs_error_macro_is_named_and_kernel_launch_is_no_name(tmp_path):
+    # a SAFE_KERNEL_CALL-style macro prints the call as written: `... at kernel "K<<<grid, block>>>(args)"`
+    doc = triage(tmp_path, 'CUDA error in kernel launch: an illegal memory access was encountered at kernel '
+                           '"matrixMultiply<<<dimGrid, dimBlock>>>(dev_a, dev_b, dev_c, SIZE)"\n'
+                           "CUDA error in kernel execution: an illegal memory access was encountered\n")
+    assert names(doc) == ["matrixMultiply"]
+    assert "illegal memory access" in claims(doc, "named-in-text")[0]["why"]
+
+
 def test_a_file_or_a_call_after_the_fault_words_is_no_kernel(tmp_path):
     doc = triage(tmp_path, "Illegal memory access in fused_moe.py when batch > 64\n"
                            "crash in forward() of the model\n" + FAULT)
@@ -283,3 +292,14 @@ def test_the_dispatch_logs_earlier_kernels_are_dispatched_candidates(tmp_path, c
     assert (v["level"], v["kernel"]) == ("likely", "crux_p1sin")
     (c,) = claims(doc, "dispatched")
     assert (c["kernel"], c["basis"]["producer"], c["level"]) == ("_Z11crux_kernelv", "ROCclr", "candidates")
+
+
+def test_a_source_file_is_no_fault_and_its_type_names_are_no_fault_words(tmp_path):
+    # a program's own source: `cudaError_t` is a type and `printf("CUDA error ...")` says nothing happened
+    text = ("__global__ void scatter_rows(float *a, const int *idx, int n) { a[idx[threadIdx.x]] = 1.f; }\n"
+            "int main() {\n"
+            "  scatter_rows<<<(n+255)/256,256>>>(a, idx, n);\n"
+            "  cudaError_t e = cudaDeviceSynchronize();\n"
+            '  if (e) printf("CUDA error: %s\\n", cudaGetErrorString(e));\n}\n')
+    doc = triage(tmp_path, text, "scatter.cu")
+    assert doc["faults"] == []

@@ -97,7 +97,7 @@ AUTOTUNE_ROW = re.compile(r"^\s+(?P<k>triton_\w+) (?P<ms>\d+(?:\.\d+)?) ms \d+(?
 # ---- a person's words ----
 # the fault words a line must hold for a backticked name on it to be the faulting kernel's
 FAULT_WORDS = re.compile(r"(?P<f>Warp Illegal Address|illegal memory access|illegal address|misaligned address|"
-                         r"Memory access fault|page fault|CUDA_EXCEPTION_\d+|CUDA Exception|cudaError\w+|hipError\w+|"
+                         r"Memory access fault|page fault|CUDA_EXCEPTION_\d+|CUDA Exception|cudaError[A-Z]\w+|hipError[A-Z]\w+|"
                          r"CUDA error|HIP error|segfault|segmentation fault|out of bounds|crash(?:es|ed)?)", re.I)
 NEAR = 2                  # lines either side of a fault word in which a backticked kernel name is read
 words(READER, "illegal memory access", "illegal address", "Illegal Address", "Memory access fault", "CUDA error",
@@ -117,6 +117,11 @@ NAMED_LINES = (
                r"segfaults?)\s+(?:in|inside|at)\s+(?:the\s+)?`?(?P<k>[A-Za-z_]\w*(?:_[A-Za-z0-9]\w*|Kernel\w*))`?"
                r"(?![\w.(`]|::)", re.I),
 )
+# a launch's own syntax names an entry point: `matrixMultiply<<<dimGrid, dimBlock>>>(...)` (a program's
+# `CUDA error in kernel launch: %s at kernel "#call"` macro prints the call as written)
+LAUNCH_SYNTAX = re.compile(r"(?<![\w:])(?P<k>[A-Za-z_][\w:]*(?:<[^<>`]*>)?)\s*<<<")
+# words after `error in kernel` that are no kernel's name
+NOT_A_NAME = frozenset({"launch", "execution", "call", "code", "image", "mode", "function", "module", "the", "a", "an"})
 BACKTICKED = re.compile(r"`(?P<k>[^`\s]{3,200}|void [^`]{3,300})`")
 # what a backticked token must look like to be taken for a kernel (no env var, no Python call, no path)
 KERNELISH = re.compile(r"(?i)kernel|^triton_|^void |^_Z\w+$|<.*>|^__omp_offloading_|^Cijk_")
@@ -125,7 +130,10 @@ FAULT_KIND = {"warp illegal address": "warp-illegal-address", "illegal memory ac
               "illegal address": "illegal-address", "misaligned address": "misaligned-address",
               "memory access fault": "memory-access-fault", "page fault": "page-fault",
               "segfault": "segmentation-fault", "segmentation fault": "segmentation-fault",
-              "out of bounds": "out-of-bounds", "crash": None, "crashes": None, "crashed": None}
+              "out of bounds": "out-of-bounds",
+              # words that say something failed, not which fault: no kind (a source file prints them too)
+              "crash": None, "crashes": None, "crashed": None, "cuda error": None, "hip error": None,
+              "cuda exception": None}
 NAMED_HINT = re.compile(r"kernel|`|illegal|fault|crash|misaligned", re.I)     # a line _named may read
 
 
@@ -137,7 +145,8 @@ def _plain(name: str) -> str:
 def _fault_on(text: str) -> re.Match | None:
     """The line's fault word that names a kind (`Warp Illegal Address` over `crash`), else its first."""
     found = list(FAULT_WORDS.finditer(text))
-    return next((m for m in found if _fault_kind(m)), found[0] if found else None)
+    return (next((m for m in found if FAULT_KIND.get(m["f"].lower())), None)      # a kind of its own
+            or next((m for m in found if _fault_kind(m)), found[0] if found else None))
 
 
 def _fault_kind(m: re.Match | None) -> str | None:
@@ -289,12 +298,16 @@ def _named(s: str, o: Origin, fault: re.Match | None) -> list[KernelMention]:
     (`fault`: on this line or within NEAR lines of it)."""
     for rx in NAMED_LINES:
         if (m := rx.search(s)):
-            k = _plain(m["k"])
-            if NOT_KERNEL.search(k) or len(k) < 3:
+            k = _plain(m["k"]).rstrip(":")
+            if NOT_KERNEL.search(k) or len(k) < 3 or k.lower() in NOT_A_NAME:
                 continue
             return [KernelMention(o, k, NAMED, "the text", f"the text names it: {s.strip()[:200]}", _fault_kind(fault))]
     if fault is None:
         return []
+    launched = [m["k"] for m in LAUNCH_SYNTAX.finditer(s) if m["k"].lower() not in NOT_A_NAME]
+    if launched:
+        return [KernelMention(o, k, NAMED, "the text", f"the text launches it (<<<...>>>) beside a fault "
+                              f"({fault['f']}): {s.strip()[:200]}", _fault_kind(fault)) for k in dict.fromkeys(launched)]
     out = []
     for m in BACKTICKED.finditer(s):
         k = m["k"].strip()
