@@ -303,3 +303,43 @@ def test_a_source_file_is_no_fault_and_its_type_names_are_no_fault_words(tmp_pat
             '  if (e) printf("CUDA error: %s\\n", cudaGetErrorString(e));\n}\n')
     doc = triage(tmp_path, text, "scatter.cu")
     assert doc["faults"] == []
+
+
+LAUNCHER = """\
+class JITFunction:
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    def run(self, *args, grid, **kwargs):
+        raise RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
+
+
+fused_moe_kernel = JITFunction()
+layers = [lambda x: x / 0]
+
+
+def invoke_fused_moe_kernel(a, b):
+    grid = (4, 1)
+    fused_moe_kernel[grid](
+        a, b, BLOCK_SIZE_M=64)
+
+
+def forward(x):
+    layers[0](x)
+
+
+import sys
+invoke_fused_moe_kernel(1, 2) if sys.argv[1] == "launch" else forward(1)
+"""
+
+
+@pytest.mark.parametrize("which, expected", [("launch", ["fused_moe_kernel"]), ("module-list", [])])
+def test_a_triton_launch_in_a_real_traceback_is_launched(tmp_path, which, expected):
+    # CPython's own traceback of a call shaped as Triton's: `kernel[grid](` binds the grid, the call launches
+    (tmp_path / "launch.py").write_text(LAUNCHER)
+    r = subprocess.run([sys.executable, str(tmp_path / "launch.py"), which], capture_output=True, text=True)
+    assert "Traceback (most recent call last)" in r.stderr
+    doc = triage(tmp_path, r.stderr, "tb.txt")
+    assert names(doc) == expected           # `layers[0](x)` is a module list's call, no launch
+    if expected:
+        assert claims(doc, "launched")[0]["basis"]["producer"] == "Triton (traceback)"

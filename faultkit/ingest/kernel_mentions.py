@@ -10,7 +10,7 @@ Every format is the producer's own (read at its source or in its real output):
   `global_` mnemonics, NVIDIA SASS), never a host function;
 - dispatched: rocprofv3's kernel-trace rows (`"KERNEL_DISPATCH",...,"Kernel_Name",...`, pasted as text,
   the rocpd `Guid` first or not) and its kernel-stats rows (`"Name","Calls","TotalDurationNs",...`);
-- launched: PyTorch profiler tables (torch/autograd/profiler_util.py `_build_table`: a row whose CPU
+- launched: a Triton kernel's launch `kernel[grid](` as a Python traceback's code line, PyTorch profiler tables (torch/autograd/profiler_util.py `_build_table`: a row whose CPU
   columns are all zero and whose device time is not is a device event: a kernel, unless a copy or a
   memset), nsys `cuda_gpu_kern_sum` / `gpukernsum` tables (the kernel's name is the last column),
   nvprof's `GPU activities:` rows;
@@ -65,6 +65,11 @@ TORCH_CPU_COLS = ("Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU tim
 NSYS_TITLE = anchored(READER, re.compile(r"\bcuda_gpu_kern_sum\b|\bgpukernsum\b|CUDA Kernel Statistics"),
                       "cuda_gpu_kern_sum", "gpukernsum", "CUDA Kernel Statistics", after=64)
 NSYS_ROW = re.compile(r"^\s*\d+(?:\.\d+)?\s{2,}[\d,]+\s{2,}[\d,]+\s{2,}(?:[\d,.]+\s{2,}){3,5}(?P<k>\S.*?)\s*$")
+# a Triton kernel's launch in a Python traceback: the code line under a `File "...", line N, in f`
+# frame is `fused_moe_kernel[grid](` (JITFunction.__getitem__ binds the grid, the call launches it)
+TRITON_FILE = re.compile(r'File "[^"]*[/\\]triton[/\\]')          # a frame of Triton's own package
+TB_FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S+')
+TRITON_LAUNCH = anchored(READER, re.compile(r"^\s+(?P<k>[A-Za-z_]\w*)\[(?P<grid>[^\]\[]{1,120})\]\("), "](")
 NVPROF_HEAD = anchored(READER, re.compile(r"^\s*GPU activities:"), "GPU activities:", after=64)
 NVPROF_ROW = re.compile(r"^\s*(?:GPU activities:)?\s+\d+(?:\.\d+)?%\s+\S+\s+\d+\s+\S+\s+\S+\s+\S+\s+(?P<k>\S.*?)\s*$")
 DEVICE_COPY = re.compile(r"^\[?(?:CUDA )?(?:memcpy|memset|Memcpy|Memset)|^Memcpy|^Memset|^\[memory\]", re.I)
@@ -219,6 +224,14 @@ def find_mentions(text: str, name: str) -> list[KernelMention]:
                     break
                 j += 1
             i = j
+            continue
+        if (m := TRITON_LAUNCH.match(s)) and i >= 2 and TB_FRAME.match(lines[i - 2].text) and (
+                "grid" in m["grid"] or "kernel" in m["k"].lower()
+                or any(TRITON_FILE.search(ln2.text) for ln2 in lines[i:i + 4] if TB_FRAME.match(ln2.text))):
+            # (a module list's `layers[i](x)` is no launch: the grid, the name or Triton's own frame below says)
+            out.append(KernelMention(o, m["k"], LAUNCHED, "Triton (traceback)",
+                                     f"the traceback shows its launch {m['k']}[{m['grid']}](...) "
+                                     f"(at {lines[i - 2].text.strip()})"))
             continue
         if (m := AUTOTUNE_HEAD.match(s)):
             while i < n and (r := AUTOTUNE_ROW.match(lines[i].text)):
