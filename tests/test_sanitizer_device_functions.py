@@ -7,6 +7,7 @@ corpus's H200 runs and NVIDIA/cccl#8288's `at FUNC in FILE:LINE` without an offs
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -98,3 +99,14 @@ def test_a_racecheck_report_with_device_frames_names_its_kernel(tmp_path):
                             "    Saved host backtrace up to driver entry point at kernel launch time"])
     v = doc["verdict"]
     assert (v["level"], v["kernel"]) == ("likely", "scan_rows(int *, int)")
+
+
+def test_a_windows_assert_without_a_function_claims_no_kernel(tmp_path):
+    # PyTorch's Windows build prints no function before `block:` (tests/data/source_shapes); two such lines
+    # of one length were read as one wrapped line, and the second's text became a 'likely' function name
+    src = Path(__file__).parent / "data" / "source_shapes" / "cuda_assert_windows_no_function.txt"
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(src), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert doc["verdict"]["level"] in ("unknown", "candidates") and doc["verdict"].get("kernel") is None
+    assert [f["kind"] for f in doc["faults"]] == ["device-assert"]
