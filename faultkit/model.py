@@ -124,6 +124,7 @@ class HostError:
     text: str
     exception: str | None = None
     enum: str | None = None
+    code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
 
 
 @dataclass
@@ -577,13 +578,23 @@ class Fault:
     node: int | None = None          # KFD node of `GPU node-N`
     secondary: bool = False          # a block latched behind an earlier fault: says nothing of the engine
     kernel: str | None = None        # a kernel the fault record itself names (debugger, sanitizer, core, runtime)
+    decimal_code: bool = False       # a CUDA/HIP error number (700), printed as its runtime prints it
+
+    def code_text(self) -> str | None:
+        """The code as its producer prints it: an HSA status in hex, a CUDA/HIP error in decimal."""
+        return str(self.code) if self.decimal_code and self.code is not None else hex_or_none(self.code)
+
+    @property
+    def hsa_code(self) -> int | None:
+        """The HSA status code, where the code is one (a CUDA/HIP error number is not)."""
+        return None if self.decimal_code else self.code
 
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "kind": self.kind,
             "address": hex_or_none(self.address),
-            "code": hex_or_none(self.code),
+            "code": self.code_text(),
             "gpu": self.gpu,
             "pid": self.pid,
             "process": self.process,

@@ -20,7 +20,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     nvidia = any(f.kind.startswith("xid-") or f.kind in ("cuda-error", "gpu-runtime-error") for f in faults)
     # a collective timeout says nothing of the platform (NCCL and RCCL print it alike)
     amd = any(f.kind not in ("cuda-error", "collective-timeout") and not f.kind.startswith("xid-") for f in faults)
-    codes = {f.code for f in faults if f.code is not None}
+    codes = {f.hsa_code for f in faults if f.hsa_code is not None}
     engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
     vmid0 = any(f.vmid == 0 and f.kind.startswith("page-fault") for f in faults)
     hang = any(f.kind == "gpu-hang" for f in faults) or any(e.kind == "ring-timeout" for e in kernel.events)

@@ -244,4 +244,4 @@ def _fault_words(faults: list[Fault]) -> str:
 
 def _is_gpu_error(f: Fault) -> bool:
     return (f.kind in ("memory-access-fault", "queue-error", "gpu-hang", "memory-in-use")
-            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.code in ADDRESS_FAULT_CODES)
+            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.hsa_code in ADDRESS_FAULT_CODES)
