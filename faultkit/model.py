@@ -116,6 +116,11 @@ class WaveDump:
     process_tag: str | None = None
 
 
+# Fault kinds that are a hang's symptom, not a GPU fault: a collective's watchdog timeout, the
+# heartbeat monitor's note that the watchdog itself got stuck
+HANG_SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck"})
+
+
 @dataclass
 class HostError:
     """A host-side error text: PyTorch HIP/CUDA errors and their enum names."""

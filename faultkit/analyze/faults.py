@@ -37,6 +37,7 @@ def runtime_fault(f: RuntimeFault) -> Fault:
         "hsakmt-fault": "memory-access-fault",
         "memory-error": "memory-in-use",
         "collective-timeout": "collective-timeout",
+        "watchdog-stuck": "watchdog-stuck",
     }.get(f.kind, f.kind)
     if f.kind == "vm-fault" and f.reason:
         detail["reason_kind"] = VM_FAULT_REASONS.get(f.reason)
@@ -58,6 +59,11 @@ def explain_runtime(f: RuntimeFault) -> str:
         return (f"{f.process_tag or 'A rank'}'s collective timed out ({f.reason}): another rank never joined it "
                 "(it died, hung in a kernel, or is stuck on the host). A symptom, not a fault: the rank that "
                 "stopped first is the one to look at.")
+    if f.kind == "watchdog-stuck":
+        return (f"{f.process_tag or 'A rank'}'s NCCL watchdog thread got stuck ({f.reason}): it could not even "
+                "check its collectives, so a CUDA/NCCL call it makes hangs (another thread holding the GIL inside a "
+                "CUDA call, a hung CUDA event or communicator). A hang's symptom, not a GPU fault: take the "
+                "process's stacks (py-spy dump --native) to see who holds it.")
     if f.kind == "hsakmt-fault":
         where = f", {f.buffer}" if f.buffer else ""
         oob = (" An address outside every buffer is an out-of-bounds access (or a freed or never-allocated pointer)."

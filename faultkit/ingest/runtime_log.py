@@ -95,6 +95,12 @@ PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
                                 r"(?:.*?Timeout\(ms\)=(?P<timeout>\d+))?.*?ran for (?P<ms>\d+) milliseconds")
+# ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself made no progress for the heartbeat
+# timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480 s by default): `{logPrefix()}ProcessGroupNCCL's watchdog got
+# stuck for N seconds without making progress in monitoring enqueued collectives.` (ProcessGroupNCCL.cpp's
+# HeartbeatMonitor; the prefix may be printed twice, `[PG 0 Rank 25] [PG 0 Rank 25] `)
+WATCHDOG_STUCK = re.compile(rf"(?:{PG_PREFIX})*(?P<cls>ProcessGroup\w*)'s watchdog got stuck for (?P<s>\d+) seconds")
+anchored(RUNTIME, WATCHDOG_STUCK, "'s watchdog got stuck for ")
 # The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
 WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
@@ -556,6 +562,14 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
                                           pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
                                           collective=_collective(m)))
+    m = WATCHDOG_STUCK.search(rest)
+    if m:
+        stuck = {"stuck_s": int(m.group("s")), "rank": int(m.group("rank")) if m.group("rank") else None,
+                 "process_group": m.group("desc") or m.group("pg") or m.group("pg_old"), "monitor": m.group("cls")}
+        st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
+                                          reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
+                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          collective={k: v for k, v in stuck.items() if v is not None}))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
