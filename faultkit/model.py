@@ -116,6 +116,11 @@ class WaveDump:
     process_tag: str | None = None
 
 
+# Fault kinds that are a hang's symptom, not a GPU fault: a collective's watchdog timeout, the
+# heartbeat monitor's note that the watchdog itself got stuck
+HANG_SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck"})
+
+
 @dataclass
 class HostError:
     """A host-side error text: PyTorch HIP/CUDA errors and their enum names."""
@@ -124,6 +129,7 @@ class HostError:
     text: str
     exception: str | None = None
     enum: str | None = None
+    code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
 
 
 @dataclass
@@ -592,13 +598,23 @@ class Fault:
     node: int | None = None          # KFD node of `GPU node-N`
     secondary: bool = False          # a block latched behind an earlier fault: says nothing of the engine
     kernel: str | None = None        # a kernel the fault record itself names (debugger, sanitizer, core, runtime)
+    decimal_code: bool = False       # a CUDA/HIP error number (700), printed as its runtime prints it
+
+    def code_text(self) -> str | None:
+        """The code as its producer prints it: an HSA status in hex, a CUDA/HIP error in decimal."""
+        return str(self.code) if self.decimal_code and self.code is not None else hex_or_none(self.code)
+
+    @property
+    def hsa_code(self) -> int | None:
+        """The HSA status code, where the code is one (a CUDA/HIP error number is not)."""
+        return None if self.decimal_code else self.code
 
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "kind": self.kind,
             "address": hex_or_none(self.address),
-            "code": hex_or_none(self.code),
+            "code": self.code_text(),
             "gpu": self.gpu,
             "pid": self.pid,
             "process": self.process,

@@ -33,7 +33,7 @@ from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .manifest import Manifest
-from .model import CoreRecord, Problem
+from .model import HANG_SYMPTOMS, CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
 AFTER_FAULT_NS = 1_000_000_000      # trace rows kept after the fault: written at completion, they come later
@@ -141,7 +141,7 @@ def _pasted_hang(inc: Incident) -> None:
     from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
     its samples in the order given."""
     # a collective's timeout is the hang's symptom, not a fault: the stacks still tell the hang
-    if inc.hang is not None or inc.stops or any(f.kind != "collective-timeout" for f in inc.faults):
+    if inc.hang is not None or inc.stops or any(f.kind not in HANG_SYMPTOMS for f in inc.faults):
         return
     lags = lagging_ranks(inc.collectives)
     if inc.pasted_stacks or lags:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..judge.levels import CANDIDATES, UNKNOWN
-from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
+from ..model import HANG_SYMPTOMS, CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 from .hang import hang_steps
 
 
@@ -19,12 +19,12 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     # a program's own error print (gpu-runtime-error) does not say which runtime: both sets of steps
     nvidia = any(f.kind.startswith("xid-") or f.kind in ("cuda-error", "gpu-runtime-error") for f in faults)
     # a collective timeout says nothing of the platform (NCCL and RCCL print it alike)
-    amd = any(f.kind not in ("cuda-error", "collective-timeout") and not f.kind.startswith("xid-") for f in faults)
-    codes = {f.code for f in faults if f.code is not None}
+    amd = any(f.kind not in ("cuda-error", *HANG_SYMPTOMS) and not f.kind.startswith("xid-") for f in faults)
+    codes = {f.hsa_code for f in faults if f.hsa_code is not None}
     engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
     vmid0 = any(f.vmid == 0 and f.kind.startswith("page-fault") for f in faults)
     hang = any(f.kind == "gpu-hang" for f in faults) or any(e.kind == "ring-timeout" for e in kernel.events)
-    if any(f.kind == "collective-timeout" for f in faults):
+    if any(f.kind in HANG_SYMPTOMS for f in faults):
         steps.append("A collective timed out: find the rank that stopped first (the one whose log ends earliest, or "
                      "that faulted), and capture the hang itself: `faultkit capture --hang-after 5m -- <launch "
                      "command>` asks each GPU process for a core dump of what it is running when output stops.")

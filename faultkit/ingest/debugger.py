@@ -21,7 +21,8 @@ from .text import cut_problem, decode, numbered_lines
 
 # A transcript's tables, frames, disassembly and registers follow a prompt, a stop or a sanitizer
 # line: in a big file they are read as the context after those (`after=`), never by themselves.
-words(DEBUGGER, "========= ", after=64)
+SANITIZER_HEAD = "========="    # compute-sanitizer's head on every line it prints
+words(DEBUGGER, SANITIZER_HEAD + " ", after=64)
 
 TID = r"\d+(?:\.\d+)?"
 QNAME = r'(?: "(?P<tname>[^"\n]*)")?'
@@ -579,7 +580,7 @@ class _Parser:
 
     def sanitizer_line(self, s: str, no: int) -> bool:
         s = s.lstrip()                  # CI logs indent the tool's output
-        if not s.startswith("========="):
+        if not s.startswith(SANITIZER_HEAD):
             return False
         self.log.debugger = self.log.debugger or "compute-sanitizer"
         body = s.lstrip("=").strip()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..codes import ADDRESS_FAULT_CODES
-from ..model import Candidate, Fault, Verdict
+from ..model import HANG_SYMPTOMS, Candidate, Fault, Verdict
 from .claims import TIERS, Claim
 from .corroborate import ALSO_NAMED, corroborate
 from .decisive import decisive
@@ -238,7 +238,10 @@ def _fault_words(faults: list[Fault]) -> str:
     if any(f.engine == "copy" for f in kernel_log) and not any(f.engine == "shader" for f in kernel_log):
         return ("the kernel log says the SDMA copy engine faulted: a memory copy, not a kernel, touched the address; "
                 "no copy or kernel is named by the evidence")
-    if faults and all(f.kind == "collective-timeout" for f in faults):
+    if faults and all(f.kind == "watchdog-stuck" for f in faults):
+        return ("only a stuck NCCL watchdog: a CUDA/NCCL call on the host hangs (the heartbeat monitor saw no progress); "
+                "no GPU fault or kernel is named")
+    if faults and all(f.kind in HANG_SYMPTOMS for f in faults):
         return ("only collective timeouts: a rank stopped joining collectives (hung in a kernel, died or stuck on "
                 "the host); no GPU fault or kernel is named")
     if any(_is_gpu_error(f) for f in faults):
@@ -249,4 +252,4 @@ def _fault_words(faults: list[Fault]) -> str:
 
 def _is_gpu_error(f: Fault) -> bool:
     return (f.kind in ("memory-access-fault", "queue-error", "gpu-hang", "memory-in-use")
-            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.code in ADDRESS_FAULT_CODES)
+            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.hsa_code in ADDRESS_FAULT_CODES)
