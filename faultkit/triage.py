@@ -21,7 +21,6 @@ from .analyze.hang import analyse as analyse_hang
 from .analyze.running import running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
-from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
 from .ingest.agent_files import parse_agent
@@ -173,6 +172,10 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
                                         ["the core file is not among the inputs; its transcript is"]))
     hosts = {c.pid: c.path for _, c in cores if c is not None and c.platform == HOST and c.pid is not None}
     made: list[InputFile] = []
+    if any(core is not None and core.platform != HOST for _, core in cores):
+        # the debugger driver (subprocess, redaction) only where a GPU core is to be opened: a text
+        # triage's start-up does without it (issue #35; tests/test_startup.py)
+        from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
     for path, core in cores:
         name = Path(path).name
         rec = CoreRecord(path, core.platform if core else "not a core", core.pid if core else None,

@@ -24,7 +24,7 @@ on another, hung: what they wait for never comes.
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
 from ..hang_model import StackFrame, ThreadStack

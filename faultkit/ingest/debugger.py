@@ -10,7 +10,7 @@ without a header. Whether a stop is on the GPU is decided from the stopped threa
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
@@ -497,9 +497,9 @@ class _Parser:
         self.new_stop(st)
 
     def switch_line(self, m: re.Match, no: int) -> None:
-        if m.re is SWITCH_LANE:
+        if m.re == SWITCH_LANE:      # ==: a match holds the compiled pattern (lazy_re)
             self.switch(m["tid"], None, gpu_place(m["systag"]))
-        elif m.re is SWITCH_CPU:
+        elif m.re == SWITCH_CPU:
             self.switch(m["tid"], m["systag"], None)
         else:
             self.switch("", m["systag"], None)

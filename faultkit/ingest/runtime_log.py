@@ -7,7 +7,7 @@ pattern is searched, never anchored, and a line that matches nothing is simply s
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
