@@ -11,7 +11,6 @@ defaults name the track and whose clock is incremental, so a slice costs two sho
 from __future__ import annotations
 
 import os
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
@@ -300,7 +299,7 @@ class PftraceWriter:
                                   None if flow_in is None else flow_in[lo:hi],
                                   None if categories is None else categories[lo:hi] + 1,
                                   None if flow_out is None else flow_out[lo:hi])
-            return packed(data) if compress else data      # zlib releases the GIL: compressed in parallel too
+            return packed(data) if compress else data      # deflate releases the GIL: compressed in parallel too
         self._flush()                                      # the sequences' first packets before their slices
         for lo, data in zip(range(0, n, MAX_CHUNK), _in_order(chunk, range(0, n, MAX_CHUNK))):
             self._write(data)
