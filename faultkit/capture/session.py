@@ -337,6 +337,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         sampled_early = False
         while ended_by is None:
             sampler.sample()
+            guard.hold(_live(sampler))    # what its watchdog kills if faultkit itself is killed
             if console is not None and time.monotonic() - status_at >= 1.0:
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
