@@ -219,75 +219,35 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
       faultkit dump --pid 48213
       faultkit dump bundle/ --format json
       faultkit dump --read before.txt --read after.txt"""
-    from . import layout
-    from .analyze.hang import analyse
-    from .capture.hang_check import NotRunning, running_root, sample, time_tag
-    from .capture.proctree import descendants
-    from .capture.stacks import STACK_TOOLS
-    from .export.hang_text import render_json, render_text
-    from .private_files import private_dir
+    from .capture.dump_run import DumpError, dump_live, read_saved, roots_of
 
+    try:
+        if reads:
+            if pids or bundle:
+                raise DumpError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
+            res = read_saved(list(reads), fmt)
+        else:
+            roots, folder = roots_of(list(pids), bundle, output)
+            res = dump_live(roots, folder, no_children, samples, parse_duration(interval), parse_duration(deadline),
+                            fmt)
+    except DumpError as exc:
+        if exc.param:
+            raise click.BadParameter(str(exc), param_hint=exc.param)
+        raise click.UsageError(str(exc))
+    sys.stdout.write(res.rendered)
     if reads:
-        from .ingest.stacks import as_samples, parse_any
-        from .redact import text as redact_text
-        if pids or bundle:
-            raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
-        dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
-        for d in dumps:
-            for why in d.problems:
-                click.echo(clean(f"warning: {why}"), err=True)
-        rounds = as_samples([d for d in dumps if d.threads])
-        hf = analyse(rounds)
-        sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
-        sys.exit(0 if rounds else EXIT_INPUT)
-    roots = list(pids)
-    folder = Path(output) if output else None
-    if bundle:
-        try:
-            roots.append(running_root(Path(bundle)))
-        except NotRunning as exc:
-            raise click.BadParameter(str(exc), param_hint="BUNDLE")
-        folder = folder or Path(bundle) / layout.STACKS_DIR
-    if not roots:
-        raise click.UsageError("give --pid PID (or the bundle of a running capture)")
-    gone = [p for p in roots if not os.path.exists(f"/proc/{p}")]
-    if gone:
-        raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
-
-    def _comm(pid: int) -> str:
-        try:
-            with open(f"/proc/{pid}/comm") as fh:
-                return fh.read().strip()
-        except OSError:
-            return ""
-
-    def live() -> list[int]:
-        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads);
-        # a program faultkit's own process started (a test driving the CLI in-process) is still read
-        mine = {os.getpid()} | {q for q in descendants(os.getpid()) if _comm(q) in STACK_TOOLS}
-        return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
-                if q not in mine]
-
-    if folder is not None:
-        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
-    s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
-    hf = analyse(s.samples, s.interval_s if samples > 1 else None)
-    last = s.samples[-1] if s.samples else []
-    sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
-    if folder is not None and not quiet:
-        click.echo(clean(f"kept {len(s.files)} file(s) in {folder}"), err=True)
-    if verbose and any(p.threads for p in last):
-        for p in last:
-            for why in p.problems:
-                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
-    if not any(p.threads for p in last):
-        for p in last:
-            for why in p.problems:
-                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
+        for why in res.problems:
+            click.echo(clean(why), err=True)
+        sys.exit(0 if res.read_any else EXIT_INPUT)
+    if res.folder is not None and not quiet:
+        click.echo(clean(f"kept {len(res.files)} file(s) in {res.folder}"), err=True)
+    if verbose or not res.read_any:
+        for why in res.problems:
+            click.echo(clean(why), err=True)
+    if not res.read_any:
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
-
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)

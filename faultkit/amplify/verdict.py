@@ -98,7 +98,7 @@ def sentence(o: ArmOutcome) -> str:
               f"({o.crashes}/{o.trials} vs {o.plain_crashes}/{o.plain_trials})")
     text = f"{did} {counts} (Fisher p = {fmt_p(o.p)}): {means}"
     if o.black_box:
-        text += f"; the black box of the amplified crashes: {o.black_box[0]}"
+        text += f"; the black box of the amplified crashes {o.black_box[0]}"
     return text
 
 
