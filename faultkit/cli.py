@@ -793,7 +793,10 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         out = expand(out, launch_of(dict(os.environ), platform.node()), os.getpid())
     except PatternError as exc:
         raise click.UsageError(f"-o {out}: {exc}") from None
-    if bool(command) == (pid is not None):
+    if not command and pid is None:
+        raise click.UsageError("a command is needed: give the COMMAND to run (after --), or --pid PID of a "
+                               "running server")
+    if command and pid is not None:
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if command and command[0].startswith("-"):
         raise click.UsageError(f"No such option '{command[0]}' (COMMAND cannot start with '-'; to run a program "

@@ -31,6 +31,8 @@ FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's 
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
 PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
+LOCK = ".lock"                           # held while a capture writes the bundle; removed at its end
+RESERVE = ".reserve"                     # disk kept for the capture's final manifest; removed at its end
 
 # Rendered reports and pictures are outputs, not evidence: reading one back would count its faults twice.
 OUTPUT_SUFFIXES = frozenset({".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"})

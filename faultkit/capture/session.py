@@ -451,6 +451,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                  f"one written at the start")
         private_tree(out)
         guard.done()
+        (out / layout.LOCK).unlink(missing_ok=True)     # bookkeeping, not evidence: gone with the capture
         lock.close()
     if check and not check["ok"]:
         echo(f"WARNING: requested environment {describe_env_check(check)}")
@@ -562,7 +563,7 @@ def _exe(cmdline: list[str] | None) -> str | None:
     return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
 
 
-RESERVE = ".reserve"
+RESERVE = layout.RESERVE
 
 
 def _reserve(out: Path) -> None:
@@ -576,7 +577,7 @@ def _reserve(out: Path) -> None:
 
 def _lock(out: Path):
     """One capture per bundle at a time (two writing one folder would interleave their files)."""
-    fh = open_lock(out / ".lock")
+    fh = open_lock(out / layout.LOCK)
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

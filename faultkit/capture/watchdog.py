@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import layout
 from ..manifest import dumps
 from .cgroup import OwnCgroup
 from .launcher import helper_env
@@ -163,6 +164,8 @@ def main(out: str, token: str, cgroup: str = "") -> None:
             write_private(manifest, dumps(m))
     except (OSError, ValueError):
         pass
+    for name in (layout.LOCK, layout.RESERVE):       # the dead capture's bookkeeping, not evidence
+        (Path(out) / name).unlink(missing_ok=True)
     private_tree(Path(out))        # what was written until the kill, private like a finished bundle
 
 

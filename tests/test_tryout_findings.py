@@ -1,0 +1,74 @@
+"""What new users met in a tryout (issue 36's follow-up), each through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.delenv("FAULTKIT_REGISTRY", raising=False)
+    return home
+
+
+def fk(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def test_a_registry_reader_never_creates_a_database(tmp_path):
+    typo = tmp_path / "typo.duckdb"
+    for verb in (["top"], ["show", "abc"], ["export", "-o", tmp_path / "x.json"]):
+        res = fk("registry", *verb[:1], "--db", typo, *verb[1:])
+        assert res.returncode == 1, (verb, res.stderr)
+        assert f"{typo}: no registry there (nothing was created)" in res.stderr
+        assert not typo.exists() and not (tmp_path / "typo.duckdb.wal").exists()
+
+
+def test_capture_without_a_command_says_one_is_needed(tmp_path):
+    res = fk("capture", "-o", tmp_path / "b")
+    assert res.returncode == 2
+    assert "a command is needed" in res.stderr and "not both" not in res.stderr
+    both = fk("capture", "--pid", os.getpid(), "-o", tmp_path / "c", "--", "true")
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_a_finished_bundle_has_no_lock_file_and_its_pack_folders_are_private(tmp_path):
+    out = tmp_path / "b"
+    # a worker that writes into the bundle's agent/ folder is what the tryout's pack showed 0755
+    res = fk("capture", "-o", out, "--", sys.executable, "-c", "print('served')")
+    assert res.returncode == 0, res.stderr
+    names = {p.name for p in out.iterdir()}
+    assert ".lock" not in names and ".reserve" not in names and "manifest.json" in names
+    assert (out / "agent").is_dir()
+    packed = tmp_path / "b.tar.gz"
+    assert fk("pack", out, "-o", packed).returncode == 0
+    with tarfile.open(packed) as tar:
+        members = tar.getmembers()
+    folders = {m.name: m.mode for m in members if m.isdir()}
+    files = {m.name: m.mode for m in members if m.isfile()}
+    assert folders.get("b") == 0o700 and folders.get("b/agent") == 0o700, folders
+    assert files and set(files.values()) == {0o600}
+    # extracted with the usual umask, the folders stay the owner's
+    dest = tmp_path / "x"
+    dest.mkdir()
+    old = os.umask(0o022)
+    try:
+        subprocess.run(["tar", "-xzf", str(packed), "-C", str(dest)], check=True)
+    finally:
+        os.umask(old)
+    assert (os.stat(dest / "b").st_mode & 0o777, os.stat(dest / "b" / "agent").st_mode & 0o777) == (0o700, 0o700)
