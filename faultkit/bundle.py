@@ -639,6 +639,12 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
             if value is not None:
                 out.manifest = value
     captured = out.captured and manifest is not None
+    if manifest is not None and out.manifest is None and layout.written_by_capture(e.rel for e in entries):
+        # a damaged manifest does not make a bundle a plain folder (its kernel-before.log, the boot's
+        # history, would be read as evidence): its files are known by their names
+        captured = True
+        out.problems.append(Problem(manifest.name, "the manifest is damaged: read as a capture bundle by its file "
+                                                   "names; how the capture ended and what it checked are not known"))
     by_rel: dict[str, _Entry] = {}
     for e in entries:
         role = layout.classify(e.rel, captured)

@@ -75,6 +75,13 @@ AGENT = "agent"                # the in-process agent's ring, sites, stacks and 
 HANG = "hang"                  # stack samples and flight records: read by the hang analysis only
 
 
+def written_by_capture(rels) -> bool:
+    """Whether a folder's files are a capture's by their names alone (kernel-before.log,
+    environ.json, a `.times.tsv` at its top): what a bundle whose manifest is damaged is read as."""
+    top = {r for r in rels if "/" not in r.replace("\\", "/").lstrip("./")}
+    return KERNEL_BEFORE in top or ENVIRON in top or any(r.endswith(TIMES_SUFFIX) for r in top)
+
+
 def classify(rel: str, captured: bool) -> str:
     """`captured`: the folder has a faultkit manifest, so capture's own files are known by name.
     A folder a user assembled by hand has none of them: every file there is read for what it is."""

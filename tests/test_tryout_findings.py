@@ -72,3 +72,49 @@ def test_a_finished_bundle_has_no_lock_file_and_its_pack_folders_are_private(tmp
     finally:
         os.umask(old)
     assert (os.stat(dest / "b").st_mode & 0o777, os.stat(dest / "b" / "agent").st_mode & 0o777) == (0o700, 0o700)
+
+
+def test_two_quick_ctrl_c_give_the_target_its_sigint_first(tmp_path):
+    """The first Ctrl-C reaches the target at once; a second one within a second kills it (it
+    was acted on after ~1.08 s, so two within a second killed the target without any SIGINT)."""
+    import signal
+    import time
+    got = tmp_path / "got-sigint"
+    target = ("import signal, sys, time\n"
+              f"def on(s, f): open({str(got)!r}, 'w').write(repr(time.monotonic()))\n"
+              "signal.signal(signal.SIGINT, on)\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\nwhile True: time.sleep(0.05)  # fk_quick_ctrl_c\n")
+    out = tmp_path / "b"
+    proc = subprocess.Popen([sys.executable, "-m", "faultkit.cli", "capture", "-o", str(out), "--", sys.executable,
+                             "-c", target], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and "up" not in ((out / "server.log").read_text()
+                                                 if (out / "server.log").exists() else ""):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 130
+    assert got.exists(), "the target never got the first Ctrl-C"
+    assert float(got.read_text()) - t0 < 0.3           # before the second one (time.monotonic is system-wide)
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["ended_by"] == "interrupted" and m["stopped_with"] == ["SIGINT", "SIGKILL"] and m["exit_code"] == -9
+
+
+FAULT = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x{addr}. "
+         "Reason: Page not present or supervisor privilege.")
+
+
+def test_a_damaged_manifest_still_reads_the_bundle_as_a_bundle(tmp_path):
+    out = tmp_path / "b"
+    res = fk("capture", "-o", out, "--", sys.executable, "-c", f"print({FAULT.format(addr='7f0000001000')!r})")
+    assert res.returncode == 0, res.stderr
+    # the boot's history before the capture holds an older fault: never this capture's evidence
+    (out / "kernel-before.log").write_text(FAULT.format(addr="7fdead000000") + "\n")
+    good = json.loads(fk("triage", out, "--format", "json").stdout)
+    assert [f["address"] for f in good["faults"]] == ["0x7f0000001000"]
+    (out / "manifest.json").write_text((out / "manifest.json").read_text()[:100])     # cut: not JSON
+    doc = json.loads(fk("triage", out, "--format", "json").stdout)
+    assert [f["address"] for f in doc["faults"]] == ["0x7f0000001000"]
+    assert any("the manifest is damaged: read as a capture bundle by its file names" in p for p in doc["problems"])

@@ -325,6 +325,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
+        launched = _launch_of(backend) if opts.pid is None else None
+        if launched is not None:
+            sigint.on_ctrl_c = launched.forward_sigint
         manifest.root_pid = backend.root_pid
         _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
