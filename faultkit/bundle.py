@@ -654,6 +654,8 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
             continue
         if e.size == 0 and role != layout.CORE and not loose:
             continue                     # an empty log says nothing: not listed as an input
+        if e.size == 0 and loose:        # one named on the command line (or stdin) is said
+            out.problems.append(Problem(e.name, "empty input (0 bytes): nothing in it to read"))
         head = _head(e) if role in (layout.EVIDENCE, layout.TRACE) else b""
         if role == layout.EVIDENCE and OWN_REPORT.encode() in head:
             continue                     # a report faultkit wrote: reading it back would count its faults twice

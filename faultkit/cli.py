@@ -257,9 +257,14 @@ TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
 
 def output_format(output: str | None, given: str | None, suffixes: dict[str, str], default: str) -> str:
+    """--format where given (a warning where -o's suffix names another format), else -o's suffix."""
+    named = suffixes.get(Path(output).suffix.lower()) if output else None
     if given:
+        if named and named != {"markdown": "md"}.get(given, given):
+            click.echo(clean(f"warning: -o {output} has the suffix of {named}, but is written as {given} "
+                             f"(--format {given})"), err=True)
         return given
-    return suffixes.get(Path(output).suffix.lower(), default) if output else default
+    return named or default
 
 
 class output_errors:

@@ -118,3 +118,45 @@ def test_a_damaged_manifest_still_reads_the_bundle_as_a_bundle(tmp_path):
     doc = json.loads(fk("triage", out, "--format", "json").stdout)
     assert [f["address"] for f in doc["faults"]] == ["0x7f0000001000"]
     assert any("the manifest is damaged: read as a capture bundle by its file names" in p for p in doc["problems"])
+
+
+def test_capture_pid_says_a_pipe_cannot_be_followed(tmp_path):
+    server = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: print('tick', flush=True); "
+                               "time.sleep(0.2)"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        out = tmp_path / "b"
+        res = fk("capture", "--pid", server.pid, "--timeout", "2s", "-o", out)
+        pipe = os.readlink(f"/proc/{server.pid}/fd/1")          # pipe:[N], as the kernel names it
+    finally:
+        server.kill()
+        server.wait()
+    assert pipe.startswith("pipe:")
+    said = f"--pid {server.pid}: its output cannot be followed (fd 1 is {pipe}: only a file can be followed"
+    assert f"WARNING: {said}" in res.stderr and "the bundle has none of that output" in res.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert any(w.startswith(said) for w in m["warnings"])
+    assert not (out / "server.log").read_text()
+
+
+def test_format_against_the_suffix_is_warned_and_format_wins(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(FAULT.format(addr="7f0000001000") + "\n")
+    res = fk("triage", log, "-o", tmp_path / "x.html", "--format", "json")
+    assert res.returncode == 0
+    assert f"warning: -o {tmp_path / 'x.html'} has the suffix of html, but is written as json (--format json)" \
+        in res.stderr
+    assert json.loads((tmp_path / "x.html").read_text())["faults"][0]["address"] == "0x7f0000001000"
+    quiet = fk("triage", log, "-o", tmp_path / "y.json", "--format", "json")
+    assert "warning" not in quiet.stderr                          # they agree: nothing to say
+    assert fk("triage", log, "-o", tmp_path / "z.html").returncode == 0         # no --format: the suffix's
+    assert "<html" in (tmp_path / "z.html").read_text()[:2000].lower()
+
+
+def test_an_empty_input_is_said(tmp_path):
+    empty = tmp_path / "server.log"
+    empty.write_text("")
+    doc = json.loads(fk("triage", empty, "--format", "json").stdout)
+    assert f"{empty}: empty input (0 bytes): nothing in it to read" in doc["problems"]
+    piped = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", "-", "--format", "json"], input="",
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "<stdin>: empty input (0 bytes): nothing in it to read" in json.loads(piped.stdout)["problems"]

@@ -32,7 +32,7 @@ from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
 from ..core_debugger import debugger_for, how_to_open, open_core
 from ..debuggers import debugger_of
-from .follow import NOT_ARMED, FollowBackend
+from .follow import NOT_ARMED, FollowBackend, unfollowed
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from . import launcher
@@ -325,6 +325,10 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
+        said = unfollowed(backend) if opts.pid is not None else None
+        if said:
+            echo(f"WARNING: {said}")
+            manifest.warn(said)
         launched = _launch_of(backend) if opts.pid is None else None
         if launched is not None:
             sigint.on_ctrl_c = launched.forward_sigint
