@@ -92,7 +92,10 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang)
+                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang, captured=inputs.captured,
+                             exit_code=manifest.exit_code if inputs.captured else None,
+                             kernel_log_readable=manifest.kernel_log.readable
+                             if inputs.captured and manifest.kernel_log else None)
     if not inputs.files and not inputs.traces and not inputs.cores and not inputs.hang:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc

@@ -160,3 +160,37 @@ def test_an_empty_input_is_said(tmp_path):
     piped = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", "-", "--format", "json"], input="",
                            capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert "<stdin>: empty input (0 bytes): nothing in it to read" in json.loads(piped.stdout)["problems"]
+
+
+GPU_TOOLS = ("rocgdb", "compute-sanitizer", "rocprofv3", "cuda-gdb", "debug agent")
+
+
+def _steps(*inputs) -> list[str]:
+    return json.loads(fk("triage", *inputs, "--format", "json").stdout)["next_steps"]
+
+
+def test_next_steps_of_a_host_crash_fit_the_evidence(tmp_path):
+    # a capture whose target segfaults on the CPU: no "reproduce under faultkit capture", no GPU tool
+    out = tmp_path / "b"
+    res = fk("capture", "-o", out, "--", sys.executable, "-c", "import ctypes; ctypes.string_at(0)")
+    assert res.returncode == 128 + 11, res.stderr
+    steps = _steps(out)
+    assert any(s.startswith("The target crashed on the CPU (it was killed by SIGSEGV)") for s in steps), steps
+    assert not any("reproduce under `faultkit capture`" in s or "pass the server log" in s for s in steps), steps
+    assert not any(t in s for s in steps for t in GPU_TOOLS), steps
+    # the kernel's segfault record of a host process, pasted (the line as the kernel prints it)
+    dmesg = tmp_path / "dmesg.txt"
+    dmesg.write_text("[   49.848369] python3[621]: segfault at 0 ip 0000000000000000 sp 00007ffd54e23e68 error 14 "
+                     "likely on CPU 15 (core 15, socket 0)\n")
+    steps = _steps(dmesg)
+    assert any(s.startswith("The target crashed on the CPU (the kernel's segfault record: ") and "python3[621]" in s
+               for s in steps), steps
+    assert not any(t in s for s in steps for t in GPU_TOOLS), steps
+
+
+def test_a_capture_without_a_fault_is_not_told_to_capture(tmp_path):
+    out = tmp_path / "b"
+    assert fk("capture", "-o", out, "--", sys.executable, "-c", "print('fine')").returncode == 0
+    steps = _steps(out)
+    assert any(s.startswith("No fault was found in this capture") for s in steps), steps
+    assert not any("reproduce under `faultkit capture`" in s for s in steps), steps
