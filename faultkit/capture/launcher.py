@@ -194,6 +194,7 @@ class Launch:
     force: threading.Event | None = None  # set: stop with SIGKILL now
     tee: "LineTee" = None
     _reader: threading.Thread | None = None
+    sigint_at: float | None = None       # when a Ctrl-C was passed on (forward_sigint): the stop's first step
 
     def __post_init__(self):
         self.tee = LineTee(self.out_dir, self.name)
@@ -232,6 +233,16 @@ class Launch:
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None
 
+    def forward_sigint(self) -> None:
+        """SIGINT to the whole process group now (from a signal handler: no lock, no I/O)."""
+        if self.proc is None or self.sigint_at is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.sigint_at = time.monotonic()
+        except OSError:
+            pass
+
     def stop(self, deadlines: tuple[float, float, float] = (5.0, 5.0, 5.0)) -> list[str]:
         """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with a deadline, each
         said through `say`; once `force` is set (a second Ctrl-C), SIGKILL at once. Returns what was sent."""
@@ -241,6 +252,8 @@ class Launch:
         pgid = self.proc.pid
         steps = list(zip((signal.SIGINT, signal.SIGTERM, signal.SIGKILL), deadlines))
         i = 0
+        if self.sigint_at is not None and self.force is not None and self.force.is_set():
+            sent.append("SIGINT")             # passed on at the Ctrl-C; a second one forces the kill now
         while i < len(steps):
             sig, wait = steps[i]
             if not group_alive(pgid):
@@ -248,8 +261,10 @@ class Launch:
             forced = self.force is not None and self.force.is_set()
             if forced:
                 sig = signal.SIGKILL
+            passed_on = i == 0 and sig == signal.SIGINT and self.sigint_at is not None
             try:
-                os.killpg(pgid, sig)
+                if not passed_on:             # (a Ctrl-C passed on at once was this first step)
+                    os.killpg(pgid, sig)
                 sent.append(sig.name)
             except ProcessLookupError:
                 break
@@ -347,6 +362,7 @@ class DeferredSigint:
         self.signal: str | None = None
         self.stopping = False                 # the tree is being stopped: another signal forces it
         self.forced = threading.Event()
+        self.on_ctrl_c = None                 # called at the first SIGINT: passes it to the target at once
         self._old: dict = {}
 
     def __enter__(self) -> "DeferredSigint":
@@ -360,6 +376,11 @@ class DeferredSigint:
             return
         self.hit = True
         self.signal = signal.Signals(signum).name
+        if signum == signal.SIGINT and self.on_ctrl_c is not None:
+            # A Ctrl-C reaches the target as a terminal would deliver it (its own session keeps the
+            # terminal's SIGINT from it): at once, not after the stacks and bookkeeping an interrupt
+            # collects first (a second Ctrl-C within that second killed it without any SIGINT).
+            self.on_ctrl_c()
 
     def __exit__(self, *exc) -> None:
         for s, old in self._old.items():
