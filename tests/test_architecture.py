@@ -235,6 +235,8 @@ def file_writes(tree: ast.AST) -> list[tuple[int, str]]:
                 out.append((node.lineno, name))
         elif name in WRITE_CALLS and (name not in ("copy", "move") or owner == "shutil"):
             out.append((node.lineno, name))
+        elif name in ("mkdir", "makedirs"):      # folders too: private_dir makes them, and those above, 0700
+            out.append((node.lineno, name))
     return out
 
 
@@ -287,8 +289,8 @@ def test_the_writer_check_sees_writes():
     # planted: each form the check must see, and two reads it must not count
     code = ("import os, shutil, tarfile\nopen(p, 'w')\nopen(p, mode='ab')\nos.open(p, os.O_WRONLY | os.O_CREAT)\n"
             "Path(p).write_text('x')\ntarfile.open(p, 'w:gz')\nshutil.copyfile(a, b)\nos.fdopen(fd, 'wb')\n"
-            "open(p)\nos.open(p, os.O_RDONLY)\n")
-    assert [line for line, _ in file_writes(ast.parse(code))] == [2, 3, 4, 5, 6, 7, 8]
+            "Path(p).mkdir(parents=True)\nopen(p)\nos.open(p, os.O_RDONLY)\n")
+    assert [line for line, _ in file_writes(ast.parse(code))] == [2, 3, 4, 5, 6, 7, 8, 9]
     assert file_writes(ast.parse((PKG / "private_files.py").read_text())), "the writer itself writes"
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import layout
+from ..private_files import private_dir
 from .recorder import BLOCK, LineTee, clocks  # noqa: F401 - the recorder has its own module; launches use it
 
 
@@ -200,7 +201,7 @@ class Launch:
         self.tee = LineTee(self.out_dir, self.name)
 
     def start(self) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.out_dir)
         env = target_env(self.env_extra)
         self.started = clocks()
         argv = target_argv(self.command)
