@@ -841,12 +841,13 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         click.echo(clean(f"kernel log: missing: {manifest.kernel_log.problem}"), err=True)
     if manifest.live_output_dropped_bytes:
         click.echo(f"live output: {manifest.live_output_dropped_bytes:,} bytes not shown (what faultkit's output "
-                   f"goes to did not keep up); {clean(str(out))}/server.log has all of it", err=True)
+                   f"goes to did not keep up); {clean(os.path.join(out, 'server.log'))} has all of it", err=True)
     click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
                      + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
                         else "")), err=True)
-    click.echo(clean(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace"),
-               err=True)
+    import shlex                                    # commands to copy-paste: quoted, no "bundle//x"
+    click.echo(clean(f"report: faultkit triage {shlex.quote(str(out))}    timeline: faultkit timeline "
+                     f"{shlex.quote(str(out))} -o {shlex.quote(os.path.join(out, 'timeline.pftrace'))}"), err=True)
     sys.exit(capture_status(manifest))
 
 
