@@ -29,7 +29,11 @@ E_CATEGORY_IIDS, E_ANNOTATIONS, E_TYPE, E_NAME_IID, E_TRACK_UUID, E_NAME = 3, 4,
 E_COUNTER_VALUE, E_FLOW_IDS, E_TERMINATING_FLOW_IDS = 30, 47, 48
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 BOOTTIME, REALTIME, SEQ_CLOCK = 6, 1, 64       # builtin clock ids; 64+ are sequence-scoped
-MAX_CHUNK = 1 << 16
+# Slices are encoded 16k at a time: the chunk's byte matrix (16k rows of ~130 bytes) and its mask
+# stay in the caches while its fields are laid in (the writer took 0.71-0.83 s of CPU for the 1M-
+# dispatch trace in 16k chunks, 0.95-1.05 s in 64k ones, medians of 5 taking turns)
+MAX_CHUNK = 1 << 14
+JUDGE_ROWS = 1 << 16           # rows that decide which annotations repeat (encoded once per combination)
 # TracePacket.compressed_packets (field 50): a zlib stream of framed packets, which trace_processor
 # and the UI inflate and read in place. Batches of about a megabyte compress 4-6x at level 1.
 P_COMPRESSED = 50
@@ -287,8 +291,8 @@ class PftraceWriter:
                         f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned + shared))
         seq_of = seqs[lane]
         compress = self.compress
-        # annotations whose values repeat are encoded once per combination (judged on the first chunk)
-        first = slice(0, min(n, MAX_CHUNK))
+        # annotations whose values repeat are encoded once per combination (judged on the first rows)
+        first = slice(0, min(n, JUDGE_ROWS))
         repetitive = [k for k, name in enumerate(ann_names)
                       if n > 64 and len(pd.unique(int_args[name][first])) * 8 < first.stop]
 
