@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..analyze.incident import Incident
+from ..analyze.next_steps import host_crash
 from ..analyze.trace_claims import label
 from ..durations import relative
 from .last_moments import last_moments_svg
@@ -161,6 +162,9 @@ def _verdict_section(inc: Incident) -> Section:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
+    if not inc.faults and inc.capture is not None and not v.kernel \
+            and (crash := host_crash(inc.kernel, inc.capture.exit_code)):
+        s.paragraphs.append(f"The target crashed on the host, not on the GPU ({crash}).")
     finding = v.decisive
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")
