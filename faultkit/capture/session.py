@@ -393,6 +393,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         launch = _launch_of(backend)
         if launch is not None:
             launch.say, launch.force = echo, sigint.forced
+            launch.ctrl_c = sigint.signal == "SIGINT"
         result = backend.stop()
         if sampler is not None and opts.pid is None:      # a server we did not start is left running
             sampler.sample()
