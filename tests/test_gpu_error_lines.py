@@ -80,6 +80,8 @@ def test_one_error_seen_by_several_layers_is_one_fault():
     "cudaErrorCheck(cudaMemcpy(dst, src, n, cudaMemcpyDefault));",   # a macro's name, no error
     # cuda-gdb's notice of a host call's failure (it warns of every one): not the program's error
     "warning: Cuda Driver error detected: Returning 201 (CUDA_ERROR_INVALID_CONTEXT) from cuCtxGetDevice_v2",
+    # the same notice's rest where a mail client wrapped it: a host call's error named without a word of failure
+    "(CUDA_ERROR_INVALID_CONTEXT) from cuCtxGetDevice_v2",
     "CUDA error 0",                                # success
     # PyTorch's caching allocator's own words (c10/cuda/CUDACachingAllocator.cpp), not a runtime's error print
     "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 191.98 GiB",

@@ -58,6 +58,8 @@ WARNING = re.compile(r"\s*(?:warning:|W\d{4} |WARNING\b|\[W\])", re.I)
 # `Cuda Runtime (invalid argument)`, ggml's `ROCm error: ...`)
 ERROR_CONTEXT = re.compile(r"\b(?:CUDA|Cuda|cuda|HIP|Hip|hip|ROCm)[ _]?(?:[Rr]untime |[Dd]river )?"
                            r"(?:[Ee]rror|ERROR|[Ff]ailure|FAILURE|Runtime)\b")
+# a word of failure beside a host call's error name (`CUDA error: CUDA_ERROR_OUT_OF_MEMORY`, `failed with ...`)
+FAILED = re.compile(r"(?i)\b(?:error|fail(?:ed|ure)?|abort(?:ed|ing)?|fatal|exception)\b")
 NEAR = 80       # a shared message's CUDA/HIP word is this close before it (`CUDA error: out of memory`)
 
 
@@ -111,6 +113,8 @@ def _hit(line: str, m: re.Match) -> GpuErrorHit | None:
     if m.group("name"):
         name = m.group("name")
         err = GPU_ERROR_BY_NAME[name]
+        if not err.device and not FAILED.search(line[:m.start()] + " " + line[m.end():]):
+            return None           # a host call's error named without a word of failure: a note's rest, not an error
         api = "HIP" if name.startswith("hip") else "CUDA"
         return GpuErrorHit(err, err.code, api, name, err.message, m.start(), m.end())
     if m.group("own") or m.group("shared"):
