@@ -459,6 +459,19 @@ class DisasmLine:
     marker: str = ""                 # '=>' current pc, '*>' cuda-gdb error pc, '*=>' both
 
 
+@dataclass(frozen=True)
+class KernelMention:
+    """A kernel named away from the fault line (ingest/kernel_mentions.py): where it was built,
+    dispatched, launched, tuned or disassembled, or named by a person's words beside a fault."""
+    origin: Origin
+    kernel: str                 # as printed (demangled where it was mangled)
+    basis: str                  # disassembled | dispatched | launched | built | tuned | named-in-text
+    producer: str               # whose format: gdb, rocprofv3, PyTorch profiler, nsys, ptxas, Triton ...
+    said: str                   # what the line says of it, in words
+    fault: str | None = None    # named in the text: the fault the same line names (warp-illegal-address ...)
+    cut: bool = False           # a table cut the name at its column's width (its end is lost)
+
+
 @dataclass
 class SanitizerReport:
     """One compute-sanitizer memcheck error block."""
@@ -506,6 +519,8 @@ class SanitizerFinding:
     accesses: list[str] = field(default_factory=list)   # racecheck: "Write", "Read" ...
     hazards: int | None = None       # racecheck: "[N hazards]", summed over the report's lines
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
+    device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
+    device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
 
 
 @dataclass

@@ -9,7 +9,7 @@ open reports are keyed by device.
 from __future__ import annotations
 
 import calendar
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
 from ..codes import (GPU_RESET_SOURCES, MES_OPCODES, SOC15_IH_CLIENTS, SOC21_IH_CLIENTS, decode_status,

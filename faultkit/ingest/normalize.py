@@ -338,8 +338,13 @@ HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \
 
 def _stamped(t: str, own: str) -> bool:
     """A line that opens with a stamp or a device prefix (`own`: the line with the runtime parser's
-    own innermost head, a stamp or a worker tag, where one was there)."""
-    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t
+    own innermost head, a stamp or a worker tag, where one was there), or with ROCclr's own line
+    prefix (`:0:rocdevice.cpp :2893: 9002 us:`: ROCclr opens every line it prints with it, so it is
+    never a cut line's rest; asked as one, every line of a big ROCclr log was tried against every
+    record pattern joined to its neighbours)."""
+    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t or ROCCLR_PREFIX.match(t) is not None
+
+
 
 
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
@@ -386,14 +391,16 @@ def _join_wraps(out, numbered, wrappers, notes):
             flowed = prev[-1:] in (" ", "\t") and not cut_at(prev_len, width, terminal)
             if flowed:
                 prev = prev.rstrip()     # a mail client's soft break keeps the space (format=flowed)
-            cut = terminal and prev_len == width and not _opens_record(t)
+            # (a line of ROCclr's prefix alone has its message next, whatever record that opens)
+            opens = _opens_record(t) and not ROCCLR_PREFIX.fullmatch(prev.strip() + " ")
+            cut = terminal and prev_len == width and not opens
             # (in a kernel log any stampless line is a rest: the word may not fit for the run of
             # spaces the client dropped at the break, so only the line before being cut is asked)
             # (an indented line is a record's own rest, except after a line cut at the width: a
             # terminal's cut may fall just before a space)
             word = not cut and (not t[0].isspace() or prev_len == width) and prev_len >= width // 3 and (
                 heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
-                or (not _opens_record(t) or prev.endswith(",")) and prev_len + 1 + len(t.split(None, 1)[0]) > mail)
+                or (not opens or prev.endswith(",")) and prev_len + 1 + len(t.split(None, 1)[0]) > mail)
             # (a line that ends in a comma is a list the break cut: its rest may open with a field a record reads)
             sep = None
             # a mail wrap too few lines show the width of: a record's own words (its anchor) run on across

@@ -7,7 +7,7 @@ pattern is searched, never anchored, and a line that matches nothing is simply s
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
@@ -57,10 +57,12 @@ continuation(RUNTIME, ROCCLR_PREFIX)
 CALLBACK = re.compile(
     r"(?:Device::callbackQueue|Callback: Queue (?P<queue>0x[0-9a-f<>.]+)) [Aa]borting with"
     r"(?: status: 0x(?P<code_old>[0-9a-f]+)| error\s*:\s*(?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+|\(null\)):?"
-    r"\s*(?P<desc>.*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
+    # (the description never runs into the next record: a lazy `.*?` from every record of a line
+    # of many records joined, ones cut before `code:`, read to the line's end each: quadratic)
+    r"\s*(?P<desc>(?:(?!Device::callbackQueue|Callback: Queue )[^\n])*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
     r"(?: \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+), kernel: (?P<kernel>.*)\])?)")
-anchored(RUNTIME, CALLBACK, 'borting with')
-BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::[^\n]*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
+anchored(RUNTIME, CALLBACK, 'borting with', 'Callback: Queue ', 'Device::callbackQueue')
+BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::(?:(?!HSA_STATUS_ERROR_)[^\n])*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
                          r"\s+0x(?P<code2>[0-9a-fA-F]+))")
 anchored(RUNTIME, BARE_STATUS, 'HSA_STATUS_ERROR_')
 CALLBACK_START = re.compile(r"(?:Device::callbackQueue|Callback: Queue \S+) [Aa]borting with error")
@@ -618,6 +620,8 @@ def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
         for k in range(1, 4):
             if i + k >= len(lines) or lines[i + k].boundary:
                 break
+            if CALLBACK_START.search(lines[i + k].text):
+                break      # the next record's own line: this one's rest is not there (nor further)
             joined += " " + lines[i + k].text.strip()
             m = CALLBACK.search(joined)
             if m:

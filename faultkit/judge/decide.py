@@ -27,6 +27,7 @@ from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, UNKNOWN, lower
 from .names import kernel_key
 from .rules import allowed
 
+MENTIONED = "mentioned"       # the tier of kernels named away from the fault (judge.claims.BASES)
 ENDED = {"hang": "the target printed nothing for the --hang-after time",
          "timeout": "the capture reached its --timeout"}
 
@@ -103,9 +104,12 @@ def decide(claims: list[Claim], faults: list[Fault], ended_by: str | None = None
         c.level = allowed(c)
     named = [c for c in claims if c.kernel is not None]
     # A snapshot of a GPU taken without an exception speaks only where nothing faulted and nothing
-    # else names a kernel.
-    if faults or any(c.tier != "snapshot" for c in named):
+    # else names a kernel (a kernel merely mentioned elsewhere does not silence it).
+    if faults or any(c.tier not in ("snapshot", MENTIONED) for c in named):
         named = [c for c in named if c.tier != "snapshot"]
+    # A mention of a kernel that other evidence names adds nothing to that evidence.
+    told = {kernel_key(c.kernel) for c in named if c.tier != MENTIONED and c.named}
+    named = [c for c in named if c.tier != MENTIONED or kernel_key(c.kernel) not in told]
     cands = _candidates(named)
     observed = [x for x in cands if any(c.tier == "observed" and RANK[c.level] >= RANK[LIKELY] for c in x.claims)]
     if observed:
@@ -172,7 +176,8 @@ def _standing(c: Claim) -> bool:
 
 def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None) -> Verdict:
     likely = next((x for x in cands if x.level == LIKELY), None)
-    snapshot = all(c.tier == "snapshot" for x in cands for c in x.claims)
+    tiers = {c.tier for x in cands for c in x.claims}
+    snapshot = "snapshot" in tiers and tiers <= {"snapshot", MENTIONED}
     ended = ENDED.get(ended_by or "", "the dump was taken")
     if likely is not None:
         best = likely.best()
@@ -218,7 +223,7 @@ def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
     hang = next((c for c in host if c.basis.kind == "hang-stuck" and c.level == LIKELY), None)
     if cores:                    # a core on disk means a runtime saw a GPU exception
         why = cores[0].why
-    elif hang is not None and not faults:
+    elif hang is not None and all(f.kind == "collective-timeout" for f in faults):   # a timeout is the hang's symptom
         return _verdict(LIKELY, None, hang.why, [], claims)
     elif host:
         why = host[-1].why
