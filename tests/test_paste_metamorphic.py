@@ -27,7 +27,7 @@ FOLDERS = ("dmesg", "runtime", "gdb", "cuda")
 SKIP_SUFFIX = (".csv", ".xz", ".cu", ".py", ".sh")
 
 
-MATRIX_KEY = "paste_matrix"     # each transform's row, carried to the terminal summary (tests/conftest.py)
+MATRIX_KEY = "paste_matrix"     # each transform's row, carried to the terminal summary (tests/conftest.py reads this key)
 
 
 def corpus_texts() -> list[tuple[str, str, str]]:
