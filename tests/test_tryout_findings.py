@@ -194,3 +194,22 @@ def test_a_capture_without_a_fault_is_not_told_to_capture(tmp_path):
     steps = _steps(out)
     assert any(s.startswith("No fault was found in this capture") for s in steps), steps
     assert not any("reproduce under `faultkit capture`" in s for s in steps), steps
+
+
+def test_a_capture_pid_bundle_has_no_lock_file(tmp_path):
+    # the tryout's `capture --pid` bundle kept .lock: a followed server (its output a file), ended by
+    # --timeout, and one that exits while followed
+    log = tmp_path / "server.out"
+    for name, code, extra in (("t", "import time; time.sleep(30)", ("--timeout", "2s")),
+                              ("x", "import time; time.sleep(3)", ())):
+        with open(log, "w") as sink:
+            server = subprocess.Popen([sys.executable, "-c", code], stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            out = tmp_path / name
+            res = fk("capture", "--pid", server.pid, *extra, "-o", out)
+        finally:
+            server.kill()
+            server.wait()
+        assert res.returncode in (0, 124), res.stderr
+        names = {p.name for p in out.iterdir()}
+        assert "manifest.json" in names and ".lock" not in names and ".reserve" not in names, (name, names)
