@@ -213,3 +213,21 @@ def test_a_capture_pid_bundle_has_no_lock_file(tmp_path):
         assert res.returncode in (0, 124), res.stderr
         names = {p.name for p in out.iterdir()}
         assert "manifest.json" in names and ".lock" not in names and ".reserve" not in names, (name, names)
+
+
+CMSSW_HANG = ROOT.parent / "shared" / "corpus" / "runtime" / "hang_analysis_kernel_name_cmssw_issue_50607.txt"
+
+
+def test_a_kernel_object_handle_is_never_ranked_as_a_kernel(tmp_path):
+    if not CMSSW_HANG.exists():
+        pytest.skip(f"shared corpus not found at {CMSSW_HANG}")
+    text = CMSSW_HANG.read_text()
+    # the evidence: two blocks print kernel_obj=0x1512f5489a80, the second with its Kernel Name line
+    assert text.count("kernel_obj=0x1512f5489a80") == 2
+    mangled = next(ln.split("Kernel Name: ")[1].split()[0] for ln in text.splitlines() if " Kernel Name: _Z" in ln)
+    res = fk("triage", "-f", "json", CMSSW_HANG)
+    assert res.returncode == 0, res.stderr
+    cands = [c["kernel"] for c in json.loads(res.stdout)["verdict"]["candidates"]]
+    assert cands == [mangled]
+    md = fk("triage", CMSSW_HANG).stdout
+    assert "`kernel_obj=0x1512f5489a80`" not in md
