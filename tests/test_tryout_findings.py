@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -231,3 +232,30 @@ def test_a_kernel_object_handle_is_never_ranked_as_a_kernel(tmp_path):
     assert cands == [mangled]
     md = fk("triage", CMSSW_HANG).stdout
     assert "`kernel_obj=0x1512f5489a80`" not in md
+
+
+def test_a_py_spy_dump_file_is_listed_as_a_stack_dump(tmp_path):
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(spy, os.X_OK):
+        pytest.skip("py-spy not installed")
+    server = subprocess.Popen([sys.executable, "-c", "import time\ndef serve_forever():\n    time.sleep(60)\n"
+                               "print('up', flush=True)\nserve_forever()\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline() == "up\n"
+        dumps = {}
+        for name, args in (("dump.txt", ()), ("dump.json", ("--json",))):
+            got = subprocess.run([spy, "dump", *args, "--pid", str(server.pid)], capture_output=True, text=True,
+                                 timeout=60)
+            assert got.returncode == 0, got.stderr
+            dumps[name] = tmp_path / name
+            dumps[name].write_text(got.stdout)
+    finally:
+        server.kill()
+        server.wait()
+    assert dumps["dump.txt"].read_text().startswith(f"Process {server.pid}: ")
+    res = fk("triage", "-f", "json", *dumps.values())
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert {i["name"]: i["kinds"] for i in doc["inputs"]} == {str(p): ["stack-dump"] for p in dumps.values()}
+    md = fk("triage", dumps["dump.txt"]).stdout
+    assert f"- {dumps['dump.txt']}: stack-dump" in md and "serve_forever" in md
