@@ -257,9 +257,14 @@ TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
 
 def output_format(output: str | None, given: str | None, suffixes: dict[str, str], default: str) -> str:
+    """--format where given (a warning where -o's suffix names another format), else -o's suffix."""
+    named = suffixes.get(Path(output).suffix.lower()) if output else None
     if given:
+        if named and named != {"markdown": "md"}.get(given, given):
+            click.echo(clean(f"warning: -o {output} has the suffix of {named}, but is written as {given} "
+                             f"(--format {given})"), err=True)
         return given
-    return suffixes.get(Path(output).suffix.lower(), default) if output else default
+    return named or default
 
 
 class output_errors:
@@ -793,7 +798,10 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         out = expand(out, launch_of(dict(os.environ), platform.node()), os.getpid())
     except PatternError as exc:
         raise click.UsageError(f"-o {out}: {exc}") from None
-    if bool(command) == (pid is not None):
+    if not command and pid is None:
+        raise click.UsageError("a command is needed: give the COMMAND to run (after --), or --pid PID of a "
+                               "running server")
+    if command and pid is not None:
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if command and command[0].startswith("-"):
         raise click.UsageError(f"No such option '{command[0]}' (COMMAND cannot start with '-'; to run a program "
@@ -833,12 +841,13 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         click.echo(clean(f"kernel log: missing: {manifest.kernel_log.problem}"), err=True)
     if manifest.live_output_dropped_bytes:
         click.echo(f"live output: {manifest.live_output_dropped_bytes:,} bytes not shown (what faultkit's output "
-                   f"goes to did not keep up); {clean(str(out))}/server.log has all of it", err=True)
+                   f"goes to did not keep up); {clean(os.path.join(out, 'server.log'))} has all of it", err=True)
     click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
                      + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
                         else "")), err=True)
-    click.echo(clean(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace"),
-               err=True)
+    import shlex                                    # commands to copy-paste: quoted, no "bundle//x"
+    click.echo(clean(f"report: faultkit triage {shlex.quote(str(out))}    timeline: faultkit timeline "
+                     f"{shlex.quote(str(out))} -o {shlex.quote(os.path.join(out, 'timeline.pftrace'))}"), err=True)
     sys.exit(capture_status(manifest))
 
 

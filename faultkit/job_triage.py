@@ -114,7 +114,7 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
         if wall is None:
             continue
         xid = _XID.match(f.kind)
-        cause = f.kind != "collective-timeout" and not (xid and int(xid.group(1)) in CONSEQUENCE_XIDS)
+        cause = f.kind not in CONSEQUENCE_KINDS and not (xid and int(xid.group(1)) in CONSEQUENCE_XIDS)
         node.events.append(NodeEvent(wall, f.kind, cause, f.meaning or f.kind, str(f.origin)))
     for e in inc.kernel_events:
         if e.kind == "host-segfault" and e.stamp is not None and e.stamp.clock == "monotonic" \

@@ -21,26 +21,33 @@ FILE_MODE, DIR_MODE = 0o600, 0o700
 
 
 def private_dir(path: Path | str) -> Path:
-    """A folder faultkit owns (a bundle, a trials root, a cache): created or narrowed to 0700."""
+    """A folder faultkit owns (a bundle, a trials root, a spool, a cache): created or narrowed to
+    0700; the folders above it that were missing are made 0700 too."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    _make_dirs(path)
     os.chmod(path, DIR_MODE)
     return path
+
+
+def _make_dirs(folder: Path) -> None:
+    """`folder` and the folders above it that are missing, each 0700; an existing one is the user's
+    and keeps its mode. (mkdir(parents=True) gives the upper ones the umask's mode: `-o new/b` or
+    `--spool new/spool` made `new` 0755.)"""
+    missing = []
+    p = folder
+    while not p.is_dir() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
+        os.chmod(d, DIR_MODE)
 
 
 def _parent(path: Path) -> Path:
     """The folder a file goes into: made (0700) where missing; an existing one is the user's and
     keeps its mode."""
-    parent = path.parent
-    missing = []
-    p = parent
-    while not p.is_dir() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):           # mkdir(parents=True) would give the upper ones the umask's mode
-        d.mkdir(mode=DIR_MODE, exist_ok=True)
-        os.chmod(d, DIR_MODE)
-    return parent
+    _make_dirs(path.parent)
+    return path.parent
 
 
 class PrivateFile:

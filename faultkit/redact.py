@@ -133,10 +133,12 @@ SHAPES: tuple[Shape, ...] = (
     Shape("pem-private-key", ("private key-----",),
           re.compile(r"(?P<begin>-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?P<body>[\s\S]*?)"
                      r"(?P<end>-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)"), _pem),
+    # a scheme is at most 32 characters: unbounded, every letter of a long run of them would start a
+    # scan to the run's end (a 4 MB line of letters and one '://' in the file took hours)
     Shape("url-userinfo", ("://",),
-          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<value>[^/\s@]+)(?=@)")),
+          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@]*:)(?P<value>[^/\s@]+)(?=@)")),
     Shape("url-token-user", ("://",),
-          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<value>[^/\s:@<>]{20,})(?=@)")),
+          re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<value>[^/\s:@<>]{20,})(?=@)")),
     Shape("url-signature", tuple(f"{p}=" for p in URL_SECRET_PARAMS),
           re.compile(r"(?i)(?P<head>[?&;](?:" + "|".join(map(re.escape, URL_SECRET_PARAMS)) + r")=)"
                      r"(?P<value>(?!<redacted>)[^&#\s'\"<>]+)")),
@@ -147,7 +149,7 @@ SHAPES: tuple[Shape, ...] = (
           re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")),
     # curl/wget `-u user:password`, `--user user:password`, `-uuser:password`: the user kept
     Shape("user-password-flag", ("-u", "--user", "--proxy-user", "--http-user", "--ftp-user"),
-          re.compile(r"(?P<head>(?<![\w-])(?:-u|--user|--proxy-user|--http-user|--ftp-user|-U)(?:=|[ \t]+|)"
+          re.compile(r"(?P<head>(?<![\w-])(?:-u|--user|--proxy-user|--http-user|--ftp-user|-U)=?"
                      r"(?:\\?[ \t])*[\"']?(?P<user>[^\s:'\"@]+):)(?P<value>(?!<redacted>)[^\s'\"]+)"),
           _user_password),
     # mysql's `-pPASSWORD` (the password attached to its short flag); `-p PASSWORD` is a flag's value
@@ -162,12 +164,15 @@ SHAPES: tuple[Shape, ...] = (
 _VALUE = r"(?:(?:\"[^\"\n]*\"|'[^'\n]*'|\\[^\s]|[^\s\\'\"])+|[\"'][^\s\"']*)"   # or a quote left open (a cut line)
 # The value is looked at, not consumed, until it is known to be a secret: a flag or key whose
 # value is a whole command line (`sh -c '... --api-key X'`) must not hide the flags inside it.
+# These patterns match the name only; its value is read (VALUE, at the match's end) only for a
+# name that is a secret: read for every name, `a=a=a=...` made each `a` read the rest of the run.
 FLAG = re.compile(r"^(?P<flag>--?[A-Za-z][\w.-]*)$")
-FLAG_EQ = re.compile(rf"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)=(?=(?P<value>{_VALUE}))")
+VALUE = re.compile(_VALUE)
+FLAG_EQ = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)=")
 # flag, separator (spaces, or gdb's escaped space `\ `), value not starting with `-`
-FLAG_SPACE = re.compile(rf"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)(?P<sep>(?:\\?[ \t])+)(?=(?P<value>(?!-){_VALUE}))")
+FLAG_SPACE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w.-]*)(?P<sep>(?:\\?[ \t])+)(?![-\s])")
 # key=value: environment names and config keys (`HF_TOKEN=`, `wandb.api_key=`, `db-password=`)
-KEY_EQ = re.compile(rf"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)=(?=(?P<value>{_VALUE}))")
+KEY_EQ = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)=")
 # key: value, as in headers, YAML and log lines (`password: X`, `X-Api-Key: X`)
 KEY_COLON = re.compile(r"(?P<name>(?<![\w.-])[A-Za-z_][\w.-]*)(?P<sep>\"?[ \t]*:[ \t]*\"?)(?P<value>[^\s\"',;]+)")
 # a debugger's view of a string: `api_key=0x55d0 "X"`, `password = "X"`, `token='X'` (bt full, info locals)
@@ -267,15 +272,36 @@ def _redact_value(m: re.Match, head: str) -> str:
     return f"{head}{q}{MARK}{q}"
 
 
+class _Ahead:
+    """A name's match and the value after it, read when first asked for (`m["value"]`)."""
+
+    def __init__(self, m: re.Match, s: str):
+        self.m, self.s, self._value = m, s, None
+
+    def __getitem__(self, key: str) -> str:
+        if key != "value":
+            return self.m[key]
+        if self._value is None:
+            v = VALUE.match(self.s, self.m.end())
+            self._value = v.group(0) if v else ""
+        return self._value
+
+    def group(self, n: int = 0) -> str:
+        return self.m.group(n)
+
+
 def _sub_ahead(pattern: re.Pattern, s: str, secret) -> str:
-    """`pattern.sub` for a pattern whose value is in a lookahead: a secret's value is replaced and
-    skipped; anything else is kept and the scan goes on inside its value."""
+    """`pattern.sub` for a pattern that matches a name and leaves its value unread: a secret's value
+    is read, replaced and skipped; anything else is kept and the scan goes on inside its value."""
     out, pos = [], 0
     for m in pattern.finditer(s):
-        if m.start() < pos or not secret(m):
+        if m.start() < pos:
             continue
-        out += [s[pos:m.start()], _redact_value(m, m.group(0))]
-        pos = m.end("value")
+        a = _Ahead(m, s)
+        if not secret(a) or not a["value"]:
+            continue
+        out += [s[pos:m.start()], _redact_value(a, m.group(0))]
+        pos = m.end() + len(a["value"])
     out.append(s[pos:])
     return "".join(out)
 
@@ -321,7 +347,8 @@ def _names(s: str) -> str:
     if "=" in s and "-" in s:
         s = _sub_ahead(FLAG_EQ, s, lambda m: secret_flag(m["flag"]))
     if "-" in s:
-        s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or _short_secret(m["flag"], m["value"]))
+        s = _sub_ahead(FLAG_SPACE, s, lambda m: secret_flag(m["flag"]) or (m["flag"] in SHORT_SECRET_FLAGS
+                                                                            and _short_secret(m["flag"], m["value"])))
     if "=" in s:
         s = _sub_ahead(KEY_EQ, s, lambda m: secret_name(m["name"]) and MARK not in m["value"]
                        and not POINTER.fullmatch(m["value"].rstrip(",)")))   # `f (keywords=0x0, n=3)`: a pointer

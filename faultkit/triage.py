@@ -32,7 +32,7 @@ from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .manifest import Manifest
-from .model import CoreRecord, Problem
+from .model import HANG_SYMPTOMS, CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
 AFTER_FAULT_NS = 1_000_000_000      # trace rows kept after the fault: written at completion, they come later
@@ -91,8 +91,11 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang)
-    if not inputs.files and not inputs.traces and not inputs.cores:
+                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang, captured=inputs.captured,
+                             exit_code=manifest.exit_code if inputs.captured else None,
+                             kernel_log_readable=manifest.kernel_log.readable
+                             if inputs.captured and manifest.kernel_log else None)
+    if not inputs.files and not inputs.traces and not inputs.cores and not inputs.hang:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
 
@@ -123,8 +126,9 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
                 rounds[name] = (samples, interval)
         elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
             rc = parse_flight_record(f.data, f.name)
-            inc.problems += [Problem(f.name, p) for p in rc.problems] + [Problem(f.name, p, internal=True)
-                                                                         for p in rc.internal]
+            said = [p.removeprefix(f"{f.name}: ") for p in rc.problems]     # the problem names the file
+            inc.problems += [Problem(f.name, p) for p in said] + [Problem(f.name, p, internal=True)
+                                                                  for p in rc.internal]
             inc.collectives.append(rc)
     tags = [c.get("tag") for c in (inputs.manifest.hang_check if inputs.manifest else None) or []
             if isinstance(c, dict)]
@@ -140,7 +144,7 @@ def _pasted_hang(inc: Incident) -> None:
     from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
     its samples in the order given."""
     # a collective's timeout is the hang's symptom, not a fault: the stacks still tell the hang
-    if inc.hang is not None or inc.stops or any(f.kind != "collective-timeout" for f in inc.faults):
+    if inc.hang is not None or inc.stops or any(f.kind not in HANG_SYMPTOMS for f in inc.faults):
         return
     lags = lagging_ranks(inc.collectives)
     if inc.pasted_stacks or lags:

@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+from ..trials.runner import trial_name
 from ..trials.stats import arm_rate
 from . import arms as A
 from .engine import ArmState, crashed_dirs
@@ -216,7 +217,7 @@ def render_markdown(s: dict) -> str:
     nc = [(a["arm"], x) for a in s["arms"] for x in a["not_counted"]]
     if nc:
         out += ["", "**Not counted** (the amplifier did not reach the work, or the server did not start):", ""]
-        out += [f"- {arm}, trial {x['index'] + 1}: {x['why']}" for arm, x in nc]
+        out += [f"- {arm}, {trial_name(x['index'], arm)}: {x['why']}" for arm, x in nc]
     for a in s["arms"]:
         if a["black_box"] if "black_box" in a else False:
             out += ["", f"Black box of {a['arm']}'s crashes:", ""] + [f"- {t}" for t in a["black_box"]]

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import layout
 from .. import redact as redaction
-from ..private_files import open_append, open_fd
+from ..private_files import open_append, open_fd, private_dir
 from ..fault_lines import DUMP_END, DUMP_START, DUMP_WORDS, FAULT_LINE, FAULT_PHRASES, PREFILTER
 
 BLOCK = 1 << 20            # one read, and the size of the target's output pipe (launcher.PIPE_SIZE)
@@ -79,7 +79,7 @@ class LineTee:
     def run(self, stream) -> None:
         """Drain the stream in blocks as fast as it comes (the target must never block on its pipe);
         a full disk is recorded, not fatal."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.out_dir)
         path = self.out_dir / layout.log_of(self.name)
         # Not O_APPEND: splice(2) refuses a file opened so; the recorder is its only writer.
         self._log_fd = open_fd(path)                    # 0600 from the first byte

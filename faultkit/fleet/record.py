@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field, fields
 
+from .. import redact
 from ..codes import CONSEQUENCE_XIDS
 from ..judge.levels import CERTAIN, LIKELY
 from ..judge.names import kernel_key
@@ -49,6 +50,16 @@ class IncidentRecord:
     report: str = ""                  # the report's path or name, for `registry show`
 
     COLUMNS = ()                      # filled below: the column order of every store
+
+    def __post_init__(self):
+        # The one way into the registry (a report from elsewhere, a bundle's manifest, the watch
+        # agent's incidents): every text field redacted here, so no intake can forget it.
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, str) and v:
+                red = redact.text(v)
+                if red != v:
+                    object.__setattr__(self, f.name, red)
 
     def row(self) -> tuple:
         return tuple(getattr(self, c) for c in IncidentRecord.COLUMNS)

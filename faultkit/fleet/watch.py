@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout, redact
-from ..private_files import private_dir, write_private
+from ..private_files import private_dir, write_evidence
 from ..ingest.kernel_log import parse_kernel_log
 from ..ingest.runtime_log import parse_runtime_log
 from .emit import Metrics, OtelLogs, private_json
@@ -207,12 +207,12 @@ class Watcher:
         evidence = []
         for key, lines in o.lines.items():
             path = folder / self.file_names[key]
-            write_private(path, b"\n".join(lines) + b"\n")
+            write_evidence(path, b"\n".join(lines) + b"\n")      # log lines: redacted on the way
             evidence.append(str(path))
         processes = [process_record(pid) for pid in sorted(o.pids)]
         summary = {"schema": INCIDENT_SCHEMA, "id": f"{stamp}-{ident}", "node": self.opts.node, "opened": o.opened,
                    "closed": self.clock(), "signs": o.signs, "kinds": dict(o.kinds), "gpus": sorted(o.gpus),
-                   "pids": sorted(o.pids), "lines_dropped": o.dropped, "first": o.first_line[:500],
+                   "pids": sorted(o.pids), "lines_dropped": o.dropped, "first": redact.text(o.first_line[:500]),
                    "processes": processes, "cores": cores_of(o.pids, self.opts.core_dirs, o.opened),
                    "capture_bundles": sorted({p["bundle"] for p in processes if p.get("bundle")}),
                    # the registry reads a bundle's host and start from these two keys

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from ..private_files import write_private
+from ..private_files import private_dir, write_private
 from .records import RecordError, TrialResult
 from .runner import (RESULT, Arm, TrialsError, check_arms, load_or_create_plan, outcome_line, read_result,
                      trial_dir)
@@ -101,7 +101,7 @@ def _read(tdir: Path) -> TrialResult | None:
 
 
 def _record(tdir: Path, engine: str, job: str | None, state: str, detail: str, attempt: int, rerun: bool) -> None:
-    tdir.mkdir(parents=True, exist_ok=True)
+    private_dir(tdir)
     write_private(tdir / ENGINE_RECORD, json.dumps({"engine": engine, "job_id": job, "state": state,
                                                      "detail": detail, "attempt": attempt, "rerun": rerun,
                                                      "time": time.time()}, indent=2))

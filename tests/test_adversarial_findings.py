@@ -1,0 +1,104 @@
+"""What the adversarial pass of issue 36 (scripts/adversarial_pass.py, docs/adversarial-pass.md)
+found, each through the real CLI: a test per defect that failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAULT = ("[  100.000000] amdgpu 0000:03:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:0 vmid:1 "
+         "pasid:32769, for process python3 pid 4242 thread python3 pid 4242)\n"
+         "[  100.000001] amdgpu 0000:03:00.0: amdgpu:   in page starting at address 0x00007f0000001000 from client 27\n")
+
+
+def cli(*args, env=None, cwd=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "faultkit.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, cwd=cwd)
+
+
+def mode(p: Path) -> int:
+    return stat.S_IMODE(p.stat().st_mode)
+
+
+def test_folders_made_above_an_output_are_0700(tmp_path):
+    """`--spool new/deep/spool` and `capture -o new/deep/b` made `new` and `new/deep` 0755
+    (mkdir(parents=True) gives the upper folders the umask's mode); only the last was 0700."""
+    log = tmp_path / "kern.log"
+    log.write_text(FAULT)
+    res = cli("watch", "--mode", "npd", "--node", "n1", "--kernel-log", log, "--from-start",
+              "--spool", tmp_path / "w" / "deep" / "spool", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode in (0, 1), res.stderr
+    for d in (tmp_path / "w", tmp_path / "w" / "deep", tmp_path / "w" / "deep" / "spool"):
+        assert mode(d) == 0o700, (d, oct(mode(d)))
+    res = cli("capture", "-q", "--timeout", "30s", "-o", tmp_path / "c" / "deep" / "b", "--", "true",
+              env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    for d in (tmp_path / "c", tmp_path / "c" / "deep", tmp_path / "c" / "deep" / "b"):
+        assert mode(d) == 0o700, (d, oct(mode(d)))
+    assert json.loads((tmp_path / "c" / "deep" / "b" / "manifest.json").read_text())["state"] == "finished"
+
+
+SECRETS = ["HF_TOKEN=hf_plantedWatchToken0001abcdef", "curl -u admin:planted-curl-pw-0002 http://x",
+           "postgres://svc:planted-url-pw-0003@db/app", "Authorization: Bearer planted-bearer-0004abcdef",
+           "mysql -uroot -pplanted-mysql-pw-0005", "https://b.example/f?sv=1&sig=planted-sas-sig-0006"]
+MARKS = ["plantedWatchToken0001", "planted-curl-pw-0002", "planted-url-pw-0003", "planted-bearer-0004",
+         "planted-mysql-pw-0005", "planted-sas-sig-0006"]
+
+
+def every_byte(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_watch_incidents_hold_no_secret_of_the_logs_lines(tmp_path):
+    """The spool's incident folders kept the kernel log's and server log's lines as read: secrets
+    next to a fault line reached kernel.log, server.log.log and the incident's manifest ('first')."""
+    kern = tmp_path / "kern.log"
+    kern.write_text("[   99.000000] " + SECRETS[0] + "\n" + FAULT.replace("for process python3",
+                                                                          "for process " + SECRETS[4].split()[-1])
+                    + "".join(f"[  100.5] {s}\n" for s in SECRETS))
+    server = tmp_path / "server.log"
+    server.write_text("".join(s + "\n" for s in SECRETS) + "Memory access fault by GPU node-1 (Agent handle: 0x1) on "
+                      "address 0x7f0000001000. Reason: Page not present or supervisor privilege.\n" + SECRETS[1] + "\n")
+    spool = tmp_path / "spool"
+    res = cli("watch", "--mode", "npd", "--node", "n1", "--kernel-log", kern, "--log", server, "--from-start",
+              "--spool", spool, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 1, res.stderr                  # npd: a problem found
+    incidents = [p for p in spool.iterdir() if p.is_dir()]
+    assert incidents and (incidents[0] / "kernel.log").exists() and (incidents[0] / "server.log.log").exists()
+    assert b"no-retry page fault" in (incidents[0] / "kernel.log").read_bytes()    # the evidence kept
+    written = every_byte(spool) + res.stdout.encode() + res.stderr.encode()
+    assert not [m for m in MARKS if m.encode() in written]
+
+
+def test_registry_holds_and_prints_no_secret_of_a_hostile_report(tmp_path):
+    """A report from elsewhere (registry add takes any faultkit.triage/1 JSON) with secrets in its
+    kernel name and fault fields: `add -v` printed them and the registry kept them for `top`/`show`."""
+    log = tmp_path / "kern.log"
+    log.write_text(FAULT)
+    rep = tmp_path / "r.json"
+    res = cli("triage", "--no-open-cores", log, "-o", rep, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert rep.exists(), res.stderr
+    doc = json.loads(rep.read_text())
+    secret = " ".join(SECRETS)
+    for f in doc["faults"]:
+        f["kind"] = f["kind"] + " " + secret
+        f["engine"] = secret
+    doc["verdict"].update(level="certain", kernel="gemm_kernel " + secret)
+    for inc in doc.get("incidents") or []:
+        inc["verdict"].update(level="certain", kernel="gemm_kernel " + secret)
+    rep.write_text(json.dumps(doc))
+    db = tmp_path / "r.duckdb"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    add = cli("registry", "add", "-v", "--db", db, "--node", "n1", rep, env=env)
+    assert add.returncode == 0, add.stderr
+    top = cli("registry", "top", "--db", db, "-f", "json", env=env)
+    sig = json.loads(top.stdout)["signatures"][0]["signature"]
+    assert "gemm_kernel" in top.stdout                       # the kernel is kept, its neighbours hidden
+    show = cli("registry", "show", "--db", db, sig, env=env)
+    printed = add.stdout + add.stderr + top.stdout + show.stdout + show.stderr
+    assert not [m for m in MARKS if m in printed], printed
