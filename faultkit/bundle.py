@@ -93,6 +93,7 @@ class Inputs:
     agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
     hang: list[InputFile] = field(default_factory=list)      # stack samples and flight records (layout.HANG)
     shown: dict[str, str] = field(default_factory=dict)      # a copy out of an archive -> its name in the archive
+    archived: tuple[int, int] = (0, 0)                       # archives' regular members: (count, bytes)
     budget: limits.Budget = field(default_factory=limits.Budget)
 
     @property
@@ -495,6 +496,7 @@ def _load_tar(stream, name: str, out: Inputs) -> None:
                 break
             if not m.isfile():
                 continue
+            out.archived = (out.archived[0] + 1, out.archived[1] + m.size)
             shown = f"{name}:{m.name}"
             try:
                 entry = _member(tar, m, shown, out)

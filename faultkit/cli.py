@@ -617,7 +617,7 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
 
 from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
 
-main.add_command(_amplify(parse_duration, parse_regex, emit))
+main.add_command(_amplify(parse_duration, parse_regex, emit, output_format))
 
 
 @main.command()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -361,7 +362,10 @@ def test_concurrent_registry_adds_all_land_and_readers_never_block(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "add", "--db", str(db), "--node",
                                f"n{i}", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i, p in enumerate(logs)]
-    # readers at the same time
+    # readers at the same time, once the first add made the registry (a reader never makes one)
+    end = time.monotonic() + 120
+    while not db.exists() and time.monotonic() < end:
+        time.sleep(0.02)
     readers = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db), "-f", "json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=240) + (p.returncode,) for p in procs + readers]

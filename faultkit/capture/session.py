@@ -329,7 +329,9 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if said:
             echo(f"WARNING: {said}")
             manifest.warn(said)
-        launched = _launch_of(backend) if opts.pid is None else None
+        # (under attached debuggers the stop detaches them before the group's SIGINT: a SIGINT while
+        # gdb holds a worker stops it there and is not passed on)
+        launched = _launch_of(backend) if opts.pid is None and opts.backend not in DEBUGGERS else None
         if launched is not None:
             sigint.on_ctrl_c = launched.forward_sigint
         manifest.root_pid = backend.root_pid

@@ -322,6 +322,9 @@ def _report_points_section(inc: Incident) -> Section:
         # the in-process agent wrote every thread's stack at the abort: said above, not missing
         s.paragraphs.append("No report point in the logs: the black box above holds every thread's stack at the "
                             "abort, the thread that received the signal marked.")
+    elif inc.hang is not None and inc.hang.processes:
+        # stack dumps of a hang: every thread's stack is in the hang analysis, nothing is missing
+        s.paragraphs.append("No report point in the logs: the hang analysis above holds every thread's stack.")
     else:
         s.paragraphs.append("No host stack was found.")
     return s
