@@ -16,7 +16,7 @@ CUDA/HIP word before it on the line; the enum names and the device-side messages
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
 from ..codes import GPU_ERROR_BY_CODE, GPU_ERROR_BY_NAME, GPU_ERRORS, LIBRARY_STATUS, GpuError
