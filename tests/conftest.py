@@ -53,27 +53,40 @@ TREE_TOKEN = f"FK_TEST_TREE={uuid.uuid4().hex}"
 os.environ["FK_TEST_TREE"] = TREE_TOKEN.split("=", 1)[1]
 
 
+def live_processes(want) -> list[tuple[int, list[bytes]]]:
+    """(pid, argv) of every live (not zombie) process whose argv `want(pid, argv, environ)` accepts:
+    the one /proc walk the leftover checks share (environ is read only when asked: b"" if unreadable)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        def environ(pid=name) -> list[bytes]:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    return fh.read().split(b"\0")
+            except OSError:
+                return []
+        if want(int(name), argv, environ):
+            out.append((int(name), argv))
+    return out
+
+
 def own_processes(word: str, exclude: int | None = None, whole_arg: bool = False) -> list[int]:
     """Live processes of this test run whose command line contains `word` (`whole_arg`: as one
     argument, not inside another: faultkit's watchdog carries the target's command as one string)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (os.getpid(), exclude):
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                if TREE_TOKEN.encode() not in fh.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                raw = fh.read()
-            args = raw.split(b"\0") if whole_arg else raw.replace(b"\0", b" ")
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if word.encode() in args and state != b"Z":
-            out.append(int(name))
-    return out
+    def want(pid, argv, environ):
+        if pid in (os.getpid(), exclude) or word.encode() not in (argv if whole_arg else b" ".join(argv)):
+            return False
+        return TREE_TOKEN.encode() in environ()
+    return [pid for pid, _ in live_processes(want)]
 
 
 def no_internal_errors(problems) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from faultkit.capture import kmsg
 from faultkit.cli import main
 
-from .conftest import own_processes
+from .conftest import live_processes, own_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -322,18 +322,8 @@ print("daemon started", flush=True)
 
 def _alive_with(tag: str) -> list[int]:
     """This test's daemon, found by its own unique tag (it has no environment to carry the test's)."""
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                args = fh.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if any(a.endswith(f"# {tag}".encode()) for a in args[1:]) and state != b"Z":
-            found.append(int(name))
-    return found
+    return [pid for pid, _ in live_processes(lambda pid, argv, env: any(a.endswith(f"# {tag}".encode())
+                                                                          for a in argv[1:]))]
 
 
 @pytest.mark.parametrize("held_by", ["cgroup", "subreaper"])

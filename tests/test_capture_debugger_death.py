@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import live_processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,18 +39,8 @@ def _children(pid: int) -> list[tuple[int, str]]:
 
 
 def _running(arg: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if len(argv) > 1 and argv[0].endswith(b"/sleep") and argv[1] == arg.encode() and state != b"Z":
-            found.append(int(name))
-    return found
+    return [pid for pid, _ in live_processes(lambda pid, argv, env: len(argv) > 1 and argv[0].endswith(b"/sleep")
+                                             and argv[1] == arg.encode())]
 
 
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="GNU gdb not installed (apt-get install gdb)")

@@ -15,6 +15,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .conftest import live_processes
+
 ROOT = Path(__file__).resolve().parent.parent
 
 WORKER = """
@@ -45,20 +47,11 @@ time.sleep(300)   # {tag}-worker
 
 def _tree_alive(tag: str) -> list[tuple[int, str]]:
     """Processes of this test's tree, by the tag each carries on its command line."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                args = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if tag in args and state != b"Z" and "pytest" not in args and "faultkit.cli" not in args:
-            found.append((int(name), args.strip()))
-    return found
+    # (faultkit's own processes carry the command as arguments: `-m faultkit.cli ...`; the tree's paths
+    # may hold any word, e.g. pytest's tmp folder /tmp/pytest-of-USER/, so only the module is asked)
+    def want(pid, argv, env):
+        return tag.encode() in b" ".join(argv) and not any(a.startswith(b"faultkit.") for a in argv)
+    return [(pid, b" ".join(argv).decode(errors="replace").strip()) for pid, argv in live_processes(want)]
 
 
 def _cgroup_of(pid: int) -> str:
