@@ -102,3 +102,39 @@ def test_registry_holds_and_prints_no_secret_of_a_hostile_report(tmp_path):
     show = cli("registry", "show", "--db", db, sig, env=env)
     printed = add.stdout + add.stderr + top.stdout + show.stdout + show.stderr
     assert not [m for m in MARKS if m in printed], printed
+
+
+def test_trials_statistics_are_bounded(tmp_path):
+    """Exact statistics cost the square of the trials per arm: `trials plan` of close rates tried every
+    n up to 400 (minutes) to say 'not within 400'; `--counts` of a million trials asked Boschloo's test
+    for 5 TiB (an internal MemoryError); `-n 100000` and a 5,000-digit count were internal errors too."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    plan = cli("trials", "plan", "--rate", "a=0.40", "--rate", "b=0.39", "-f", "json", env=env, timeout=90)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["trials_per_arm"] is None
+    plan = cli("trials", "plan", "--rate", "base=0.4", "--rate", "fix=0", "-f", "json", env=env)
+    assert json.loads(plan.stdout)["trials_per_arm"] == 15          # the README's figure, still the smallest n
+    big = cli("trials", "report", "--counts", "base=3/1000000", "--counts", "fix=500000/1000000", env=env, timeout=90)
+    assert big.returncode == 0, big.stderr
+    assert "Boschloo p = not computed past 150 trials per arm (Fisher's test stands)." in big.stdout
+    for args in (["trials", "plan", "--rate", "a=0.4", "--rate", "b=0", "-n", "100000"],
+                 ["trials", "report", "--counts", "base=3/" + "9" * 5000, "--counts", "fix=1/2"]):
+        res = cli(*args, env=env, timeout=90)
+        assert res.returncode == 2 and "internal error" not in res.stderr, res.stderr[-300:]
+
+
+def test_pack_leaves_out_a_link_that_loops(tmp_path):
+    """A bundle's file replaced by a link to itself: resolve() raised RuntimeError (an internal error)."""
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "manifest.json").write_text(json.dumps({"schema": "faultkit.bundle/1", "command": "server", "state": "finished"}))
+    (b / "server.log").write_text("hello\n")
+    (b / "kernel.log").symlink_to("kernel.log")
+    res = cli("pack", b, "-o", tmp_path / "p.tar.gz", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    import tarfile
+    with tarfile.open(tmp_path / "p.tar.gz") as tf:
+        names = [m.name for m in tf.getmembers()]
+        manifest = json.loads(tf.extractfile(next(m for m in tf.getmembers() if m.name.endswith("pack-manifest.json"))).read())
+    assert any(n.endswith("server.log") for n in names) and not any(n.endswith("kernel.log") for n in names)
+    assert {"name": "kernel.log", "bytes": 0, "why": "not a regular file (a link, pipe or device)"} in manifest["left_out"]
