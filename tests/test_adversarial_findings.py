@@ -138,3 +138,16 @@ def test_pack_leaves_out_a_link_that_loops(tmp_path):
         manifest = json.loads(tf.extractfile(next(m for m in tf.getmembers() if m.name.endswith("pack-manifest.json"))).read())
     assert any(n.endswith("server.log") for n in names) and not any(n.endswith("kernel.log") for n in names)
     assert {"name": "kernel.log", "bytes": 0, "why": "not a regular file (a link, pipe or device)"} in manifest["left_out"]
+
+
+def test_dump_read_takes_a_thread_id_of_5000_digits(tmp_path):
+    """py-spy's text with a thread id of 5,000 digits: int() raised ValueError (Python's 4,300-digit
+    limit), an internal error; the number is now read through limits.small_int (no id) and the rest kept."""
+    dump = ("Process 4242: python3 server.py\nPython v3.11.7 (/usr/bin/python3.11)\n\n"
+            "Thread {tid} (idle): \"MainThread\"\n    wait (threading.py:320)\n    serve (server.py:{line})\n")
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(dump.format(tid="9" * 5000, line="9" * 5000))
+    b.write_text(dump.format(tid="4242", line="17"))
+    res = cli("dump", "--read", a, "--read", b, "-f", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    assert "internal error" not in res.stderr and "serve" in res.stdout
