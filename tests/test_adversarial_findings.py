@@ -151,3 +151,28 @@ def test_dump_read_takes_a_thread_id_of_5000_digits(tmp_path):
     res = cli("dump", "--read", a, "--read", b, "-f", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stderr
     assert "internal error" not in res.stderr and "serve" in res.stdout
+
+
+def test_amplify_report_changes_nothing_in_the_folder(tmp_path):
+    """`amplify report` (a read) renamed a cut result.json to result.json.unreadable in the experiment's
+    folder, as a resumed `amplify run` does before running the trial again."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    server = ROOT / "scripts" / "uaf_server.py"
+    out = tmp_path / "amp"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    run = cli("amplify", "run", "-q", "--arm", "caching-off", "--no-agent", "--port", port, "-n", "1", "--timeout", "60s",
+              "--client", f"{sys.executable} {server} --client --port {port} --requests 1", "-o", out, "--",
+              sys.executable, server, "--port", port, "--device", "cpu", "--seed", "11", env=env, timeout=240)
+    assert run.returncode == 0, run.stderr
+    result = out / "trial-001-caching-off" / "result.json"
+    cut = result.read_text()[:40]
+    result.write_text(cut)                                      # cut, as a full disk leaves it
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    rep = cli("amplify", "report", out, "-f", "json", env=env)
+    assert rep.returncode == 0, rep.stderr
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert result.read_text() == cut

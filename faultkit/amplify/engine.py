@@ -172,14 +172,17 @@ def run_trial(opts: Options, st: ArmState, entry: PlanEntry, tdir: Path, slot: S
                    extra_env=extra, sigint=sigint, cores=opts.coredump)
 
 
-def _finished(tdir: Path) -> TrialResult | None:
+def _finished(tdir: Path, replay: bool = False) -> TrialResult | None:
+    """A trial's result read back; an unreadable one is set aside to be run again, except by
+    `amplify report` (replay), which reads the folder and changes nothing in it."""
     done = tdir / RESULT
     if not done.exists():
         return None
     try:
         r = read_result(done)
     except RecordError:
-        done.rename(done.with_name(RESULT + ".unreadable"))
+        if not replay:
+            done.rename(done.with_name(RESULT + ".unreadable"))
         return None
     return r if r.outcome != FAILED_TO_START else None
 
@@ -258,7 +261,7 @@ def _run_round(opts, entries, by_name, pool, sigint, echo, warn, replay=False) -
     todo = []
     for e in entries:
         tdir = trial_dir(opts.out, e)
-        prev = _finished(tdir)
+        prev = _finished(tdir, replay)
         if prev is not None:
             _record(by_name[e.arm], prev, tdir)
         else:
@@ -360,7 +363,7 @@ def _run_checkers(opts: Options, checkers: list[ArmState], slot: Slot, sigint, e
     for i, st in enumerate(checkers):
         tdir = opts.out / CHECKERS_DIR / st.arm.name
         entry = PlanEntry(index=10000 + i, pair=0, position=0, arm=st.arm.name)
-        res = _finished(tdir)
+        res = _finished(tdir, replay)
         if res is None and replay:
             continue
         if res is None:
