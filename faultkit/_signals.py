@@ -27,12 +27,14 @@ def exit_words(code: int | None) -> str:
 
 
 EXIT_TIMEOUT = 124          # timeout(1)'s status for a limit that ran out
+EXIT_TOOL_FAILED = 125      # timeout(1)'s status when it failed itself: here, the debugger died or hung
 
 
 def capture_exit_status(manifest) -> int:
     """What `faultkit capture` exits with for this bundle, like a shell: the target's exit status,
     128+N for a signal; an interrupted capture 128+signal; a capture whose --timeout or --hang-after
-    ran out 124, like timeout(1). Also what `faultkit show` reports."""
+    ran out 124, like timeout(1); one whose debugger died or hung 125 (the capture's own tool failed:
+    the program's status is not known, never 0). Also what `faultkit show` reports."""
     if manifest.ended_by == "interrupted":
         try:
             sig = signal.Signals[str(manifest.interrupted_by or "SIGINT")]
@@ -41,6 +43,8 @@ def capture_exit_status(manifest) -> int:
         return 128 + int(sig)
     if manifest.ended_by in ("timeout", "hang"):
         return EXIT_TIMEOUT
+    if manifest.ended_by in ("debugger-died", "debugger-hung"):
+        return EXIT_TOOL_FAILED
     code = manifest.exit_code
     if not isinstance(code, int) or isinstance(code, bool):
         return 0

@@ -19,6 +19,7 @@ class AllocEvent:
     device: int
     site: int                # 0: no Python frame
     tid: int
+    extra: int = 0           # a poison record: the byte the block was filled with
 
 
 @dataclass

@@ -93,6 +93,7 @@ class Inputs:
     agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
     hang: list[InputFile] = field(default_factory=list)      # stack samples and flight records (layout.HANG)
     shown: dict[str, str] = field(default_factory=dict)      # a copy out of an archive -> its name in the archive
+    archived: tuple[int, int] = (0, 0)                       # archives' regular members: (count, bytes)
     budget: limits.Budget = field(default_factory=limits.Budget)
 
     @property
@@ -495,6 +496,7 @@ def _load_tar(stream, name: str, out: Inputs) -> None:
                 break
             if not m.isfile():
                 continue
+            out.archived = (out.archived[0] + 1, out.archived[1] + m.size)
             shown = f"{name}:{m.name}"
             try:
                 entry = _member(tar, m, shown, out)
@@ -639,6 +641,12 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
             if value is not None:
                 out.manifest = value
     captured = out.captured and manifest is not None
+    if manifest is not None and out.manifest is None and layout.written_by_capture(e.rel for e in entries):
+        # a damaged manifest does not make a bundle a plain folder (its kernel-before.log, the boot's
+        # history, would be read as evidence): its files are known by their names
+        captured = True
+        out.problems.append(Problem(manifest.name, "the manifest is damaged: read as a capture bundle by its file "
+                                                   "names; how the capture ended and what it checked are not known"))
     by_rel: dict[str, _Entry] = {}
     for e in entries:
         role = layout.classify(e.rel, captured)
@@ -648,6 +656,8 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
             continue
         if e.size == 0 and role != layout.CORE and not loose:
             continue                     # an empty log says nothing: not listed as an input
+        if e.size == 0 and loose:        # one named on the command line (or stdin) is said
+            out.problems.append(Problem(e.name, "empty input (0 bytes): nothing in it to read"))
         head = _head(e) if role in (layout.EVIDENCE, layout.TRACE) else b""
         if role == layout.EVIDENCE and OWN_REPORT.encode() in head:
             continue                     # a report faultkit wrote: reading it back would count its faults twice

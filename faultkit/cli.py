@@ -219,75 +219,35 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
       faultkit dump --pid 48213
       faultkit dump bundle/ --format json
       faultkit dump --read before.txt --read after.txt"""
-    from . import layout
-    from .analyze.hang import analyse
-    from .capture.hang_check import NotRunning, running_root, sample, time_tag
-    from .capture.proctree import descendants
-    from .capture.stacks import STACK_TOOLS
-    from .export.hang_text import render_json, render_text
-    from .private_files import private_dir
+    from .capture.dump_run import DumpError, dump_live, read_saved, roots_of
 
+    try:
+        if reads:
+            if pids or bundle:
+                raise DumpError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
+            res = read_saved(list(reads), fmt)
+        else:
+            roots, folder = roots_of(list(pids), bundle, output)
+            res = dump_live(roots, folder, no_children, samples, parse_duration(interval), parse_duration(deadline),
+                            fmt)
+    except DumpError as exc:
+        if exc.param:
+            raise click.BadParameter(str(exc), param_hint=exc.param)
+        raise click.UsageError(str(exc))
+    sys.stdout.write(res.rendered)
     if reads:
-        from .ingest.stacks import as_samples, parse_any
-        from .redact import text as redact_text
-        if pids or bundle:
-            raise click.UsageError("give saved dumps (--read) or live processes (--pid, BUNDLE), not both")
-        dumps = [parse_any(redact_text(Path(r).read_text(errors="replace")), r) for r in reads]
-        for d in dumps:
-            for why in d.problems:
-                click.echo(clean(f"warning: {why}"), err=True)
-        rounds = as_samples([d for d in dumps if d.threads])
-        hf = analyse(rounds)
-        sys.stdout.write(render_json(hf, rounds) if fmt == "json" else render_text(hf, rounds[-1] if rounds else []))
-        sys.exit(0 if rounds else EXIT_INPUT)
-    roots = list(pids)
-    folder = Path(output) if output else None
-    if bundle:
-        try:
-            roots.append(running_root(Path(bundle)))
-        except NotRunning as exc:
-            raise click.BadParameter(str(exc), param_hint="BUNDLE")
-        folder = folder or Path(bundle) / layout.STACKS_DIR
-    if not roots:
-        raise click.UsageError("give --pid PID (or the bundle of a running capture)")
-    gone = [p for p in roots if not os.path.exists(f"/proc/{p}")]
-    if gone:
-        raise click.BadParameter(f"no such process: {', '.join(map(str, gone))}", param_hint="--pid")
-
-    def _comm(pid: int) -> str:
-        try:
-            with open(f"/proc/{pid}/comm") as fh:
-                return fh.read().strip()
-        except OSError:
-            return ""
-
-    def live() -> list[int]:
-        # never faultkit itself nor its stack tools (`dump --pid $PPID` descends from the pid it reads);
-        # a program faultkit's own process started (a test driving the CLI in-process) is still read
-        mine = {os.getpid()} | {q for q in descendants(os.getpid()) if _comm(q) in STACK_TOOLS}
-        return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
-                if q not in mine]
-
-    if folder is not None:
-        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
-    s = sample(live, samples, parse_duration(interval), parse_duration(deadline), folder, tag=time_tag())
-    hf = analyse(s.samples, s.interval_s if samples > 1 else None)
-    last = s.samples[-1] if s.samples else []
-    sys.stdout.write(render_json(hf, s.samples) if fmt == "json" else render_text(hf, last))
-    if folder is not None and not quiet:
-        click.echo(clean(f"kept {len(s.files)} file(s) in {folder}"), err=True)
-    if verbose and any(p.threads for p in last):
-        for p in last:
-            for why in p.problems:
-                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
-    if not any(p.threads for p in last):
-        for p in last:
-            for why in p.problems:
-                click.echo(clean(f"pid {p.pid}: {why}"), err=True)
+        for why in res.problems:
+            click.echo(clean(why), err=True)
+        sys.exit(0 if res.read_any else EXIT_INPUT)
+    if res.folder is not None and not quiet:
+        click.echo(clean(f"kept {len(res.files)} file(s) in {res.folder}"), err=True)
+    if verbose or not res.read_any:
+        for why in res.problems:
+            click.echo(clean(why), err=True)
+    if not res.read_any:
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
-
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
 # -o's extension names the format where --format is not given (as a user of other tools expects)
@@ -297,9 +257,14 @@ TIMELINE_SUFFIXES = {".json": "json", ".pftrace": "pftrace"}
 
 
 def output_format(output: str | None, given: str | None, suffixes: dict[str, str], default: str) -> str:
+    """--format where given (a warning where -o's suffix names another format), else -o's suffix."""
+    named = suffixes.get(Path(output).suffix.lower()) if output else None
     if given:
+        if named and named != {"markdown": "md"}.get(given, given):
+            click.echo(clean(f"warning: -o {output} has the suffix of {named}, but is written as {given} "
+                             f"(--format {given})"), err=True)
         return given
-    return suffixes.get(Path(output).suffix.lower(), default) if output else default
+    return named or default
 
 
 class output_errors:
@@ -655,7 +620,7 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
 
 from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
 
-main.add_command(_amplify(parse_duration, parse_regex, emit))
+main.add_command(_amplify(parse_duration, parse_regex, emit, output_format))
 
 
 @main.command()
@@ -836,7 +801,10 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         out = expand(out, launch_of(dict(os.environ), platform.node()), os.getpid())
     except PatternError as exc:
         raise click.UsageError(f"-o {out}: {exc}") from None
-    if bool(command) == (pid is not None):
+    if not command and pid is None:
+        raise click.UsageError("a command is needed: give the COMMAND to run (after --), or --pid PID of a "
+                               "running server")
+    if command and pid is not None:
         raise click.UsageError("give the COMMAND to run (after --) or --pid PID of a running server, not both")
     if command and command[0].startswith("-"):
         raise click.UsageError(f"No such option '{command[0]}' (COMMAND cannot start with '-'; to run a program "
@@ -876,12 +844,13 @@ def capture(backend, no_coredump, full_core, no_agent, alloc_history, hang_after
         click.echo(clean(f"kernel log: missing: {manifest.kernel_log.problem}"), err=True)
     if manifest.live_output_dropped_bytes:
         click.echo(f"live output: {manifest.live_output_dropped_bytes:,} bytes not shown (what faultkit's output "
-                   f"goes to did not keep up); {clean(str(out))}/server.log has all of it", err=True)
+                   f"goes to did not keep up); {clean(os.path.join(out, 'server.log'))} has all of it", err=True)
     click.echo(clean(f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else "")
                      + (f" (top candidate {display_name(v.candidates[0].kernel)})" if v.candidates and not v.kernel
                         else "")), err=True)
-    click.echo(clean(f"report: faultkit triage {out}    timeline: faultkit timeline {out} -o {out}/timeline.pftrace"),
-               err=True)
+    import shlex                                    # commands to copy-paste: quoted, no "bundle//x"
+    click.echo(clean(f"report: faultkit triage {shlex.quote(str(out))}    timeline: faultkit timeline "
+                     f"{shlex.quote(str(out))} -o {shlex.quote(os.path.join(out, 'timeline.pftrace'))}"), err=True)
     sys.exit(capture_status(manifest))
 
 

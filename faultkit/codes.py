@@ -1,4 +1,4 @@
-"""Code tables that turn numbers printed by ROCr, ROCclr and amdgpu into meaning.
+"""Code tables that turn numbers printed by ROCr, ROCclr, amdgpu, NVIDIA's driver and the CUDA/HIP runtimes into meaning.
 
 Values follow ../shared/reference (runtime_messages.md §12, kernel_log.md §4-6, §8).
 Kept in one module because the runtime parser, the kernel-log parser and the report all
@@ -271,3 +271,85 @@ def xid_meaning(xid: int) -> str:
 # faulting access itself; the faulting instruction is searched for among them.
 MEMORY_OPS = re.compile(r"^(?:global_|flat_|scratch_|buffer_|s_load|s_store|s_buffer_|s_scratch_|ds_|image_|tbuffer_|"
                         r"LDG|STG|LD\.|ST\.|ATOM|RED|LDS|STS|LDL|STL)", re.I)
+
+
+# ---- CUDA and HIP runtime/driver errors: the one table every reader of an error line uses ----
+# cudaError_t (CUDA's driver_types.h), CUresult (cuda.h) and hipError_t (HIP's hip_runtime_api.h) share
+# their numbers since CUDA 10.1 / ROCm 3 for the errors a crash shows; the messages are
+# cudaGetErrorString's / cuGetErrorString's / hipGetErrorString's (HIP copies CUDA's wording).
+@dataclass(frozen=True)
+class GpuError:
+    code: int
+    runtime: str                 # cudaError_t name
+    driver: str | None           # CUresult name (CUDA_ERROR_*)
+    hip: str | None              # hipError_t name
+    message: str
+    device: bool = False         # a kernel failed on the GPU (the context is lost): a GPU fault, not a host misuse
+    own: bool = False            # the message alone is this error (its words are no one else's); else a
+    #                              CUDA/HIP error word must be on the line with it ("invalid argument")
+
+
+GPU_ERRORS: tuple[GpuError, ...] = (
+    GpuError(1, "cudaErrorInvalidValue", "CUDA_ERROR_INVALID_VALUE", "hipErrorInvalidValue", "invalid argument"),
+    GpuError(2, "cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY", "hipErrorOutOfMemory", "out of memory"),
+    GpuError(3, "cudaErrorInitializationError", "CUDA_ERROR_NOT_INITIALIZED", "hipErrorNotInitialized",
+             "initialization error"),
+    GpuError(4, "cudaErrorCudartUnloading", "CUDA_ERROR_DEINITIALIZED", "hipErrorDeinitialized", "driver shutting down"),
+    GpuError(9, "cudaErrorInvalidConfiguration", None, "hipErrorInvalidConfiguration", "invalid configuration argument"),
+    GpuError(35, "cudaErrorInsufficientDriver", None, "hipErrorInsufficientDriver",
+             "CUDA driver version is insufficient for CUDA runtime version", own=True),
+    GpuError(46, "cudaErrorDevicesUnavailable", None, None, "CUDA-capable device(s) is/are busy or unavailable",
+             own=True),
+    GpuError(98, "cudaErrorInvalidDeviceFunction", None, "hipErrorInvalidDeviceFunction", "invalid device function"),
+    GpuError(100, "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE", "hipErrorNoDevice", "no CUDA-capable device is detected",
+             own=True),
+    GpuError(101, "cudaErrorInvalidDevice", "CUDA_ERROR_INVALID_DEVICE", "hipErrorInvalidDevice", "invalid device ordinal"),
+    GpuError(200, "cudaErrorInvalidKernelImage", "CUDA_ERROR_INVALID_IMAGE", "hipErrorInvalidImage",
+             "device kernel image is invalid"),
+    GpuError(201, "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT", "hipErrorInvalidContext",
+             "invalid device context"),
+    GpuError(209, "cudaErrorNoKernelImageForDevice", "CUDA_ERROR_NO_BINARY_FOR_GPU", "hipErrorNoBinaryForGpu",
+             "no kernel image is available for execution on the device", own=True),
+    GpuError(214, "cudaErrorECCUncorrectable", "CUDA_ERROR_ECC_UNCORRECTABLE", "hipErrorECCNotCorrectable",
+             "uncorrectable ECC error encountered", own=True),
+    GpuError(218, "cudaErrorInvalidPtx", "CUDA_ERROR_INVALID_PTX", "hipErrorInvalidKernelFile",
+             "a PTX JIT compilation failed"),
+    GpuError(222, "cudaErrorUnsupportedPtxVersion", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", None,
+             "the provided PTX was compiled with an unsupported toolchain.", own=True),
+    GpuError(400, "cudaErrorInvalidResourceHandle", "CUDA_ERROR_INVALID_HANDLE", "hipErrorInvalidHandle",
+             "invalid resource handle"),
+    GpuError(500, "cudaErrorSymbolNotFound", "CUDA_ERROR_NOT_FOUND", "hipErrorNotFound", "named symbol not found"),
+    GpuError(700, "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS", "hipErrorIllegalAddress",
+             "an illegal memory access was encountered", device=True, own=True),
+    GpuError(701, "cudaErrorLaunchOutOfResources", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "hipErrorLaunchOutOfResources",
+             "too many resources requested for launch", own=True),
+    GpuError(702, "cudaErrorLaunchTimeout", "CUDA_ERROR_LAUNCH_TIMEOUT", "hipErrorLaunchTimeOut",
+             "the launch timed out and was terminated", device=True, own=True),
+    GpuError(709, "cudaErrorContextIsDestroyed", "CUDA_ERROR_CONTEXT_IS_DESTROYED", "hipErrorContextIsDestroyed",
+             "context is destroyed"),
+    GpuError(710, "cudaErrorAssert", "CUDA_ERROR_ASSERT", "hipErrorAssert", "device-side assert triggered",
+             device=True, own=True),
+    GpuError(714, "cudaErrorHardwareStackError", "CUDA_ERROR_HARDWARE_STACK_ERROR", None, "hardware stack error",
+             device=True, own=True),
+    GpuError(715, "cudaErrorIllegalInstruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION", None,
+             "an illegal instruction was encountered", device=True, own=True),
+    GpuError(716, "cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS", None, "misaligned address",
+             device=True, own=True),
+    GpuError(717, "cudaErrorInvalidAddressSpace", "CUDA_ERROR_INVALID_ADDRESS_SPACE", None,
+             "operation not supported on global/shared address space", device=True, own=True),
+    GpuError(718, "cudaErrorInvalidPc", "CUDA_ERROR_INVALID_PC", None, "invalid program counter", device=True, own=True),
+    GpuError(719, "cudaErrorLaunchFailure", "CUDA_ERROR_LAUNCH_FAILED", "hipErrorLaunchFailure",
+             "unspecified launch failure", device=True, own=True),
+    GpuError(720, "cudaErrorCooperativeLaunchTooLarge", "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+             "hipErrorCooperativeLaunchTooLarge", "too many blocks in cooperative launch", own=True),
+    GpuError(801, "cudaErrorNotSupported", "CUDA_ERROR_NOT_SUPPORTED", "hipErrorNotSupported", "operation not supported"),
+    GpuError(900, "cudaErrorStreamCaptureUnsupported", "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+             "hipErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing", own=True),
+    GpuError(999, "cudaErrorUnknown", "CUDA_ERROR_UNKNOWN", "hipErrorUnknown", "unknown error"),
+)
+GPU_ERROR_BY_CODE = {e.code: e for e in GPU_ERRORS}
+GPU_ERROR_BY_NAME = {n: e for e in GPU_ERRORS for n in (e.runtime, e.driver, e.hip) if n}
+# HIP's other spellings of the same numbers (hip_runtime_api.h keeps them as aliases)
+GPU_ERROR_BY_NAME.update({"hipErrorMemoryAllocation": GPU_ERROR_BY_CODE[2], "hipErrorInitializationError": GPU_ERROR_BY_CODE[3],
+                          "hipErrorInvalidResourceHandle": GPU_ERROR_BY_CODE[400]})
+DEVICE_ERROR_CODES = frozenset(e.code for e in GPU_ERRORS if e.device)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import redact as redaction
 from .debuggers import TABLE, flavor_of
-from .private_files import write_private
+from .private_files import write_evidence
 from .ingest.core_file import CUDA, ROCM_GPU, ROCM_UNIFIED, CoreFile
 
 CUDA_COMMANDS = list(TABLE["cuda-gdb"].core_commands)
@@ -102,7 +102,7 @@ def open_core(core: CoreFile, debugger: str, exe: str | None = None, host_core: 
     if save_dir is not None:
         path = save_dir / f"{Path(core.path).name}.{os.path.basename(debugger)}.txt"
         try:
-            write_private(path, text)
+            write_evidence(path, text)
             opening.transcript_path = str(path)
         except OSError as exc:
             problems.append(f"transcript not saved ({exc.strerror or exc})")

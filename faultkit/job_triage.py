@@ -11,15 +11,19 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import layout
 from ._signals import capture_exit_status
-from .analyze.job import CONSEQUENCE_KINDS, JobVerdict, NodeEvent, NodeEvidence, decide
 from .codes import CONSEQUENCE_XIDS
 from .ingest.schema import read_manifest
 from .manifest import Manifest
-from .ingest.markers import OWN_TIMEOUT, PEER_LOSS, markers_in
-from .launch_env import Launch
+
+if TYPE_CHECKING:
+    from .analyze.job import JobVerdict, NodeEvidence
+# The job's analysis (analyze.job, ingest.markers, launch_env) is imported where two or more bundles
+# are read: `triage` asks job_of about every input, and a text triage's start-up does without them
+# (issue #35; tests/test_startup.py).
 
 LOG_READ_LIMIT = 64 << 20          # markers are looked for in the first 64 MiB of each output log
 _XID = re.compile(r"^xid-(\d+)$")
@@ -41,6 +45,9 @@ def job_of(paths: list[str], job: str | None = None) -> tuple[str | None, list[s
     """(job id, its bundles) where the inputs are two or more bundles of one job; else None."""
     bundles = [(p, _manifest(p)) for p in paths if Path(p).is_dir()]
     bundles = [(p, m) for p, m in bundles if m is not None]
+    if len(bundles) < 2:
+        return None
+    from .launch_env import Launch
     if job is not None:
         chosen = [p for p, m in bundles if Launch.from_json(m.launch).job in (job, None)]
         return (job, chosen) if len(chosen) >= 2 else None
@@ -80,6 +87,9 @@ def captured_pids(path: str) -> set[int] | None:
 def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
     """A bundle's events on its node's wall clock. On a machine shared by several ranks (or jobs) the
     kernel log holds every process's lines: only the captured processes' are this node's evidence."""
+    from .analyze.job import CONSEQUENCE_KINDS, NodeEvent, NodeEvidence
+    from .ingest.markers import OWN_TIMEOUT, PEER_LOSS, markers_in
+    from .launch_env import Launch
     m = inc.capture or Manifest(schema=None)
     mine = captured_pids(path)
     foreign = lambda pid: mine is not None and isinstance(pid, int) and pid not in mine  # noqa: E731
@@ -104,7 +114,7 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
         if wall is None:
             continue
         xid = _XID.match(f.kind)
-        cause = f.kind != "collective-timeout" and not (xid and int(xid.group(1)) in CONSEQUENCE_XIDS)
+        cause = f.kind not in CONSEQUENCE_KINDS and not (xid and int(xid.group(1)) in CONSEQUENCE_XIDS)
         node.events.append(NodeEvent(wall, f.kind, cause, f.meaning or f.kind, str(f.origin)))
     for e in inc.kernel_events:
         if e.kind == "host-segfault" and e.stamp is not None and e.stamp.clock == "monotonic" \
@@ -155,6 +165,7 @@ def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:
 
 
 def triage_job(job: str | None, paths: list[str], triage_one) -> JobReport:
+    from .analyze.job import decide
     nodes, incidents, problems = [], {}, []
     for p in paths:
         inc = triage_one(p)

@@ -31,6 +31,8 @@ FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's 
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
 PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
+LOCK = ".lock"                           # held while a capture writes the bundle; removed at its end
+RESERVE = ".reserve"                     # disk kept for the capture's final manifest; removed at its end
 
 # Rendered reports and pictures are outputs, not evidence: reading one back would count its faults twice.
 OUTPUT_SUFFIXES = frozenset({".pftrace", ".png", ".jpg", ".so", ".o", ".pyc", ".md", ".html"})
@@ -71,6 +73,13 @@ OUTPUT = "output"              # something faultkit or the user rendered: never 
 CORE = "core"                  # a core dump (by name; its content decides what it is)
 AGENT = "agent"                # the in-process agent's ring, sites, stacks and header files
 HANG = "hang"                  # stack samples and flight records: read by the hang analysis only
+
+
+def written_by_capture(rels) -> bool:
+    """Whether a folder's files are a capture's by their names alone (kernel-before.log,
+    environ.json, a `.times.tsv` at its top): what a bundle whose manifest is damaged is read as."""
+    top = {r for r in rels if "/" not in r.replace("\\", "/").lstrip("./")}
+    return KERNEL_BEFORE in top or ENVIRON in top or any(r.endswith(TIMES_SUFFIX) for r in top)
 
 
 def classify(rel: str, captured: bool) -> str:

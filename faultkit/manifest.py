@@ -19,6 +19,7 @@ debuggers' status) are objects here: their writers' `to_json` owns their fields.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -143,7 +144,9 @@ class Manifest(Record):
 
 # ---------------- (de)serialization ----------------
 
+@functools.cache
 def _hints(cls) -> dict:
+    # once per class and process: every manifest read (from_json) asks again
     return typing.get_type_hints(cls)
 
 

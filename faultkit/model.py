@@ -116,6 +116,11 @@ class WaveDump:
     process_tag: str | None = None
 
 
+# Fault kinds that are a hang's symptom, not a GPU fault: a collective's watchdog timeout, the
+# heartbeat monitor's note that the watchdog itself got stuck
+HANG_SYMPTOMS = frozenset({"collective-timeout", "watchdog-stuck"})
+
+
 @dataclass
 class HostError:
     """A host-side error text: PyTorch HIP/CUDA errors and their enum names."""
@@ -124,6 +129,7 @@ class HostError:
     text: str
     exception: str | None = None
     enum: str | None = None
+    code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
 
 
 @dataclass
@@ -453,6 +459,19 @@ class DisasmLine:
     marker: str = ""                 # '=>' current pc, '*>' cuda-gdb error pc, '*=>' both
 
 
+@dataclass(frozen=True)
+class KernelMention:
+    """A kernel named away from the fault line (ingest/kernel_mentions.py): where it was built,
+    dispatched, launched, tuned or disassembled, or named by a person's words beside a fault."""
+    origin: Origin
+    kernel: str                 # as printed (demangled where it was mangled)
+    basis: str                  # disassembled | dispatched | launched | built | tuned | named-in-text
+    producer: str               # whose format: gdb, rocprofv3, PyTorch profiler, nsys, ptxas, Triton ...
+    said: str                   # what the line says of it, in words
+    fault: str | None = None    # named in the text: the fault the same line names (warp-illegal-address ...)
+    cut: bool = False           # a table cut the name at its column's width (its end is lost)
+
+
 @dataclass
 class SanitizerReport:
     """One compute-sanitizer memcheck error block."""
@@ -500,6 +519,8 @@ class SanitizerFinding:
     accesses: list[str] = field(default_factory=list)   # racecheck: "Write", "Read" ...
     hazards: int | None = None       # racecheck: "[N hazards]", summed over the report's lines
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
+    device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
+    device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
 
 
 @dataclass
@@ -577,13 +598,23 @@ class Fault:
     node: int | None = None          # KFD node of `GPU node-N`
     secondary: bool = False          # a block latched behind an earlier fault: says nothing of the engine
     kernel: str | None = None        # a kernel the fault record itself names (debugger, sanitizer, core, runtime)
+    decimal_code: bool = False       # a CUDA/HIP error number (700), printed as its runtime prints it
+
+    def code_text(self) -> str | None:
+        """The code as its producer prints it: an HSA status in hex, a CUDA/HIP error in decimal."""
+        return str(self.code) if self.decimal_code and self.code is not None else hex_or_none(self.code)
+
+    @property
+    def hsa_code(self) -> int | None:
+        """The HSA status code, where the code is one (a CUDA/HIP error number is not)."""
+        return None if self.decimal_code else self.code
 
     def to_json(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "kind": self.kind,
             "address": hex_or_none(self.address),
-            "code": hex_or_none(self.code),
+            "code": self.code_text(),
             "gpu": self.gpu,
             "pid": self.pid,
             "process": self.process,

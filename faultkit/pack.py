@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from . import layout
 from . import redact as redaction
@@ -33,7 +33,7 @@ from .private_files import PrivateFile, scratch_dir, write_private
 
 SCHEMA = "faultkit.pack/1"
 # Files of a bundle that are bookkeeping of the capture, not evidence or record.
-BOOKKEEPING = frozenset({".lock", ".reserve", layout.MANIFEST_TMP})
+BOOKKEEPING = frozenset({layout.LOCK, layout.RESERVE, layout.MANIFEST_TMP})
 
 
 class PackError(Exception):
@@ -325,6 +325,13 @@ def _write(output: Path, root: str, bundle: Path, members: list[tuple[str, bytes
         raise PackError(f"{output}: cannot write there ({exc.strerror or exc})")
     with out, tarfile.open(fileobj=out.fh, mode="w:gz") as tar:
         now = time.time()
+        # every folder its own entry, 0700 like the bundle's (without one, tar makes it with the
+        # umask's mode on extraction: agent/ came out 0755)
+        folders = {root} | {f"{root}/{p}" for rel, _ in members for p in map(str, PurePosixPath(rel).parents) if p != "."}
+        for d in sorted(folders):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o700, now
+            tar.addfile(info)
         for rel, data in members:
             name = f"{root}/{rel}"
             if data is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import re
+from . import lazy_re as re   # compiled at first use: start-up (issue #35)
 import secrets
 from dataclasses import dataclass
 

@@ -66,7 +66,8 @@ def summarise(path: str) -> BundleSummary:
     # the record as written (its fields already type-checked): the summary walks it field by field
     m = inputs.manifest.to_json() if inputs.manifest is not None else {}
     s = BundleSummary(path=path, is_bundle=inputs.captured, problems=[str(p) for p in inputs.problems])
-    s.files, s.bytes = _sizes(Path(path))
+    # an archive is summarised by what it holds, as its folder would be (members counted as they were read)
+    s.files, s.bytes = inputs.archived if inputs.archived[0] else _sizes(Path(path))
     if not inputs.captured:
         return s
     s.bundle_schema = _get(m, "schema", str)

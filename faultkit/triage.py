@@ -21,7 +21,6 @@ from .analyze.hang import analyse as analyse_hang
 from .analyze.running import running_kernels
 from .analyze.trace_findings import WINDOW_NS, analyse_traces, gpu_process_env
 from .bundle import InputFile, Inputs, collect
-from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
 from .ingest.core_file import HOST, inspect_core
 from .ingest.code_object import code_objects_in
 from .ingest.agent_files import parse_agent
@@ -33,7 +32,7 @@ from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
 from .judge import judge
 from .manifest import Manifest
-from .model import CoreRecord, Problem
+from .model import HANG_SYMPTOMS, CoreRecord, Problem
 
 FRAMEWORKS = ("sglang", "SGLang", "vllm", "vLLM")      # servers whose own switches next steps may name
 AFTER_FAULT_NS = 1_000_000_000      # trace rows kept after the fault: written at completion, they come later
@@ -92,8 +91,11 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     # capture lists it, so a pid missing from the record does not prove another job's.
     inc.next_steps = suggest(inc.runtime, inc.kernel, inc.faults, inc.verdict, kinds_seen, inc.stops, inc.cores,
                              {k[len("mentions:"):] for k in kinds_seen if k.startswith("mentions:")},
-                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang)
-    if not inputs.files and not inputs.traces and not inputs.cores:
+                             bool(inputs.traces), inc.debugger.events, stacks=inc.hang, captured=inputs.captured,
+                             exit_code=manifest.exit_code if inputs.captured else None,
+                             kernel_log_readable=manifest.kernel_log.readable
+                             if inputs.captured and manifest.kernel_log else None)
+    if not inputs.files and not inputs.traces and not inputs.cores and not inputs.hang:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc
 
@@ -124,8 +126,9 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
                 rounds[name] = (samples, interval)
         elif Path(f.name).parent.name != "stacks" or not name.endswith((".txt", ".json")):
             rc = parse_flight_record(f.data, f.name)
-            inc.problems += [Problem(f.name, p) for p in rc.problems] + [Problem(f.name, p, internal=True)
-                                                                         for p in rc.internal]
+            said = [p.removeprefix(f"{f.name}: ") for p in rc.problems]     # the problem names the file
+            inc.problems += [Problem(f.name, p) for p in said] + [Problem(f.name, p, internal=True)
+                                                                  for p in rc.internal]
             inc.collectives.append(rc)
     tags = [c.get("tag") for c in (inputs.manifest.hang_check if inputs.manifest else None) or []
             if isinstance(c, dict)]
@@ -141,7 +144,7 @@ def _pasted_hang(inc: Incident) -> None:
     from them, unless a GPU fault or a debugger stop is the story. Saved dumps of one process are
     its samples in the order given."""
     # a collective's timeout is the hang's symptom, not a fault: the stacks still tell the hang
-    if inc.hang is not None or inc.stops or any(f.kind != "collective-timeout" for f in inc.faults):
+    if inc.hang is not None or inc.stops or any(f.kind not in HANG_SYMPTOMS for f in inc.faults):
         return
     lags = lagging_ranks(inc.collectives)
     if inc.pasted_stacks or lags:
@@ -173,6 +176,10 @@ def _open_cores(inputs: Inputs, inc: Incident, opts: TriageOptions) -> list[Inpu
                                         ["the core file is not among the inputs; its transcript is"]))
     hosts = {c.pid: c.path for _, c in cores if c is not None and c.platform == HOST and c.pid is not None}
     made: list[InputFile] = []
+    if any(core is not None and core.platform != HOST for _, core in cores):
+        # the debugger driver (subprocess, redaction) only where a GPU core is to be opened: a text
+        # triage's start-up does without it (issue #35; tests/test_startup.py)
+        from .core_debugger import DEFAULT_DEBUGGER, debugger_for, how_to_open, open_core
     for path, core in cores:
         name = Path(path).name
         rec = CoreRecord(path, core.platform if core else "not a core", core.pid if core else None,

@@ -3,9 +3,13 @@
 # use-after-free of scripts/uaf_server.py on CUDA (torch's caching allocator, a Triton gather through a
 # stale table address), amplified by caching off and by the agent's poison and release, the agent's hold-back, and a
 # check that poison and hold-back change nothing a correct program computes. Prints what the docs need.
-# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten]   (OUTDIR defaults to $OUT)
+# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten|done]   (OUTDIR defaults to $OUT)
 # Budget: about 7 minutes on one H200 (build ~1 min once, uaf ~4 min, hold ~1.5 min, nochange ~30 s; a crashed
 # trial waits the few seconds the driver takes to write its core); the sections can be run one at a time.
+# `done` is issue 34's whole Done-when check in one device call (about 6 minutes, at most 9): a cold agent cache,
+# ten plain trials and ten of one amplified arm (ARM, default poison) without early stop, triage of every amplified
+# crash (its fault address, the faulting instruction and registers from the saved cuda-gdb transcript), and the
+# figures: plain <= 1/10, the arm >= 9/10, the block named, the wait against plain trials alone.
 set -u
 O=${1:-${OUT:?give an output folder}}
 mkdir -p "$O"
@@ -75,7 +79,7 @@ case "$what" in all|uaf)
     $FK amplify run --arm caching-off --arm poison --arm release --site uaf_server:decode_step -n 7 --port 30123 \
         --timeout 120s \
         --client "$SAMPLE --client --port 30123 --requests 5" -o "$O/uaf" -- \
-        $SAMPLE --port 30123 --device $DEVICE --seed 4
+        $SAMPLE --port 30123 --device $DEVICE
     echo "amplify rc=$?"
     summary "$O/uaf"
     first=$(ls -d "$O"/uaf/trial-*-poison 2>/dev/null | head -1)
@@ -94,9 +98,94 @@ case "$what" in ten)     # not in "all" (about 4 minutes): the issue's 10 plain 
     rm -rf "$O/ten"
     $FK amplify run --arm release --site uaf_server:decode_step -n 10 --no-early-stop --port 30125 --timeout 120s \
         --client "$SAMPLE --client --port 30125 --requests 3" -o "$O/ten" -- \
-        $SAMPLE --port 30125 --device $DEVICE --seed 4
+        $SAMPLE --port 30125 --device $DEVICE
     echo "amplify rc=$?"
     summary "$O/ten" ;; esac
+
+case "$what" in done)    # not in "all": issue 34's Done-when in one call
+    ARM=${ARM:-poison}
+    export FAULTKIT_AGENT_CACHE="$O/done-cache"      # cold: amplify builds the agent's libraries before trial 1
+    rm -rf "$O/done" "$FAULTKIT_AGENT_CACHE"
+    stamp "done: plain vs $ARM, all 10 rounds (--no-early-stop), the sample's defaults (--reuse-rate 0.05 --seed 1)"
+    $PY -c "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0], 'gpu', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"
+    timeout 420 $FK amplify run --arm "$ARM" --site uaf_server:decode_step -n 10 --no-early-stop --port 30126 \
+        --timeout 90s --client "$SAMPLE --client --port 30126 --requests 3" -o "$O/done" -- \
+        $SAMPLE --port 30126 --device $DEVICE
+    echo "amplify rc=$?"
+    [ -f "$O/done/amplify-report.json" ] || $FK amplify report "$O/done" -f json -o "$O/done/amplify-report.json"
+    [ -f "$O/done/amplify-report.md" ] || $FK amplify report "$O/done" -o "$O/done/amplify-report.md"
+    summary "$O/done"
+    first=$(ls -d "$O"/done/trial-*-"$ARM" 2>/dev/null | head -1)
+    [ -n "$first" ] && { echo "--- agent headers of $first"; headers "$first"; }
+    stamp "done: triage of every crashed $ARM trial"
+    mkdir -p "$O/done-transcripts"
+    for t in $(ls -d "$O"/done/trial-*-"$ARM" 2>/dev/null); do
+        grep -q '"outcome": "crash"' "$t/result.json" || continue
+        echo "--- TRIAGE $(basename "$t")"
+        timeout 60 $FK triage "$t" -f json -o "$t/triage.json" >/dev/null 2>&1
+        $PY - "$t/triage.json" <<'EOF2'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as exc:
+    print("  no triage report:", exc); sys.exit(0)
+v = r.get("verdict") or {}
+print("  VERDICT", v.get("level"), v.get("kernel"))
+for o in (r.get("black_box") or {}).get("owners", [])[:3]:
+    print("  OWNER", o.get("verdict"), "|", o.get("text"))
+    for n in o.get("notes") or []:
+        print("    NOTE", n)
+EOF2
+        for x in "$t"/cores/*.txt; do
+            [ -f "$x" ] || continue
+            cp "$x" "$O/done-transcripts/$(basename "$t")-$(basename "$x")"
+            grep -E '^(\*>|=>)|^(errorpc|pc) ' "$x" | head -4 | sed 's/^/  SASS /'
+            grep -E '^R[0-9]+ ' "$x" | awk '{printf "%s=%s ", $1, $2} END {print ""}' | sed 's/^/  REGS /'
+        done
+    done
+    stamp "done: the figures"
+    $PY - "$O/done/amplify-report.json" "$ARM" <<'EOF2'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+arm = sys.argv[2]
+a = {x["arm"]: x for x in rep["arms"]}
+p, m = a["plain"], a.get(arm) or {}
+w = next((x for x in rep["waiting"]["arms"] if x["arm"] == arm), {})
+bb = (m.get("black_box") or [""])[0]
+print(f"FIGURES plain {p['crashes']}/{p['trials']}  {arm} {m.get('crashes')}/{m.get('trials')}  p={m.get('p_vs_plain')}  "
+      f"median ttc {m.get('median_time_to_crash_s')}  waited {w.get('waited_s')} s  plain alone {w.get('plain_alone')}")
+print("DONE-WHEN plain <= 1 of 10:", "PASS" if p["trials"] >= 10 and p["crashes"] <= 1 else "FAIL")
+print(f"DONE-WHEN {arm} >= 9 of 10:", "PASS" if (m.get("trials") or 0) >= 10 and (m.get("crashes") or 0) >= 9 else "FAIL")
+print("DONE-WHEN cause class named:", "PASS" if rep["verdict"]["classes"] else "FAIL", rep["verdict"]["classes"])
+print("DONE-WHEN the block named:", "PASS" if bb.startswith("name the block") else "FAIL", "|", bb[:400])
+print("DONE-WHEN wait against plain alone:", "PASS" if w.get("plain_alone") else "FAIL")
+print("VERDICT", rep["verdict"]["text"])
+EOF2
+    # With time left (the device call's 9 minutes): two caching-off and two release trials, triaged, for the
+    # evidence the third run lacked: their cores' faulting instruction and registers (its lane addresses,
+    # 0x11 and 0x8000000091, were in no allocation: a register the kernel reused, or the address itself?)
+    if [ $(( $(date +%s) - T0 )) -lt 330 ]; then
+        stamp "done (diagnosis): caching-off and release, 2 rounds"
+        rm -rf "$O/done-diag"
+        timeout 150 $FK amplify run --arm caching-off --arm release --site uaf_server:decode_step -n 2 --no-early-stop \
+            --port 30127 --timeout 60s --client "$SAMPLE --client --port 30127 --requests 3" -o "$O/done-diag" -- \
+            $SAMPLE --port 30127 --device $DEVICE | tail -3
+        for t in $(ls -d "$O"/done-diag/trial-*-caching-off "$O"/done-diag/trial-*-release 2>/dev/null); do
+            grep -q '"outcome": "crash"' "$t/result.json" || continue
+            echo "--- TRIAGE $(basename "$t")"
+            timeout 60 $FK triage "$t" | grep -E "^Decisive finding|^\*\*" | head -3 | sed 's/^/  /'
+            for x in "$t"/cores/*.txt; do
+                [ -f "$x" ] || continue
+                cp "$x" "$O/done-transcripts/diag-$(basename "$t")-$(basename "$x")"
+                grep -E '^(\*>|=>)|^(errorpc|pc) ' "$x" | head -4 | sed 's/^/  SASS /'
+                grep -E '^R[0-9]+ ' "$x" | awk '{printf "%s=%s ", $1, $2} END {print ""}' | sed 's/^/  REGS /'
+                grep -E '^ +0x[0-9a-f]+ <gather_kernel\+[0-9]+>:' "$x" | head -16 | sed 's/^/  DISASM /'
+            done
+        done
+    else
+        stamp "done: no time left for the caching-off / release diagnosis"
+    fi
+    ;; esac
 
 case "$what" in all|hold)
     stamp "hold: the table reused on every trial (--reuse-rate 1); hold-back at decode_step, at most 5 rounds"

@@ -13,5 +13,7 @@ cap racecheck_hazard compute-sanitizer --tool racecheck --racecheck-report hazar
 cap initcheck compute-sanitizer --tool initcheck $B uninit
 cap synccheck compute-sanitizer --tool synccheck $B barrier
 cap memcheck_misaligned_badpc bash -c "compute-sanitizer --tool memcheck $B misaligned; compute-sanitizer --tool memcheck $B badpc"
+# a device function's access: its Device Frame lines (with the host backtrace after them) and cut (device only)
+cap memcheck_helper bash -c "compute-sanitizer --tool memcheck $B helper; compute-sanitizer --tool memcheck --show-backtrace device $B helper"
 cap assert_and_leak bash -c "$B assert; compute-sanitizer --tool memcheck $B assert; compute-sanitizer --tool memcheck --leak-check full $B leak"
 ls -la "$O"

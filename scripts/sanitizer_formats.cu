@@ -34,6 +34,11 @@ __global__ void assert_kernel(int n) { assert(threadIdx.x < n); }
 typedef void (*device_fn)(int *);
 __global__ void bad_call_kernel(int *out, device_fn f) { f(out); }   // a call through a wild pointer
 
+// A device function the kernel calls (not inlined: memcheck prints its `Device Frame:` line under the
+// access and the kernel's frame outermost; faultkit must name the kernel, not the helper)
+__device__ __noinline__ void store_past_end(int *out, int i) { out[i + 4096] = i; }
+__global__ void helper_oob_kernel(int *out) { store_past_end(out, threadIdx.x); }
+
 static int run(const char *mode) {
     int *d_out = nullptr;
     float *d_in = nullptr, *d_f = nullptr;
@@ -47,6 +52,7 @@ static int run(const char *mode) {
     else if (!strcmp(mode, "assert")) assert_kernel<<<2, 64>>>(40);
     else if (!strcmp(mode, "badpc")) bad_call_kernel<<<1, 32>>>(d_out, reinterpret_cast<device_fn>(0x1234));
     else if (!strcmp(mode, "leak")) { void *lost; cudaMalloc(&lost, 4096); }
+    else if (!strcmp(mode, "helper")) helper_oob_kernel<<<1, 32>>>(d_out);
     cudaError_t err = cudaDeviceSynchronize();
     printf("%s: %s (%d)\n", mode, cudaGetErrorString(err), static_cast<int>(err));
     return err == cudaSuccess ? 0 : 1;

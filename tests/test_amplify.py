@@ -53,7 +53,7 @@ def test_caching_off_turns_an_intermittent_uaf_into_every_time(tmp_path):
     port = free_port()
     out = tmp_path / "amp"
     res = amplify(out, "--arm", "caching-off", "--port", str(port), "-n", "10",
-                  server=f"{SAMPLE} --port {port} --device cpu --seed 11",
+                  server=f"{SAMPLE} --port {port} --device cpu --seed 11 --reuse-rate 0.1",
                   client=f"{SAMPLE} --client --port {port} --requests 5")
     assert res.exit_code == 0, res.output
     by = results(out)

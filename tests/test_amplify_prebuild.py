@@ -82,7 +82,7 @@ def test_a_crash_whose_black_box_names_no_block_says_why(tmp_path):
     (t / "agent" / "1297.json").write_text(json.dumps({
         "pid": 1297, "ppid": 1295, "python": "3.12.3", "mode": "segments", "armed": ["faulthandler"],
         "failures": [], "torch": "2.11.0+cu130", "alloc": {"mechanism": None, "note": "waiting for the tracker's build"}}))
-    assert black_box_findings([t], 1) == ["no block named (trial-001-release: no allocation map: waiting for the "
+    assert black_box_findings([t], 1) == ["name no block (trial-001-release: no allocation map: waiting for the "
                                           "tracker's build)"]
 
 
@@ -93,3 +93,38 @@ def test_a_poison_arm_whose_agent_failed_says_the_failure():
          "failures": ["torch hook: TypeError: int() can't convert non-string with explicit base"]}
     assert _agent_note(h, "amplify-poison") == (" (the agent failed in it: torch hook: TypeError: int() can't "
                                                 "convert non-string with explicit base)")
+
+
+def test_a_cold_cache_on_a_fresh_home_is_built_where_the_trials_processes_look(tmp_path, monkeypatch):
+    """The H200's ten run: a fresh machine, nothing cached. With no FAULTKIT_AGENT_CACHE the cache is
+    ~/.cache/faultkit/agent of the user's HOME (XDG_CACHE_HOME is not consulted, by faultkit or the
+    agent); the libraries are there before trial 1 starts, and trial 1's processes, whose environment the
+    trial recorded, compute the same folder."""
+    import os
+    from faultkit.agent import build
+    cxx, log = shim(tmp_path)
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.delenv("FAULTKIT_AGENT_CACHE", raising=False)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    cache = home / ".cache" / "faultkit" / "agent"
+    assert not cache.exists()
+    out = tmp_path / "amp"
+    res = CliRunner().invoke(main, ["amplify", "run", "--arm", "caching-off", "--arm", "poison", "-n", "1",
+                                    "--timeout", "20s", "-o", str(out), "--", *f"{SAMPLE} --port 1 --device cpu "
+                                    "--serve-for 0.5".split()], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    built = sorted(cache.glob("*.so"))
+    assert sorted(p.name.split("-")[0] for p in built) == ["poison", "tracker"] and not xdg.exists()
+    first = min((json.loads(p.read_text())["clocks"]["start"]["wall"], p.parent)
+                for p in out.glob("trial-*/result.json"))
+    assert max(p.stat().st_mtime for p in built) < first[0]
+    procs = json.loads((first[1] / "environ.json").read_text())
+    assert procs
+    for proc in procs:
+        monkeypatch.setattr(os, "environ", dict(proc["env"]))
+        monkeypatch.setenv("HOME", proc["env"]["HOME"])
+        assert build.cache_dir() == str(cache)

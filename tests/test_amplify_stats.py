@@ -159,15 +159,16 @@ def o(arm, cause, c, n, pc, pn, state=S.DECIDED, ttc=None, bb=()):
 
 def test_verdict_caching_off_raised():
     v = decide([o("caching-off", "memory-reuse", 10, 10, 1, 10, ttc=4.2,
-                  bb=["0x7f00 is 12 bytes into the 67,108,864-byte segment at 0x7f00 allocated at a.py:3 f: freed "
-                      "and released to the driver 3.1 ms before the fault"]),
+                  bb=["name the block: the 67,108,864-byte segment allocated at a.py:3 f, freed and released to the "
+                      "driver 3.1 ms before the fault, in 1 of 1 crashed trial(s) looked at (trial-001-caching-off)"]),
                 o("launch-blocking", "error-far-from-launch", 1, 10, 1, 10, state=S.UNDECIDABLE, ttc=9.0)],
                0.05, 10, (1, 10))
     p = fisher_by_enumeration(10, 10, 1, 10)
     assert v["classes"] == ["memory-reuse"]
     assert (f"caching off raised the crash rate from 1/10 to 10/10 (Fisher p = {p:.1e}): a use of freed device "
             f"memory") in v["text"]
-    assert "the black box of the amplified crashes: 0x7f00 is 12 bytes into" in v["text"]
+    assert "the black box of the amplified crashes name the block: the 67,108,864-byte segment allocated at a.py:3" \
+        in v["text"]
     assert "released to the driver 3.1 ms before the fault" in v["text"]
     assert "Fastest to reproduce: caching-off (10/10 crashed, median 4.2 s to crash)" in v["text"]
     assert v["fastest"]["arm"] == "caching-off"

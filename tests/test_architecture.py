@@ -4,6 +4,7 @@ that open no file, no import cycle."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import faultkit
@@ -12,7 +13,8 @@ PKG = Path(faultkit.__file__).parent
 # limits: the byte bounds every reader and the trace checker share (a leaf: it imports no faultkit module)
 MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
                "faultkit.limits", "faultkit.manifest",     # manifest: the bundle's typed record, written and read
-               "faultkit.demangle"}       # demangle: a pure function of a name, used by readers and exporters alike
+               "faultkit.demangle",       # demangle: a pure function of a name, used by readers and exporters alike
+               "faultkit.lazy_re"}        # lazy_re: re with compile() at first use (a leaf, standard library only)
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
@@ -25,12 +27,19 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A package file's syntax tree, parsed once per test run: every check here walks the whole
+    package (the checks only read the trees)."""
+    return ast.parse(path.read_text())
+
+
 def _imports(path: Path) -> set[str]:
     """Every faultkit module a file imports, at the top or inside a function."""
     mod = _module(path)
     pkg = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("faultkit")}
         elif isinstance(node, ast.ImportFrom):
@@ -134,7 +143,7 @@ def test_reports_and_timelines_are_written_only_through_private_files():
 def _calls(path: Path, name: str) -> list[int]:
     """Lines where `name(...)` or `x.name(...)` is called in a file."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Call):
             f = node.func
             called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
@@ -238,12 +247,42 @@ def test_only_private_files_opens_a_file_for_writing():
         rel = f"faultkit/{path.relative_to(PKG).as_posix()}"
         if rel in WRITERS_ALLOWED:
             continue
-        hits = file_writes(ast.parse(path.read_text()))
+        hits = file_writes(_tree(path))
         if hits:
             found[rel] = hits
     assert not found, f"these modules write files themselves; write through faultkit.private_files: {found}"
     for rel in WRITERS_ALLOWED:
         assert (PKG.parent / rel).exists(), f"{rel} is allowed to write but does not exist"
+
+
+def test_every_writer_of_private_files_is_used():
+    """One writer, no dead door: each public function of private_files is called by some other
+    module (write_evidence, the redacting writer, was once defined and never used: evidence went
+    through write_private with the redaction left to each caller)."""
+    writer = ast.parse((PKG / "private_files.py").read_text())
+    public = {n.name for n in writer.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    used = set()
+    for path in PKG.rglob("*.py"):
+        if path.name == "private_files.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name) and node.id in public or isinstance(node, ast.Attribute) and node.attr in public:
+                used.add(node.id if isinstance(node, ast.Name) else node.attr)
+    assert public - used == set(), f"private_files defines writers no module uses: {sorted(public - used)}"
+
+
+def test_kept_stacks_and_core_transcripts_are_written_redacting():
+    """Evidence text goes through write_evidence: a stack tool's output is redacted as it is
+    written, whoever made the Dump (capture's own path redacts it earlier too)."""
+    import tempfile
+    from faultkit.capture.stacks import Dump, RawStacks, write
+    from faultkit.ingest.stacks import ProcessStacks
+    raw = RawStacks(pid=7, source="py-spy", parser="py-spy",
+                    text='Process 7: python serve.py --api-key sk-live0123456789abcdefABCDEF\nThread 7 (idle)\n')
+    with tempfile.TemporaryDirectory() as d:
+        (name,) = write(Dump(stacks=ProcessStacks(pid=7, source="py-spy"), raw=[raw]), Path(d), 1)
+        kept = (Path(d) / name).read_text()
+    assert "sk-live0123456789" not in kept and "--api-key <redacted>" in kept
 
 
 def test_the_writer_check_sees_writes():
@@ -284,7 +323,7 @@ def test_evidence_printed_by_the_verbs_goes_through_terminal_clean():
 
 def _trees():
     for p in sorted(PKG.rglob("*.py")):
-        yield str(p.relative_to(PKG)), ast.parse(p.read_text())
+        yield str(p.relative_to(PKG)), _tree(p)
 
 
 def test_levels_are_assigned_only_by_the_judge():
@@ -369,11 +408,13 @@ def test_a_manifest_is_read_only_by_its_owner():
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            into = {id(a.value): ast.unparse(a.targets[0]) for a in ast.walk(fn) if isinstance(a, ast.Assign)}
-            for n in ast.walk(fn):
+            nodes = list(ast.walk(fn))
+            into = {id(a.value): a.targets[0] for a in nodes if isinstance(a, ast.Assign)}   # unparsed where it matters
+            for n in nodes:
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("loads", "load") \
                         and isinstance(n.func.value, ast.Name) and n.func.value.id == "json":
-                    said = " ".join([*(ast.unparse(a) for a in n.args), into.get(id(n), ""), fn.name]).lower()
+                    target = ast.unparse(into[id(n)]) if id(n) in into else ""
+                    said = " ".join([*(ast.unparse(a) for a in n.args), target, fn.name]).lower()
                     if "manifest" in said:
                         found.append(f"{rel}:{n.lineno} in {fn.name}")
     assert not found, f"a manifest parsed outside ingest/schema.py: {found}"

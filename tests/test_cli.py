@@ -12,8 +12,22 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "traces" / "sglang-tp2-mi300x"
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    """Each test's faultkit writes its cache (internal-error tracebacks, scratch) and data (the
+    default registry) under the test's own folder, never the user's ~/.cache/faultkit."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    return home
 
 
 def fk(*args, timeout=120) -> subprocess.CompletedProcess:
@@ -61,7 +75,7 @@ def test_writers_create_their_folders(tmp_path):
     assert fk("timeline", tmp_path / "missing", "-o", tmp_path / "t.pftrace").returncode == 2
 
 
-def test_internal_error_is_one_line_with_a_saved_traceback(tmp_path, monkeypatch):
+def test_internal_error_is_one_line_with_a_saved_traceback(tmp_path, monkeypatch, own_home):
     code = ("import faultkit.triage as t, faultkit.cli as c\n"
             "def boom(*a, **k): raise RuntimeError('planted')\n"
             "t.triage = boom\n"
@@ -70,7 +84,9 @@ def test_internal_error_is_one_line_with_a_saved_traceback(tmp_path, monkeypatch
     assert res.returncode == 70 and "Traceback" not in res.stderr
     line = res.stderr.strip()
     assert line.startswith("faultkit: internal error: RuntimeError: planted; details in ")
-    assert "RuntimeError: planted" in Path(line.split("details in ")[1]).read_text()
+    saved = Path(line.split("details in ")[1])
+    assert "RuntimeError: planted" in saved.read_text()
+    assert saved.parent == own_home / ".cache" / "faultkit"          # the test's own cache, not the user's
 
 
 def test_capture_on_a_terminal_shows_output_and_a_status_line(tmp_path):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -361,7 +362,10 @@ def test_concurrent_registry_adds_all_land_and_readers_never_block(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "add", "--db", str(db), "--node",
                                f"n{i}", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i, p in enumerate(logs)]
-    # readers at the same time
+    # readers at the same time, once the first add made the registry (a reader never makes one)
+    end = time.monotonic() + 120
+    while not db.exists() and time.monotonic() < end:
+        time.sleep(0.02)
     readers = [subprocess.Popen([sys.executable, "-m", "faultkit.cli", "registry", "top", "--db", str(db), "-f", "json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = [p.communicate(timeout=240) + (p.returncode,) for p in procs + readers]
@@ -386,19 +390,26 @@ def test_a_sqlite_file_as_registry_is_said_and_nothing_is_fetched(tmp_path):
     assert sqlite3.connect(db).execute("SELECT name FROM sqlite_master").fetchall() == [("t",)]    # untouched
 
 
+@pytest.fixture(scope="module")
+def fault_report_json(tmp_path_factory) -> str:
+    """The JSON report of a triage of FAULT through the CLI, made once for the wrong-typed variants
+    below (each damages its own copy)."""
+    log = tmp_path_factory.mktemp("fault") / "server.log"
+    log.write_text(FAULT)
+    made = run_cli("triage", str(log), "-f", "json")
+    assert json.loads(made.stdout)["faults"], made.stderr
+    return made.stdout
+
+
 @pytest.mark.parametrize("where, value, said", [
     ("faults", 5, "`faults` is not a list"), ("detail", 5, "`detail` of the type int"),
     ("pid", 2 ** 63, "`pid` of the type int or too large"), ("verdict", 5, "`verdict` of the type int"),
     ("incidents", [5], "`incidents`: 1 entr(ies) not an object")])
-def test_registry_takes_wrong_typed_reports_with_a_message(tmp_path, where, value, said):
+def test_registry_takes_wrong_typed_reports_with_a_message(tmp_path, fault_report_json, where, value, said):
     """Issue 36: `registry add`/`similar` on a report with `detail: 5`, `faults: 5` or a pid >= 2^63
     ended in an internal error."""
     pytest.importorskip("duckdb")
-    log = tmp_path / "server.log"
-    log.write_text(FAULT)
-    made = run_cli("triage", str(log), "-f", "json")
-    report = json.loads(made.stdout)
-    assert report["faults"], made.stderr
+    report = json.loads(fault_report_json)          # a fresh copy to damage
     if where in ("detail", "pid"):
         report["faults"][0][where] = value
     else:

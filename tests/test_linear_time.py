@@ -11,6 +11,7 @@ import time
 import pytest
 
 from faultkit.ingest.debugger import parse_debugger
+from faultkit.ingest.kernel_mentions import find_mentions
 from faultkit.sources import detect_kinds
 from faultkit.ingest.kernel_log import parse_kernel_log
 from faultkit.ingest.runtime_log import parse_runtime_log
@@ -19,9 +20,12 @@ from faultkit.ingest.runtime_log import parse_runtime_log
 # #28), blanks before newlines, CRLF, brackets, stamps and prompts repeated without their message.
 UNITS = {"newlines": "\n", "blank lines with spaces": " \n", "crlf": "\r\n", "tabs": "\t\n", "brackets": "[\n",
          "stamps without a message": "[    1.000000] \n", "amdgpu without a message": "amdgpu \n",
-         "sanitizer rules": "========= \n", "spaces": " ", "prompts": "(gdb) \n", "frames": '  File "\n'}
+         "sanitizer rules": "========= \n", "spaces": " ", "prompts": "(gdb) \n", "frames": '  File "\n',
+         # kernel mentions: prose with a fault word and backticks, kernel-trace rows, launches
+         "backticked kernels beside a fault": "illegal memory access in `k_kernel` `x<\n", "dispatch rows": '"KERNEL_DISPATCH",\n',
+         "launch syntax": "CUDA error k<<<x<<<\n"}
 READERS = {"detect_kinds": detect_kinds, "kernel log": parse_kernel_log, "runtime log": parse_runtime_log,
-           "debugger": parse_debugger}
+           "debugger": parse_debugger, "kernel mentions": lambda t: find_mentions(t, "t")}
 SMALL = 10_000
 
 

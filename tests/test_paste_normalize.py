@@ -80,13 +80,14 @@ def test_html_entities_and_a_terminal_wrap():
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
 def test_ten_times_the_input_takes_about_ten_times_as_long(unit):
-    """The shapes test_linear_time feeds every reader, through the front end (best of three)."""
+    """The shapes test_linear_time feeds every reader, through the front end (best of three; CPU time,
+    which other processes on a busy machine do not inflate as they do the wall clock)."""
     def best(text: str) -> float:
         out = float("inf")
         for _ in range(3):
-            t = time.perf_counter()
+            t = time.process_time()
             normalize(text)
-            out = min(out, time.perf_counter() - t)
+            out = min(out, time.process_time() - t)
         return out
     small, large = best(UNITS[unit] * 10_000), best(UNITS[unit] * 100_000)
     assert large / max(small, 2e-3) < 50, (unit, small, large)
@@ -98,9 +99,9 @@ def test_linear_time_on_a_big_wrapped_file():
                        for i in range(n))
         best = float("inf")
         for _ in range(3):        # the best of three: a busy machine does not fail it
-            t = time.perf_counter()
+            t = time.process_time()
             normalize(text)
-            best = min(best, time.perf_counter() - t)
+            best = min(best, time.process_time() - t)
         return best
     small, big = cost(20_000), cost(80_000)
     assert big < small * 12, (small, big)        # 4x the input: linear is ~4x, quadratic 16x
@@ -146,3 +147,34 @@ def test_a_terminal_cut_just_before_a_space_is_joined():
     assert text.split("\n")[1].startswith(" ")
     (f,) = triage(text)["faults"]
     assert f["code"] == "0x29"
+
+
+# NVIDIA's driver (nvidia-modules, os-interface.c / nv.c `NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%d, name=%s, ...`)
+# as `dmesg -T`, raw dmesg and journalctl print it
+XID = ("NVRM: Xid (PCI:0000:cb:00): 13, pid=12345, name=pt_main_thread, Graphics SM Warp Exception on (GPC 1, TPC 0, "
+       "SM 0): Out Of Range Address",
+       "NVRM: Xid (PCI:0000:cb:00): 13, pid=12345, name=pt_main_thread, Graphics Exception: ESR 0x50e730=0x1000d "
+       "0x50e734=0x0 0x50e728=0x4c1eb72 0x50e72c=0x174")
+STAMPS = {
+    "dmesg -T": lambda i: f"[Mon Mar  3 10:00:0{i} 2025] ",
+    "dmesg -T (de)": lambda i: f"[Mo Mär  3 10:00:0{i} 2025] ",
+    "dmesg": lambda i: f"[ 8812.12345{i}] ",
+    "journalctl -k -o short-iso": lambda i: f"2025-03-03T10:00:0{i}+0000 gpu-node-3 kernel: ",
+    "journalctl -o short-precise": lambda i: f"Mar 03 10:00:0{i}.123456 gpu-node-3 kernel: ",
+}
+STACKS = {
+    "diff + quote": lambda i: "+> ",
+    "diff + quote, spaced": lambda i: "+ > ",
+    "quote + compose": lambda i: "> dcgm-exporter-1  | ",
+    "kubectl --prefix + quote": lambda i: "> [pod/nvidia-driver-daemonset-x7k2p/nvidia-driver-ctr] ",
+    "cat -n + quote": lambda i: f">      {i + 1}\t",
+    "diff + kubectl --prefix": lambda i: "+[pod/node-debugger-gpu-node-3-abcde/debugger] ",
+}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stamp", STAMPS)
+def test_xid_facts_survive_two_or_three_wrappers(stack, stamp):
+    text = "".join(STACKS[stack](i) + STAMPS[stamp](i) + line + "\n" for i, line in enumerate(XID))
+    got = [(f["kind"], f["gpu"], f["pid"], f["process"]) for f in triage(text)["faults"]]
+    assert got == [("xid-13", "PCI:0000:cb:00", 12345, "pt_main_thread")] * 2

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from faultkit.ingest import debugger, kernel_log, prefilter, runtime_log
+from faultkit.lazy_re import is_pattern
 from faultkit.ingest.text import decode
 
 try:
@@ -129,7 +130,7 @@ def _module_patterns(module):
         items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
         for item in items:
             for x in (item if isinstance(item, tuple) else (item,)):
-                if isinstance(x, re.Pattern):
+                if is_pattern(x):       # the parsers' patterns compile at first use (faultkit/lazy_re.py)
                     yield name, x
 
 

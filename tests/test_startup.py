@@ -53,6 +53,44 @@ def test_text_only_triage_imports_nothing_heavy():
     assert loaded == [], f"a text-only triage imported {loaded}"
 
 
+# What a text-only triage also does without (issue #35, measured by scripts/bench_startup.py): the GPU
+# core's debugger driver (subprocess, the redaction), a job's analysis across bundles (statistics), RE2
+# (the prefilter's engine for logs past limits.WHOLE).
+TEXT_ONLY_SKIPS = ("faultkit.core_debugger", "faultkit.redact", "faultkit.analyze.job", "faultkit.launch_env",
+                   "faultkit.ingest.markers", "statistics", "re2")
+
+
+def test_text_only_triage_needs_no_debugger_driver_job_analysis_or_re2():
+    loaded, p = loaded_by("triage", str(SAMPLE / "server.log"), str(SAMPLE / "dmesg.txt"), heavy=TEXT_ONLY_SKIPS)
+    assert "_fwd_grouped_kernel_stage1" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    assert loaded == [], f"a text-only triage imported {loaded}"
+
+
+# The CLI as `python -m faultkit.cli ARGS`, printing at exit how many lazy patterns exist and were compiled.
+PATTERNS_PROBE = """
+import atexit, json, runpy, sys
+from faultkit import lazy_re
+atexit.register(lambda: sys.stderr.write(
+    "\\nPATTERNS=" + json.dumps([len(lazy_re.MADE), sum(p.is_compiled for p in lazy_re.MADE)]) + "\\n"))
+sys.argv = ["faultkit", *{args!r}]
+runpy.run_module("faultkit.cli", run_name="__main__")
+"""
+
+
+def test_text_only_triage_compiles_a_fraction_of_the_parsers_patterns():
+    """The parsers' patterns compile at first use (faultkit/lazy_re.py): the sample's two logs need
+    about a third of them. All of them compiling again (an eager compile, a module asking a pattern
+    for its flags at import) would cost every start ~40 ms."""
+    args = ["triage", str(SAMPLE / "server.log"), str(SAMPLE / "dmesg.txt")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", PATTERNS_PROBE.format(args=args)], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    line = [x for x in p.stderr.splitlines() if x.startswith("PATTERNS=")]
+    assert line and "_fwd_grouped_kernel_stage1" in p.stdout, p.stderr[-2000:]
+    made, compiled = json.loads(line[-1][len("PATTERNS="):])
+    assert made > 200 and 0 < compiled < made / 2, (made, compiled)
+
+
 def test_trace_triage_does_load_the_trace_model():
     """The control: the probe sees the heavy imports where the inputs need them."""
     loaded, p = loaded_by("triage", str(SAMPLE))

@@ -254,9 +254,10 @@ def test_slices_across_encoder_chunks_decode_the_same(tmp_path, monkeypatch):
     starts = np.arange(n, dtype=np.int64) * 1000 + 5_000_000
     args = {"grid": np.where(np.arange(n) % 3 == 0, 256, 512), "dispatch": np.arange(n) + 1}
 
-    def decoded(chunk):
+    def decoded(chunk, part=1 << 14):
         monkeypatch.setattr(pftrace, "MAX_CHUNK", chunk)
-        p = tmp_path / f"c{chunk}.pftrace"
+        monkeypatch.setattr(pftrace, "ENCODE_ROWS", part)        # a chunk's parts, encoded one after another
+        p = tmp_path / f"c{chunk}-{part}.pftrace"
         w = PftraceWriter(str(p), compress=False)
         w.slices(w.track("q"), starts, starts + 400, ["a", "b"], np.arange(n) % 2, args)
         w.close()
@@ -272,6 +273,6 @@ def test_slices_across_encoder_chunks_decode_the_same(tmp_path, monkeypatch):
                             sorted((names[a.name_iid], a.int_value) for a in x.track_event.debug_annotations)))
         return out
 
-    small, whole = decoded(7), decoded(1 << 16)
-    assert small == whole and len(whole) == 2 * n
+    small, whole, parts = decoded(7), decoded(1 << 16), decoded(64, 5)
+    assert small == whole == parts and len(whole) == 2 * n
     assert whole[2] == (5_001_000, BEGIN, 2, [("dispatch", 2), ("grid", 512)]) and whole[3][:2] == (5_001_400, END)

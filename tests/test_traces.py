@@ -461,3 +461,20 @@ def test_parts_that_do_not_start_alike_are_read_whole(tmp_path, monkeypatch):
     path.write_bytes(b'"A",1\n"A",2\n"A",3\n"A",4\n')
     df = rocprof._read_parts(path, 0, path.stat().st_size, ["k", "v"], {"k": "category"}, ["k", "v"])
     assert list(df["v"]) == [1, 2, 3, 4] and list(df["k"]) == ["A"] * 4
+
+
+@pytest.mark.parametrize("table", ["dispatches", "copies", "allocations", "api", "agents"])
+def test_an_empty_table_is_the_schema_with_no_rows(table):
+    """trace_model.empty (every Trace starts with five): exactly the schema's columns in order, each of
+    its dtype, a RangeIndex of length 0, and rows added by Trace.add keep those dtypes."""
+    import pandas as pd
+
+    from faultkit.trace_model import SCHEMAS, Trace, conform, empty
+    df = empty(table)
+    assert list(df.columns) == list(SCHEMAS[table]) and len(df) == 0
+    assert [str(t) for t in df.dtypes] == list(SCHEMAS[table].values())
+    assert isinstance(df.index, pd.RangeIndex) and df.index.equals(pd.RangeIndex(0))
+    t = Trace()
+    t.add(table, conform(pd.DataFrame([{"pid": 7}]), table))
+    assert [str(x) for x in getattr(t, table).dtypes] == list(SCHEMAS[table].values())
+    assert getattr(t, table)["pid"].tolist() == [7]

@@ -11,7 +11,7 @@ Layout (little-endian):
   number, informative), pid, clock anchors (CLOCK_MONOTONIC, wall, CLOCK_BOOTTIME, ns), producer
   name, a CRC-32 of the fixed fields.
   records, RECORD_BYTES each: seq (1-based; 0 = never written), crc32, kind, device, time
-  (CLOCK_MONOTONIC ns), address, size, stream, site, thread id, extra.
+  (CLOCK_MONOTONIC ns), address, size, stream, site, thread id, extra (a poison record's byte).
 Record `seq` lives in slot (seq - 1) % capacity. Its CRC-32 covers every byte of the record but the
 CRC field: a record torn by a writer's death (or a slot half-overwritten by the next lap) fails it
 and is dropped, never misread. Writers never wait: a slot is claimed by incrementing a counter
@@ -45,9 +45,10 @@ assert RECORD.size == RECORD_BYTES
 ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP, SEGMENT_UNMAP, SNAPSHOT, OOM = range(1, 10)
 LAUNCH = 16            # a kernel launch seen by a host-side hook (Triton's launcher)
 MARK = 17              # the agent's own marker (started, attached)
+POISON = 18            # poison.cpp filled a freed block (address, size, stream; extra: the poison byte)
 KIND_NAMES = {ALLOC: "alloc", FREE_REQUESTED: "free_requested", FREE_COMPLETED: "free_completed",
               SEGMENT_ALLOC: "segment_alloc", SEGMENT_FREE: "segment_free", SEGMENT_MAP: "segment_map",
-              SEGMENT_UNMAP: "segment_unmap", SNAPSHOT: "snapshot", OOM: "oom", LAUNCH: "launch", MARK: "mark"}
+              SEGMENT_UNMAP: "segment_unmap", SNAPSHOT: "snapshot", OOM: "oom", LAUNCH: "launch", MARK: "mark", POISON: "poison"}
 
 MAX_RING_BYTES = 64 << 20          # the bound per ring file
 SITE_NONE = 0                      # no Python frame (a thread outside Python, or none asked for)

@@ -166,16 +166,21 @@ def _attach_poison(late: bool = False) -> None:
         return
     lib = ctypes.CDLL(job.library)
     lib.fk_poison_attach.restype = ctypes.c_int
-    lib.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    lib.fk_poison_attach.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p]
     lib.fk_poison_error.restype = ctypes.c_char_p
-    rc = lib.fk_poison_attach(wanted[0], wanted[1])
+    # Each fill is recorded in the allocation tracker's ring (which block got which byte): the
+    # tracker attaches first at CUDA start; without it the fills are not recorded.
+    tracker = _state.get("lib")
+    note = ctypes.cast(tracker.fk_note, ctypes.c_void_p) if tracker is not None else None
+    rc = lib.fk_poison_attach(wanted[0], wanted[1], note)
     if rc != 0:
         info["note"] = f"not armed: {lib.fk_poison_error().decode(errors='replace')}"
         return
     _state["poison_lib"] = lib
     import atexit
     atexit.register(_poison_counts)       # a normal exit says how much was filled (a crash does not need it)
-    info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds)
+    info.update(byte=f"0x{wanted[0]:02x}", min_bytes=wanted[1], attached=time.time(), built_in_s=job.seconds,
+                fills_recorded=note is not None)
     if late:
         info["note"] = "attached after CUDA started (the library was being built): blocks freed before are not filled"
     _armed(_state["files"].ARMED_POISON)
@@ -267,23 +272,23 @@ def _on_torch(torch) -> None:
 
 
 def _on_cuda_init() -> None:
-    """Inside torch's CUDA initialisation: attach now if the tracker is built, else when it is."""
+    """Inside torch's CUDA initialisation: attach now if the tracker is built, else when it is; the
+    poison library after the tracker (its fills go into the tracker's ring)."""
+    job = _state.get("build")
+    if job is not None:
+        if job.done.is_set():
+            _guard("allocator tracker", _attach)
+            _save()
+        else:
+            _state["header"]["alloc"] = {"mechanism": None, "note": "waiting for the tracker's build"}
+            threading.Thread(target=_attach_later, name="faultkit-agent-attach", daemon=True).start()
     pjob = _state.get("poison_build")
     if pjob is not None:
         if pjob.done.is_set():
             _guard("poison", _attach_poison)
+            _save()
         else:
             threading.Thread(target=_poison_later, name="faultkit-agent-poison", daemon=True).start()
-    job = _state.get("build")
-    if job is None:
-        return
-    if job.done.is_set():
-        _guard("allocator tracker", _attach)
-        _save()
-        return
-    _state["header"]["alloc"] = {"mechanism": None, "note": "waiting for the tracker's build"}
-    t = threading.Thread(target=_attach_later, name="faultkit-agent-attach", daemon=True)
-    t.start()
 
 
 def _attach_later() -> None:
@@ -304,7 +309,9 @@ def _attach(late: bool = False) -> None:
         alloc["note"] = f"no allocation map: the C++ tracker could not be built ({job.problem})"
         return
     blocks = _state["mode"] == "blocks"
-    nbytes = ring.MAX_RING_BYTES if blocks else 4 << 20
+    # poison records every fill into this ring: the largest ring, so that they overwrite the segments
+    # (which the decoding of a poisoned address needs) as late as possible
+    nbytes = ring.MAX_RING_BYTES if blocks or os.environ.get(files.ENV_POISON) else 4 << 20
     path = _path(files.ALLOC_RING)
     capacity = ring.create(path, nbytes, "torch-tracker-blocks" if blocks else "torch-tracker-segments")
     lib = ctypes.CDLL(job.library)
@@ -324,6 +331,114 @@ def _attach(late: bool = False) -> None:
     alloc["sites"] = os.path.basename(_path(files.SITES)) if problem is None else None
     if problem:
         alloc["sites_note"] = problem
+    if any(os.environ.get(k) for k in UNCACHED_ENV):
+        _guard("uncached allocations", _attach_uncached, lib, job.torch_dir)
+
+
+# ---------------- torch with caching off ----------------
+
+UNCACHED_ENV = ("PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")
+SEGMENT_ALLOC_KIND, SEGMENT_FREE_KIND = 4, 5     # ring.py's SEGMENT_ALLOC, SEGMENT_FREE
+UNCACHED_SITE_BASE = 1 << 30                     # this recorder's site ids (the tracker's count up from 1)
+
+
+def _attach_uncached(lib, torch_dir: str) -> None:
+    """With caching off PyTorch calls cudaMalloc and cudaFree itself, past the caching allocator and
+    its trace (the H200's caching-off rings were empty); its GPU trace (torch.cuda._gpu_trace) still
+    sees each pointer. Each is recorded in the ring as a segment (memory reserved from and released to
+    the driver: what an uncached allocation is), its size from the driver (cuMemGetAddressRange), its
+    Python site read here (the trace calls back in Python, in the allocating thread). It costs a Python
+    call per allocation, free and event: only in processes with caching off, which already pay a
+    cudaMalloc per tensor."""
+    import ctypes
+    import importlib
+    torch = sys.modules["torch"]
+    trace = importlib.import_module("torch.cuda._gpu_trace")
+    size_of = _driver_size()
+    alloc = _state["header"]["alloc"]
+    if size_of is None:
+        alloc["uncached"] = "not recorded: the driver's cuMemGetAddressRange_v2 was not found"
+        return
+    lib.fk_note_site.restype = None
+    lib.fk_note_site.argtypes = [ctypes.c_uint16, ctypes.c_int16, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+                                 ctypes.c_uint32]
+    sites = _PythonSites(_path(_state["files"].SITES), torch_dir)
+    sizes: dict[int, int] = {}
+
+    def on_alloc(ptr: int) -> None:
+        try:
+            size = size_of(ptr)
+            sizes[ptr] = size
+            lib.fk_note_site(SEGMENT_ALLOC_KIND, -1, ptr, size, 0, sites.here())
+        except Exception as exc:          # never the target's problem
+            _fail("uncached allocations", exc)
+
+    def on_free(ptr: int) -> None:
+        try:
+            lib.fk_note_site(SEGMENT_FREE_KIND, -1, ptr, sizes.pop(ptr, 0), 0, sites.here())
+        except Exception as exc:
+            _fail("uncached allocations", exc)
+
+    trace.register_callback_for_memory_allocation(on_alloc)
+    trace.register_callback_for_memory_deallocation(on_free)
+    torch._C._activate_gpu_trace()
+    alloc["uncached"] = "torch's GPU trace (caching off): each cudaMalloc/cudaFree recorded as a segment"
+    _armed("allocator-uncached")
+
+
+def _driver_size():
+    """`size_of(ptr)`: the size of the driver allocation starting at ptr (cuMemGetAddressRange_v2), or None
+    where the driver's function is not found in this process."""
+    import ctypes
+    fn = None
+    for name in (None, "libcuda.so.1", "libcuda.so"):
+        try:
+            fn = getattr(ctypes.CDLL(name), "cuMemGetAddressRange_v2", None)
+        except OSError:
+            continue
+        if fn is not None:
+            break
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
+
+    def size_of(ptr: int) -> int:
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        if fn(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
+            return 0
+        return max(0, base.value + size.value - ptr)
+    return size_of
+
+
+class _PythonSites:
+    """`file:line function` of the first frame outside torch and the agent, and the innermost frame,
+    interned; each new site appended to the sites file (its own ids, above the tracker's)."""
+
+    def __init__(self, path: str, torch_dir: str):
+        self.skip = (torch_dir.rstrip("/") + "/", _HERE + "/")
+        self.ids: dict[tuple[str, str], int] = {}
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+    def here(self) -> int:
+        f = sys._getframe(1)
+        inner = where = None
+        while f is not None:
+            fn = f.f_code.co_filename
+            if not fn.startswith(self.skip[1]) and not (fn.startswith("<") and fn not in ("<string>", "<stdin>")):
+                text = f"{fn}:{f.f_lineno} {f.f_code.co_name}"
+                inner = inner or text
+                if not fn.startswith(self.skip[0]):
+                    where = text
+                    break
+            f = f.f_back
+        key = (where or "-", inner or "-")
+        sid = self.ids.get(key)
+        if sid is None:
+            sid = UNCACHED_SITE_BASE + len(self.ids) + 1
+            self.ids[key] = sid
+            os.write(self.fd, f"{sid}\t{key[0]}\t{key[1]}\n".encode("utf-8", "replace"))
+        return sid
 
 
 def _declare(lib) -> None:

@@ -178,7 +178,8 @@ uint64_t stream_id(const S& s) {
   }
 }
 
-void put(Ring* r, uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site) {
+void put(Ring* r, uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site,
+         uint64_t extra = 0) {
   uint64_t seq = __atomic_add_fetch(reinterpret_cast<uint64_t*>(r->base + HEAD_AT), 1, __ATOMIC_RELAXED);
   uint8_t rec[RECORD_BYTES];
   std::memset(rec, 0, sizeof rec);
@@ -193,6 +194,7 @@ void put(Ring* r, uint16_t kind, int16_t device, uint64_t addr, uint64_t size, u
   std::memcpy(rec + 40, &stream, 8);
   std::memcpy(rec + 48, &site, 4);
   std::memcpy(rec + 52, &tid, 4);
+  std::memcpy(rec + 56, &extra, 8);
   uint32_t crc = crc_update(crc_update(0, rec, 8), rec + 12, RECORD_BYTES - 12);
   std::memcpy(rec + 8, &crc, 4);
   std::memcpy(r->base + HEADER_BYTES + ((seq - 1) % r->capacity) * RECORD_BYTES, rec, RECORD_BYTES);
@@ -366,6 +368,21 @@ int fk_is_object_of(uint64_t addr, uint64_t type) {
 
 // The cost benchmark switches what is recorded within one process (scripts/bench_agent.py).
 void fk_set_mode(int mode) { g_mode.store(mode); }
+
+// Another agent library's record into this ring (poison.cpp's fills: kind, the block, `extra` its
+// poison byte), so that one writer and one file keep every allocator fact in order. No site: the
+// caller runs inside the allocator's callback. Its address is handed to that library by runtime.py.
+void fk_note(uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64_t stream, uint64_t extra) {
+  Ring* r = g_ring.load(std::memory_order_acquire);
+  if (r) put(r, kind, device, addr, size, stream, SITE_NONE, extra);
+}
+
+// The same with a site the caller named (runtime.py's record of torch's uncached allocations, whose
+// Python sites it reads itself: it runs in Python, with the GIL).
+void fk_note_site(uint16_t kind, int16_t device, uint64_t addr, uint64_t size, uint64_t stream, uint32_t site) {
+  Ring* r = g_ring.load(std::memory_order_acquire);
+  if (r) put(r, kind, device, addr, size, stream, site, 0);
+}
 
 // In a forked child: the parent's CUDA context is unusable there; stop writing the parent's ring.
 void fk_forget() { g_ring.store(nullptr); }

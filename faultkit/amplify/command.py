@@ -19,8 +19,8 @@ from . import arms as A
 _cli: dict = {}
 
 
-def registered(parse_duration, parse_regex, emit) -> click.Group:
-    _cli.update(parse_duration=parse_duration, parse_regex=parse_regex, emit=emit)
+def registered(parse_duration, parse_regex, emit, output_format) -> click.Group:
+    _cli.update(parse_duration=parse_duration, parse_regex=parse_regex, emit=emit, output_format=output_format)
     return amplify
 
 
@@ -105,9 +105,14 @@ def _write(facts: dict, out: Path, quiet: bool) -> dict:
     return s
 
 
+# the report's formats by -o's extension (as every report verb: -f, else the extension, else md)
+REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".json": "json"}
+
+
 @amplify.command("report")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False))
-@click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("-f", "--format", "fmt", type=click.Choice(["md", "json"]),
+              help="md or json  [default: from -o's extension, else md]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="a FILE instead of stdout (0600)")
 @click.option("-q", "--quiet", is_flag=True, help="print nothing on stderr but warnings and errors")
 @click.option("-v", "--verbose", is_flag=True, help="say on stderr what was read and every problem met")
@@ -122,7 +127,7 @@ def amplify_report(folder, fmt, output, quiet=False, verbose=False) -> None:
                     warn=lambda m: click.echo(m, err=True), replay=True)
     except AmplifyError as exc:
         raise click.ClickException(str(exc))
-    emit(RENDERERS[fmt](summarise(facts)), output, quiet)
+    emit(RENDERERS[_cli["output_format"](output, fmt, REPORT_SUFFIXES, "md")](summarise(facts)), output, quiet)
 
 
 @amplify.command("arms")

@@ -290,8 +290,8 @@ def _run_round(opts, entries, by_name, pool, sigint, echo, warn, replay=False) -
         if errors or sigint.hit:
             break
         slot = free.get()
-        echo(f"trial {e.index + 1}: round {e.pair + 1}, arm {e.arm}" + (f", GPUs {','.join(slot.gpus)}" if slot.gpus
-                                                                       else "") + " ...")
+        echo(f"trial {e.index + 1}: round {e.pair + 1}, arm {e.arm}, in {tdir.name}"
+             + (f", GPUs {','.join(slot.gpus)}" if slot.gpus else "") + " ...")
         if len(pool) == 1:
             one(e, tdir, slot)
             continue
@@ -313,12 +313,13 @@ def _record(st: ArmState, res: TrialResult, tdir: Path) -> None:
 
 
 def _say(st: ArmState, res: TrialResult, slot: Slot, echo, warn) -> None:
-    from ..trials.runner import outcome_line
+    from ..trials.runner import outcome_line, trial_name
     r = st.reached[res.index]
+    name = trial_name(res.index, res.arm)                 # the folder, as the verdict and report name it
     if not res.counted:
-        warn(f"warning: trial {res.index + 1} ({st.arm.name}): {outcome_line(res)}")
+        warn(f"warning: trial {res.index + 1} ({name}): {outcome_line(res)}")
     elif not r.ok:
-        warn(f"warning: trial {res.index + 1} ({st.arm.name}) NOT COUNTED: the amplifier did not reach the work: "
+        warn(f"warning: trial {res.index + 1} ({name}) NOT COUNTED: the amplifier did not reach the work: "
              f"{r.why}")
     else:
         echo("  -> " + outcome_line(res))

@@ -8,11 +8,14 @@ import json
 import statistics
 from pathlib import Path
 
+from ..trials.runner import trial_name
 from ..trials.stats import arm_rate
 from . import arms as A
 from .engine import ArmState, crashed_dirs
-from .sequential import FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision, threshold
+from .sequential import (DECIDED, FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision,
+                         plain_trials_for_crashes, threshold)
 from .verdict import ArmOutcome, decide, fmt_p
+from ..analyze.allocation_owner import AllocationOwner
 
 SCHEMA = "faultkit.amplify.report/1"
 
@@ -22,13 +25,12 @@ BLACK_BOX_LOOK = 3      # crashed trials triaged at most per arm, looking for on
 
 def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
     """What the black box says about the fault address in the first crashed trials (triage of each
-    trial's folder: the agent's allocation map against the fault's address): the first `limit` that
-    name a block, looking at up to BLACK_BOX_LOOK trials; where none does, one line saying why."""
+    trial's folder: the agent's allocation map against the fault's address), looking at up to
+    BLACK_BOX_LOOK of them: first the block they name together (name_the_block), then the first `limit`
+    findings; where none names a block, one line saying why."""
     from ..triage import triage
-    out, why = [], []
+    found, why = [], []
     for d in dirs[:max(limit, BLACK_BOX_LOOK)]:
-        if len(out) >= limit:
-            break
         try:
             inc = triage([str(d)])
         except Exception as exc:          # a report without the finding, never a traceback
@@ -39,12 +41,34 @@ def black_box_findings(dirs: list[Path], limit: int) -> list[str]:
         # bypasses the allocator and its trace, so its crashes leave the map empty)
         named = [o for o in (bb.owners if bb else []) if o.verdict in ("freed", "past-end", "live")]
         if named:
-            out.append(f"{named[0].text} [{d.name}]")
+            found.append((d.name, named[0]))
         else:
             why.append(f"{d.name}: {_no_block(bb, d)}")
-    if not out and why:
-        out.append("no block named (" + "; ".join(why) + ")")
-    return out
+    if not found:
+        return ["name no block (" + "; ".join(why) + ")"] if why else []
+    return [name_the_block(found, len(found) + len(why))] + [f"{o.text} [{n}]" for n, o in found[:limit]]
+
+
+def name_the_block(found: list[tuple[str, "AllocationOwner"]], looked: int) -> str:
+    """The block the amplified crashes have in common: the owners grouped by what they name (the
+    allocation site, the size, freed or live); the largest group is the block, with how many of the
+    crashed trials looked at name it and how long before each fault it was freed."""
+    groups: dict[tuple, list[tuple[str, AllocationOwner]]] = {}
+    for n, o in found:
+        groups.setdefault((o.verdict, o.allocated_at, o.size, o.level), []).append((n, o))
+    (verdict, site, size, level), g = max(groups.items(), key=lambda kv: len(kv[1]))
+    ms = sorted(o.freed_ms_before for _, o in g if o.freed_ms_before is not None)
+    when = ""
+    if verdict == "freed":
+        when = (f", freed {ms[0]:,.1f} ms before the fault" if len(ms) == 1 or ms[0] == ms[-1] else
+                f", freed {ms[0]:,.1f} to {ms[-1]:,.1f} ms before the fault") if ms else ", freed before the fault"
+    state = {"freed": "", "live": " (live at the fault)", "past-end": " (the fault just past its end)"}[verdict]
+    text = (f"name the block: the {size:,}-byte {level or 'allocation'} allocated at {site or 'no Python site'}"
+            f"{state}{when}, in {len(g)} of {looked} crashed trial(s) looked at ({', '.join(n for n, _ in g)})")
+    others = len(found) - len(g)
+    if others:
+        text += f"; {others} other trial(s) name another block"
+    return text
 
 
 def _no_block(bb, d: Path) -> str:
@@ -140,11 +164,21 @@ def _waiting(facts: dict, rate: list[ArmState], verdict: dict) -> dict:
             continue
         until = sum(float((rounds.get(str(r)) or {}).get("wall_s") or 0.0) for r in range(st.decided_round))
         mean = _mean_duration(st)
+        dc = (st.at_decision or ((c, n),))[0][0]
+        alone = plain_trials_for_crashes(dc, (pc, pn), facts["options"].alpha) if st.state == DECIDED else None
+        if alone is not None:
+            alone["crashes"] = dc
+            alone["seconds"] = round(alone["trials"] * mean_plain, 1) if mean_plain else None
         out["arms"].append({"arm": st.arm.name, "state": st.state, "after_rounds": st.decided_round,
                             "of_rounds": facts["options"].rounds, "waited_s": round(until, 1),
                             "seconds_per_crash": round(mean * n / c, 1) if c and mean else None,
-                            "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn))})
+                            "fixed_design_trials_per_arm": fixed_n_for_same_decision((c, n), (pc, pn)),
+                            "plain_alone": alone})
     return out
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def _checker(c: dict) -> dict:
@@ -183,7 +217,7 @@ def render_markdown(s: dict) -> str:
     nc = [(a["arm"], x) for a in s["arms"] for x in a["not_counted"]]
     if nc:
         out += ["", "**Not counted** (the amplifier did not reach the work, or the server did not start):", ""]
-        out += [f"- {arm}, trial {x['index'] + 1}: {x['why']}" for arm, x in nc]
+        out += [f"- {arm}, {trial_name(x['index'], arm)}: {x['why']}" for arm, x in nc]
     for a in s["arms"]:
         if a["black_box"] if "black_box" in a else False:
             out += ["", f"Black box of {a['arm']}'s crashes:", ""] + [f"- {t}" for t in a["black_box"]]
@@ -203,6 +237,12 @@ def render_markdown(s: dict) -> str:
         if a["fixed_design_trials_per_arm"]:
             line += (f"; knowing these rates in advance, a fixed design at alpha {s['alpha']} would need "
                      f"{a['fixed_design_trials_per_arm']} per arm")
+        alone = a.get("plain_alone")
+        if alone:
+            line += (f"; plain trials alone would need {'at least ' if alone['at_least'] else ''}{alone['trials']:,} "
+                     f"to give its {alone['crashes']} crash(es) with a {1 - s['alpha']:.0%} chance ({alone['basis']})"
+                     + (f", {_duration(alone['seconds'])} at their mean length, against the {a['waited_s']:.0f} s "
+                        f"waited here" if alone["seconds"] else ""))
         out.append(line)
     if s["checkers"]:
         out += ["", "## Checkers (one trial each)", ""]

@@ -166,3 +166,28 @@ def fixed_n_for_same_decision(arm: tuple[int, int], plain: tuple[int, int], alph
         if fisher_p(round(ra * n), n, round(rp * n), n) <= alpha:
             return n
     return None
+
+
+PLAIN_ALONE_MAX = 1_000_000
+
+
+def plain_trials_for_crashes(crashes: int, plain: tuple[int, int], alpha: float = 0.05) -> dict | None:
+    """What plain trials alone would need for what the decided arm gave: its `crashes` crashes (each a
+    bundle to work from), with the same error rate -- the smallest N whose chance of at least that
+    many crashes is >= 1 - alpha: N = crashes + the (1 - alpha) quantile of the negative binomial's
+    failures. The plain rate is its estimate c/n; when plain crashed 0 of n times, the exact one-sided
+    upper bound 1 - alpha^(1/n) (the highest rate 0/n leaves at that error rate), and N is then a
+    lower bound ("at least")."""
+    cp, n = plain
+    if crashes <= 0 or n <= 0:
+        return None
+    if cp > 0:
+        q, basis, at_least = cp / n, f"the plain rate's estimate {cp}/{n}", False
+    else:
+        q, basis, at_least = 1 - alpha ** (1 / n), (f"the plain rate's one-sided {1 - alpha:.0%} upper bound "
+                                                    f"after 0/{n}"), True
+    if q >= 1:
+        return {"trials": crashes, "rate": 1.0, "basis": basis, "at_least": at_least}
+    failures = stats.nbinom.ppf(1 - alpha, crashes, q)
+    trials = int(min(crashes + failures, PLAIN_ALONE_MAX))
+    return {"trials": trials, "rate": q, "basis": basis, "at_least": at_least}

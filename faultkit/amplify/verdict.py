@@ -98,7 +98,7 @@ def sentence(o: ArmOutcome) -> str:
               f"({o.crashes}/{o.trials} vs {o.plain_crashes}/{o.plain_trials})")
     text = f"{did} {counts} (Fisher p = {fmt_p(o.p)}): {means}"
     if o.black_box:
-        text += f"; the black box of the amplified crashes: {o.black_box[0]}"
+        text += f"; the black box of the amplified crashes {o.black_box[0]}"
     return text
 
 
@@ -122,9 +122,10 @@ def decide(outcomes: list[ArmOutcome], alpha: float, rounds: int, plain: tuple[i
         if o.cause not in classes:
             classes.append(o.cause)
     lines = [sentence(o) + "." for o in decided]
+    # an arm that crashes no more often than the plain server is no better place to iterate than it
     fastest = min((o for o in outcomes if o.median_time_to_crash_s is not None and o.crashes and
-                   o.crashes / o.trials >= 0.5), key=lambda o: (-o.crashes / o.trials, o.median_time_to_crash_s),
-                  default=None)
+                   o.crashes / o.trials >= 0.5 and o.direction == UP),
+                  key=lambda o: (-o.crashes / o.trials, o.median_time_to_crash_s), default=None)
     undecided = []
     for o in outcomes:
         if o.state == DECIDED:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..agent_model import AgentLog, AgentProcess, StackDump
 from ..model import Fault
+from . import poison_address
 from .placement import FREED, LIVE, NONE, PAST_END, past_end
 
 PAGE = 4096
@@ -148,8 +149,13 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
     ivs = intervals(p)
     o = AllocationOwner(p.pid, address, "no-map", "", basis)
     if not ivs:
-        o.text = (f"pid {p.pid}: the agent recorded no device memory (" +
-                  str((p.header.get("alloc") or {}).get("note") or "the tracker did not attach") + ")")
+        alloc = p.header.get("alloc") or {}
+        # The H200's caching-off trials: the tracker attached and saw nothing, because PyTorch's uncached
+        # path (PYTORCH_NO_CUDA_MEMORY_CACHING) calls cudaMalloc/cudaFree itself, past the allocator's trace
+        why = alloc.get("note") or ("the tracker attached and saw no allocation: with PYTORCH_NO_CUDA_MEMORY_CACHING "
+                                    "set, PyTorch's memory bypasses the caching allocator and its trace"
+                                    if alloc.get("mechanism") else "the tracker did not attach")
+        o.text = f"pid {p.pid}: the agent recorded no device memory ({why})"
         return o
     lo, hi = (address, address + PAGE) if page else (address, address + 1)
     where = f"0x{address:x}" + (f" (the page 0x{address:x}-0x{hi:x}: the evidence gives the page, not the byte)"
@@ -210,6 +216,9 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         o.text = (f"{where} is {address - iv.base:,} bytes into {what(iv)}: freed and released to the driver {ago}"
                   + (f" (released at {freed_where})" if freed_where else "") + f": a use after free (pid {p.pid})")
         return o
+    poisoned = _poison_owner(p, ivs, address, at, basis, what)
+    if poisoned is not None:
+        return poisoned
     # blocks where the map has them (a block says which tensor), else segments
     has_blocks = bool(blocks) and any(b.level == "block" for b in ivs)
     iv = past_end(lo, (x for x in ivs if x.live(at) and (x.level == "block" or not has_blocks)),
@@ -226,6 +235,45 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         o.notes.append("the ring had wrapped: allocations older than its first record are not in it")
     if since:
         o.notes.append("the map begins when the agent attached, at CUDA start")
+    return o
+
+
+def _poison_owner(p: AgentProcess, ivs: list[Interval], address: int, at: int | None, basis: str,
+                  what) -> AllocationOwner | None:
+    """An address made of the poison amplifier's bytes (analyze/poison_address.py): the freed block
+    whose poison the kernel read, from the ring's record of that fill."""
+    fills = [e for e in p.events if e.kind == "poison"]
+    if not fills:
+        return None
+    read = poison_address.decode(address, fills, [iv for iv in ivs if iv.live(at)], at)
+    if read is None:
+        return None
+    f = read.fill
+    holder = max((iv for iv in ivs if iv.base <= f.address < iv.end and iv.allocated_ns <= f.t_ns),
+                 key=lambda iv: iv.allocated_ns, default=None)
+    o = AllocationOwner(p.pid, address, FREED, "", basis, level="block", base=f.address, size=f.size,
+                        offset=None, stream=f.stream, released=False)
+    o.allocated_at = _site(p, holder.alloc_site) if holder is not None else None
+    if at is not None:
+        o.freed_ms_before = round((at - f.t_ns) / 1e6, 3)
+    how = (f"a pointer read from poison 0x{read.byte:02x}" if read.how == "pointer" else
+           f"poison 0x{read.byte:02x} read as an index (scaled by " + " or ".join(f"{1 << k:,}" for k in read.shifts)
+           + f" bytes) into {what(read.into)}")
+    if holder is None:
+        where = "(the map has no allocation holding it: it began after the block was made)"
+    elif holder.level == "block" or holder.base == f.address:
+        where = "allocated at " + (o.allocated_at or "no Python site")
+    else:
+        where = f"in {what(holder)}"
+    ago = f"{_ms(at - f.t_ns)} before the fault" if at is not None else "before the fault (its time unknown)"
+    o.text = (f"0x{address:x} is {how}: the poison came from the {f.size:,}-byte block at 0x{f.address:x} "
+              f"{where}, freed and filled with poison 0x{read.byte:02x} {ago}: a use after free (pid {p.pid})")
+    o.notes.append(f"the fault address is the poison amplifier's: 0x{poison_address.word(read.byte):016x}"
+                   + (f" << {read.shifts[0]}" if read.shifts else "") + " plus a live base or offset; no real address is "
+                   f"at or above 0x{poison_address.NOT_A_REAL_ADDRESS:x}")
+    if read.earlier_same_byte:
+        o.notes.append(f"{read.earlier_same_byte} earlier fill(s) in the ring used the same byte; the latest before "
+                       f"the fault is named")
     return o
 
 

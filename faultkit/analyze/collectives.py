@@ -38,7 +38,12 @@ def _last(entries: list[CollectiveEntry]) -> CollectiveEntry | None:
 
 
 def lagging_ranks(ranks: list[RankCollectives]) -> list[CollectiveLag]:
+    """Who is behind; where the evidence is watchdog lines only and every rank given timed out in
+    the same collective, that stall (a lag with no rank behind: `stalled_together`)."""
     ranks = [r for r in ranks if r.rank is not None]
+    # one rank's line alone is the watchdog's own claim (analyze/watchdog_claims.py): no stall of several
+    if len({r.rank for r in ranks}) > 1 and all(r.timed_out for r in ranks) and (stall := stalled_together(ranks)):
+        return stall
     if len({r.rank for r in ranks}) < 2:
         return []
     out: list[CollectiveLag] = []
@@ -95,6 +100,23 @@ def _from_watchdog(ranks: list[RankCollectives]) -> list[CollectiveLag]:
                           f"watchdog lines: ranks {_ranks(ahead)} timed out in {e0.op} #{top}; ranks "
                           + ", ".join(f"{k} in #{last[k].seq}" for k in behind) + " were still before it",
                           [r.source for r in ranks])]
+
+
+def stalled_together(ranks: list[RankCollectives]) -> list[CollectiveLag]:
+    """Every rank whose watchdog line is given timed out in the same collective: a hang (each waited
+    the whole timeout in it), but none is behind another in these lines, so which rank stopped first
+    is unknown; the lowest collective number seen is that one."""
+    last = {r.rank: _last(r.entries) for r in ranks}
+    if not last or any(e is None for e in last.values()) or len({e.seq for e in last.values()}) != 1:
+        return []
+    ks = sorted(last)
+    e0 = last[ks[0]]
+    who = f"every rank given ({_ranks(ks)})"
+    why = (f"watchdog lines: {who} timed out in {e0.op} #{e0.seq}, the lowest collective number seen: the "
+           f"collective never completed, and none of these ranks is behind another in them, so which rank "
+           f"stopped first is unknown (a rank whose line is not given, a flight record "
+           f"(TORCH_NCCL_TRACE_BUFFER_SIZE) or the stacks of each rank tell)")
+    return [CollectiveLag("?", [], {}, e0, ks, why, sorted({r.source for r in ranks}))]
 
 
 def _ranks(ks: list[int]) -> str:

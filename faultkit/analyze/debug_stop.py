@@ -16,7 +16,7 @@ from .._signals import FAULT_SIGNALS
 from ..codes import MEMORY_OPS
 from ..judge.claims import Basis, Claim, Identities
 from ..judge.names import is_entry_name, kernel_key
-from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
+from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign
 
 SIGNAL_MEANING = {
@@ -378,17 +378,26 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
     return out
 
 
-def sanitizer_entry(r: SanitizerReport) -> tuple[str | None, str | None, str | None]:
+def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> tuple[str | None, str | None, str | None]:
     """(the kernel, the device function the access was in where that is another function, the sign
-    that the kernel is not shown). compute-sanitizer prints the device call stack under the access
-    (`Device Frame:` lines, shown by default): the outermost is the launched kernel where the report
-    goes on past them (its host backtrace, the next report); where the paste ends in them the
-    kernel's frame may be cut, and a name that shows it is a helper is never the kernel."""
+    that the kernel is not shown), for a report of any compute-sanitizer tool. It prints the device
+    call stack under the access (`Device Frame:` lines, shown by default): the outermost is the
+    launched kernel where the report goes on past them (its host backtrace, the next report, the
+    summary) and the frame itself is no helper; where the paste ends in them the kernel's frame may
+    be cut, and a name that shows it is a helper (entry_signs) is never the kernel."""
     if r.device_frames:
+        outer = r.device_frames[-1]
+        inner = r.kernel or next((f for f in r.device_frames if f), None)
+        if not outer:
+            return None, inner, "the report's outermost device frame is cut: the kernel's name is not shown"
+        sign = helper_sign(outer)
+        if sign:
+            return None, outer, f"its outermost device frame is {sign.removeprefix('not an entry point: ')}: no entry " \
+                                "point is shown"
         if r.device_frames_end:
-            return r.device_frames[-1], r.kernel, None
-        return None, r.device_frames[-1], ("the report ends in its device frames: the kernel's frame, the "
-                                           "outermost, is not shown")
+            return outer, (r.kernel if r.kernel != outer else None), None
+        return None, outer, ("the report ends in its device frames: the kernel's frame, the "
+                             "outermost, is not shown")
     sign = helper_sign(r.kernel) if r.kernel else None
     if sign:
         return None, r.kernel, sign

@@ -13,12 +13,16 @@ import re
 
 # the sign, in words, for each way a name shows it is called, not launched
 HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"(?:^|::|\s)operator\(\)|\{lambda|<lambda|\(lambda\)|__lambda"), "a lambda's operator(): called by the kernel around it"),
+    (re.compile(r"(?:^|::|\s)operator\s*\(\)|\{lambda|<lambda|\(lambda\)|__lambda"), "a lambda's operator(): called by the kernel around it"),
     (re.compile(r"^(?:[\w:<>, ]*\s)?__(?:ocml|ockl|ocml_native|irif)_\w+"), "a ROCm device-library helper (OCML/OCKL prefix)"),
     (re.compile(r"^(?:[\w:<>, ]*\s)?__nv_\w+"), "a CUDA libdevice helper (__nv_ prefix)"),
     (re.compile(r"^(?:[\w:<>, ]*\s)?(?:__assert_fail|__assertfail|__hip_assert|__device_assert)\b"),
      "the runtime's assert handler"),
     (re.compile(r"\b__device__\b"), "declared __device__"),
+    # a __global__ function is never a class member: a name qualified by a class template
+    # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
+    (re.compile(r">::~?\w+\s*\(|>::operator\b"), "a member of a class template (a kernel is never a class member)"),
+    (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
 )
 
 

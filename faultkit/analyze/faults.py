@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..codes import (ADDRESS_FAULT_CODES, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
+from ..codes import (ADDRESS_FAULT_CODES, GPU_ERROR_BY_CODE, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
                      status_meaning, status_name, xid_meaning)
 from ..model import DriverException, Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
@@ -37,6 +37,7 @@ def runtime_fault(f: RuntimeFault) -> Fault:
         "hsakmt-fault": "memory-access-fault",
         "memory-error": "memory-in-use",
         "collective-timeout": "collective-timeout",
+        "watchdog-stuck": "watchdog-stuck",
     }.get(f.kind, f.kind)
     if f.kind == "vm-fault" and f.reason:
         detail["reason_kind"] = VM_FAULT_REASONS.get(f.reason)
@@ -58,6 +59,11 @@ def explain_runtime(f: RuntimeFault) -> str:
         return (f"{f.process_tag or 'A rank'}'s collective timed out ({f.reason}): another rank never joined it "
                 "(it died, hung in a kernel, or is stuck on the host). A symptom, not a fault: the rank that "
                 "stopped first is the one to look at.")
+    if f.kind == "watchdog-stuck":
+        return (f"{f.process_tag or 'A rank'}'s NCCL watchdog thread got stuck ({f.reason}): it could not even "
+                "check its collectives, so a CUDA/NCCL call it makes hangs (another thread holding the GIL inside a "
+                "CUDA call, a hung CUDA event or communicator). A hang's symptom, not a GPU fault: take the "
+                "process's stacks (py-spy dump --native) to see who holds it.")
     if f.kind == "hsakmt-fault":
         where = f", {f.buffer}" if f.buffer else ""
         oob = (" An address outside every buffer is an out-of-bounds access (or a freed or never-allocated pointer)."
@@ -206,8 +212,12 @@ def host_error_fault(e: HostError) -> Fault:
                f"where the kernel faulted.")
     # "CUDA/HIP": a program's own error print, whose strings both runtimes share
     kind = "gpu-runtime-error" if "/" in e.api else f"{e.api.lower()}-error"
-    return Fault(source="runtime", kind=kind, detail={"text": e.text, "exception": e.exception, "enum": e.enum},
-                 meaning=meaning, origin=e.origin)
+    err = GPU_ERROR_BY_CODE.get(e.code) if e.code is not None else None
+    if err is not None:
+        meaning += (f" Error {err.code} ({err.runtime}): a kernel failed on the GPU and the context is lost."
+                    if err.device else f" Error {err.code} ({err.runtime}).")
+    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True,
+                 detail={"text": e.text, "exception": e.exception, "enum": e.enum}, meaning=meaning, origin=e.origin)
 
 
 def collect_faults(runtime: RuntimeLog, kernel: KernelLog) -> list[Fault]:
@@ -215,10 +225,13 @@ def collect_faults(runtime: RuntimeLog, kernel: KernelLog) -> list[Fault]:
     faults += [vm_fault(f) for f in kernel.faults]
     faults += [xid_fault(x) for x in kernel.xids]
     faults += [driver_exception_fault(d) for d in runtime.driver_exceptions]
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple] = set()
+    # (one error's number, seen by several layers: PyTorch's text, Triton's, a program's own print;
+    # a print that names no runtime is the same error as one that does)
+    named = {e.code for e in runtime.host_errors if e.code is not None and "/" not in e.api}
     for e in runtime.host_errors:
-        key = (e.api, e.text)
-        if key not in seen:  # PyTorch repeats the same text in several log layers
+        key = (e.api, e.text) if e.code is None else (e.api, e.code)
+        if key not in seen and not ("/" in e.api and e.code in named):  # PyTorch repeats the same text in several log layers
             seen.add(key)
             faults.append(host_error_fault(e))
     group_faults(faults)
@@ -288,4 +301,4 @@ def other_processes(faults: list[Fault], captured: set[int]) -> tuple[list[Fault
 
 def is_address_fault(f: Fault) -> bool:
     return f.kind in ("memory-access-fault",) or f.kind.startswith("page-fault") or f.kind == "xid-31" or \
-        (f.code in ADDRESS_FAULT_CODES)
+        (f.hsa_code in ADDRESS_FAULT_CODES)

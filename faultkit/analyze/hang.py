@@ -43,7 +43,7 @@ STUCK, BLOCKED, BUSY, IDLE, WAITING, EXITED, UNKNOWN = ("stuck", "blocked", "bus
 BLOCKING_HOST = frozenset({"lock"})
 # A thread stuck on the GPU or in a collective across the samples, or a rank behind the others, is
 # a hang; a host lock held through them, or a dead worker the rest waits for, is one explanation.
-SURE_SIGNS = frozenset({"stuck", "behind"})
+SURE_SIGNS = frozenset({"stuck", "behind", "stalled"})
 
 
 @dataclass
@@ -90,6 +90,8 @@ class ProcessFinding:
 
     @property
     def label(self) -> str:
+        if not self.pid:                # a pasted dump that does not say its pid
+            return "the process (its pid is not in the dump)" + (f" (rank {self.rank})" if self.rank is not None else "")
         return f"pid {self.pid}" + (f" (rank {self.rank})" if self.rank is not None else "")
 
     def to_json(self) -> dict:
@@ -234,7 +236,8 @@ def analyse(samples: list[list[ProcessStacks]], interval_s: float | None = None,
         pf = next(p for p in procs if p.pid == first.pid)
         hf.summary = f"{pf.label} is stuck: {first.describe(gap)}"
     elif hf.lags:
-        hf.state, hf.sign = "hung", "behind"
+        # a rank behind the others, or (watchdog lines only) every rank stalled in one collective
+        hf.state, hf.sign = "hung", "behind" if hf.lags[0].behind else "stalled"
         hf.summary = hf.lags[0].why
     elif blocked:
         hf.state, hf.sign = "hung", "blocked"
@@ -309,7 +312,7 @@ def _waits_in(p: ProcessFinding) -> str:
     bg = [t for t in p.threads if t.wait.background]
     if bg:
         parts.append(f"{len(bg)} background thread(s) (" + ", ".join(dict.fromkeys(t.wait.on for t in bg)) + ")")
-    who = p.label if p.pid else "the process (its pid is not in the dump)"
+    who = p.label
     return f"{who}: " + ", ".join(parts)
 
 

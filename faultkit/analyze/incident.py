@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, RankCollectives
 from ..manifest import Manifest
-from ..model import CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, Problem, ReportPoint, RuntimeLog, Verdict
+from ..model import (CoreRecord, DebuggerLog, Fault, KernelEvent, KernelLog, KernelMention, Problem, ReportPoint,
+                     RuntimeLog, Verdict)
 from .allocation_owner import BlackBox
 from .debug_stop import StopFinding
 from ..judge.incidents import FaultGroup
@@ -46,3 +47,4 @@ class Incident:
     hang: HangFinding | None = None    # stacks sampled at a hang, and the collectives of each rank
     pasted_stacks: list[ProcessStacks] = field(default_factory=list)   # stack dumps found in text inputs
     collectives: list[RankCollectives] = field(default_factory=list)
+    mentions: list[KernelMention] = field(default_factory=list)   # kernels named away from the fault line

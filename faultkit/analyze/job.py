@@ -19,8 +19,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from ..model import HANG_SYMPTOMS
+
 STAMP_RESOLUTION_S = 0.01      # a capture stamps output by the block it arrived in
-CONSEQUENCE_KINDS = frozenset({"collective-timeout", "peer-loss"})
+CONSEQUENCE_KINDS = HANG_SYMPTOMS | {"peer-loss"}
 
 
 @dataclass(frozen=True)

@@ -3,28 +3,37 @@
 from __future__ import annotations
 
 from ..judge.levels import CANDIDATES, UNKNOWN
-from ..model import CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
+from ..model import HANG_SYMPTOMS, CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 from .hang import hang_steps
 
 
 def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict: Verdict,
             kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = (),
             frameworks: set[str] = frozenset(), have_trace: bool = False, debugger_events: list = (),
-            stacks=None) -> list[str]:
+            stacks=None, captured: bool = False, exit_code: int | None = None,
+            kernel_log_readable: bool | None = None) -> list[str]:
     """`frameworks`: servers the inputs mention (sglang, vllm); `have_trace`: a tracer's output is
-    among them; `stacks`: the hang finding of the stacks (analyze/hang.py), where any were taken. Steps
-    follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
-    where nothing is SGLang."""
+    among them; `stacks`: the hang finding of the stacks (analyze/hang.py), where any were taken;
+    `captured`: the inputs are a capture's bundle (its target's `exit_code`, whether it could read the
+    kernel log). Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
+    where nothing is SGLang, no GPU tool for a CPU crash, no "capture it" to a capture."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
+    host = _host_crash(kernel, exit_code) if not faults else None
+    if host:
+        # a CPU crash of the host process: a debugger on the host side, not a GPU tool
+        kept = " (a capture keeps its core in cores/ where the core-size limit let one be written)" if captured else ""
+        steps.append(f"The target crashed on the CPU ({host}), not on the GPU: open its core in gdb (`gdb PROGRAM "
+                     f"CORE`, then `thread apply all bt`){kept}, or run it under `faultkit capture --with gdb -- "
+                     f"COMMAND` to stop at the crash with every thread's stack.")
     # a program's own error print (gpu-runtime-error) does not say which runtime: both sets of steps
     nvidia = any(f.kind.startswith("xid-") or f.kind in ("cuda-error", "gpu-runtime-error") for f in faults)
     # a collective timeout says nothing of the platform (NCCL and RCCL print it alike)
-    amd = any(f.kind not in ("cuda-error", "collective-timeout") and not f.kind.startswith("xid-") for f in faults)
-    codes = {f.code for f in faults if f.code is not None}
+    amd = any(f.kind not in ("cuda-error", *HANG_SYMPTOMS) and not f.kind.startswith("xid-") for f in faults)
+    codes = {f.hsa_code for f in faults if f.hsa_code is not None}
     engines = {f.engine for f in faults if f.source == "kernel-log" and f.engine}
     vmid0 = any(f.vmid == 0 and f.kind.startswith("page-fault") for f in faults)
     hang = any(f.kind == "gpu-hang" for f in faults) or any(e.kind == "ring-timeout" for e in kernel.events)
-    if any(f.kind == "collective-timeout" for f in faults):
+    if any(f.kind in HANG_SYMPTOMS for f in faults):
         steps.append("A collective timed out: find the rank that stopped first (the one whose log ends earliest, or "
                      "that faulted), and capture the hang itself: `faultkit capture --hang-after 5m -- <launch "
                      "command>` asks each GPU process for a core dump of what it is running when output stops.")
@@ -81,16 +90,35 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
         steps.append("If the crash is intermittent, test one change at a time with repeated runs: `faultkit trials "
                      "run --arm base='...' --arm fix='...' -n 15`, and `faultkit trials plan` for how many runs "
                      "it takes to tell the rates apart.")
-    if "kernel-log" not in kinds_seen and faults:
+    if captured and kernel_log_readable is False:
+        steps.append("The capture could not read the kernel log (its problem is listed below): capture again as "
+                     "root or with CAP_SYSLOG (or `sysctl kernel.dmesg_restrict=0`) to have the kernel's record.")
+    elif "kernel-log" not in kinds_seen and faults and not captured:
         steps.append("Add the kernel log from the time of the crash (`dmesg -T | grep -iE "
                      "'amdgpu|kfd|fault|VM_L2|NVRM'` or `journalctl -k --since ...`): it tells which engine "
                      "(shader, copy engine, command processor) faulted and on which page.")
-    if not faults and not cores:
+    if not faults and not cores and not host:
         # a hang's stacks say what to do next (analyze/hang.py); a crash log is asked for only without them
         steps += hang_steps(stacks) or [
+            "No fault was found in this capture: run it again until the crash comes (`faultkit trials run` "
+            "repeats it), with `--hang-after` if it hangs instead." if captured else
             "No fault was found: pass the server log with the crash, the kernel log (dmesg), and any "
             "debugger transcript; or reproduce under `faultkit capture`."]
     return steps
+
+
+HOST_CRASH_SIGNALS = {11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
+
+
+def _host_crash(kernel: KernelLog, exit_code: int | None) -> str | None:
+    """A CPU crash the evidence shows with no GPU fault beside it: the kernel's segfault record of a
+    host process, or the capture's target killed by a crash signal (its own, not one sent to stop it)."""
+    seg = next((e for e in kernel.events if e.kind == "host-segfault"), None)
+    if seg is not None:
+        return f"the kernel's segfault record: {seg.text[:160]}"
+    if isinstance(exit_code, int) and -exit_code in HOST_CRASH_SIGNALS:
+        return f"it was killed by {HOST_CRASH_SIGNALS[-exit_code]}"
+    return None
 
 
 DUMP_FAILURE_STEPS = {

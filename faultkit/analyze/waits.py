@@ -24,7 +24,7 @@ on another, hung: what they wait for never comes.
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
 from ..hang_model import StackFrame, ThreadStack
@@ -145,10 +145,14 @@ RULES: tuple[Rule, ...] = (
     Rule(HOST, "condition", _sym(r"pthread_cond_(?:timed|clock)?wait\w*|___pthread_cond_(?:timed|clock)?wait\w*|"
                                  r"__pthread_cond_wait\w*|(?:std::)?condition_variable::wait\w*"), rank=2),
     Rule(HOST, "join", *_py(r"join|_wait_for_tstate_lock", r"threading\.py"), rank=2),
+    # a native thread joining another (glibc's pthread_join: nptl/pthread_join_common.c)
+    Rule(HOST, "join", _sym(r"_{0,3}pthread_(?:clock|timed|try)?join\w*"), rank=2),
     Rule(HOST, "lock", *_py(r"acquire|Lock\.acquire|RLock\.acquire|_acquire_restore", r"threading\.py"), rank=1),
     # A mutex is held by someone: waiting on it is a lock. Python's own lock primitive is the lock of
     # both Lock.acquire and Condition.wait: a Python frame above says which (`py-lock`, see classify).
-    Rule(HOST, "lock", _sym(r"pthread_mutex_(?:timed)?lock|__pthread_mutex_lock\w*|__lll_lock_wait\w*|"
+    # glibc's own names too, as gdb shows them with its debug info: `___pthread_mutex_lock`,
+    # `__GI___lll_lock_wait`, `lll_mutex_lock_optimized` (nptl/pthread_mutex_lock.c, lowlevellock.c)
+    Rule(HOST, "lock", _sym(r"_{0,3}pthread_mutex_(?:timed)?lock\w*|(?:__GI_)?__lll_lock_wait\w*|lll_mutex_lock\w*|"
                             r"pthread_rwlock_\w*lock|(?:std::)?mutex::lock"), rank=1),
     Rule(HOST, "py-lock", _sym(r"PyThread_acquire_lock\w*|lock_PyThread_acquire_lock|acquire_timed"), rank=1),
     # A bare futex or semaphore wait is how pool threads (rayon, gRPC, OpenMP) sleep until given work.
@@ -210,7 +214,9 @@ def own_frame(frames: list[StackFrame]) -> int | None:
 
 # Libraries whose frames are never where a user looks (torch's c10d logging wrapper around a
 # collective, asyncio's loop); a server's own package in site-packages (vLLM, SGLang) is.
-LIBRARY_PATHS = re.compile(r"/(?:site|dist)-packages/(?:torch|triton|zmq|uvloop|concurrent|multiprocess)/")
+# py-spy prints a file as its path below the sys.path entry it was imported from
+# (`torch/distributed/c10d_logger.py`): a library's frames are known by that short path too.
+LIBRARY_PATHS = re.compile(r"(?:/(?:site|dist)-packages/|^)(?:torch|triton|zmq|uvloop|concurrent|multiprocess)/")
 
 
 def _stdlib(path: str | None) -> bool:
@@ -223,7 +229,9 @@ def _stdlib(path: str | None) -> bool:
 
 STDLIB_BASENAMES = frozenset({"threading.py", "queue.py", "selectors.py", "socket.py", "socketserver.py",
                               "subprocess.py", "base_events.py", "events.py", "runners.py", "ssl.py",
-                              "connection.py", "queues.py", "popen_fork.py", "process.py", "<frozen runpy>"})
+                              "connection.py", "queues.py", "popen_fork.py", "process.py", "<frozen runpy>",
+                              # decorators' wrappers (functools.wraps, contextlib's context managers)
+                              "functools.py", "contextlib.py"})
 
 
 def helper_of(thread: ThreadStack, command: str | None = None) -> Rule | None:
@@ -252,6 +260,8 @@ def classify(thread: ThreadStack, command: str | None = None) -> Wait:
         for i, f in enumerate(frames):
             r = _rule_of(f, cats)
             if r is not None:
+                if r.category == COLLECTIVE and r.file is not None:     # a native NCCL frame says more: kept
+                    f, r = _called(frames, i, own, f, r)
                 return Wait(r.category, r.kind, f, where or caller(frames, i), r.background)
     below = frames[:own] if own is not None else frames
     best: tuple[Rule, StackFrame] | None = None
@@ -271,6 +281,18 @@ def classify(thread: ThreadStack, command: str | None = None) -> Wait:
     return Wait(RUNNING if on_cpu else UNKNOWN, "on-cpu" if on_cpu else "unknown", frames[0] if frames else None, where)
 
 
+def _called(frames: list[StackFrame], i: int, own: int | None, f: StackFrame, r: Rule) -> tuple[StackFrame, Rule]:
+    """The call the user made: of the library's Python wait frames between the innermost one and the
+    thread's own code, the outermost (`barrier` over the `_store_based_barrier` it calls), so the wait
+    reads as the collective the program called."""
+    end = own if own is not None else len(frames)
+    for f2 in reversed(frames[i:end]):
+        r2 = _rule_of(f2, (r.category,))
+        if r2 is not None and r2.file is not None and not r2.background:
+            return f2, r2
+    return f, r
+
+
 def _hidden_call(thread: ThreadStack, own: int | None) -> Wait | None:
     """py-spy without --native: a thread it marks idle (the GIL released: in a C call) whose
     innermost frame is the program's own code waits in a builtin that has no frame; its source
@@ -285,7 +307,9 @@ def _hidden_call(thread: ThreadStack, own: int | None) -> Wait | None:
 
 
 RUNTIME_PREFIXES = ("hip", "cuda", "cu", "hsa", "rocr::", "amd::", "roc::", "ihip", "nccl", "rccl", "c10::",
-                    "c10d::", "at::", "torch::", "std::", "__", "gloo::", "Py", "_Py", "pthread_", "start_thread")
+                    "c10d::", "at::", "torch::", "std::", "__", "gloo::", "Py", "_Py", "pthread_", "start_thread",
+                    # glibc's internals (nptl's lock and futex helpers, the thread's start)
+                    "lll_", "futex_", "clone")
 
 
 def caller(frames: list[StackFrame], i: int) -> StackFrame | None:
@@ -294,7 +318,8 @@ def caller(frames: list[StackFrame], i: int) -> StackFrame | None:
     for f in frames[i + 1:]:
         if f.file and f.line and f.function and not f.function.startswith(RUNTIME_PREFIXES):
             return f
-    return frames[i] if frames[i].file else None
+    # none of the program's own: the innermost frame from the wait outward that has a file:line
+    return next((f for f in frames[i:] if f.file and f.line), frames[i] if frames[i].file else None)
 
 
 def signature(thread: ThreadStack, depth: int = 12, wait: Wait | None = None) -> tuple:

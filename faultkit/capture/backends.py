@@ -221,6 +221,9 @@ class DebugLaunchBackend:
             exit_text = f"never ran under the debugger: {self.never_ran}"
         elif self.ended == "target-exit" and self.exit_code is None:
             exit_text = "exited under the debugger (its transcript has how)"
+        elif self.driver.state in ("died", "hung") and self.exit_code is None:
+            # the program's own end is not known: it was stopped with (or after) its debugger
+            exit_text = f"unknown: the debugger {self.driver.state} ({self.driver.problem}); the program was stopped"
         return {"debuggers": [{**self.driver.status(), "closed": how, "follows_forks": self.follows_forks,
                                **({"program_resolved": self.resolved} if self.resolved else {})}],
                 "exit": exit_text, "exit_code": self.exit_code}

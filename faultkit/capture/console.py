@@ -112,7 +112,9 @@ class Console:
         if not self.tty:
             return
         try:
-            width = max(20, os.get_terminal_size(self.err.fileno()).columns - 1)   # the terminal's own width
+            # the terminal's own width; 0 columns is a pty nobody sized (script, docker exec -t): unknown
+            columns = os.get_terminal_size(self.err.fileno()).columns
+            width = max(20, columns - 1) if columns else 99
         except (OSError, ValueError, AttributeError):
             width = 99
         if not self._lock.acquire(timeout=0.2):

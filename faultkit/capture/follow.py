@@ -21,6 +21,18 @@ NOT_ARMED = ("capture --pid: the server was already running, so the runtimes' GP
              "`faultkit capture -- COMMAND` for those")
 
 
+def unfollowed(backend) -> str | None:
+    """What of a followed server's output cannot be read (a pipe, a terminal), said at the start:
+    the bundle will not have it."""
+    while backend is not None and not isinstance(backend, FollowBackend):
+        backend = getattr(backend, "target", None)
+    if backend is None or not backend.unreadable:
+        return None
+    return (f"--pid {backend.pid}: its output cannot be followed ({'; '.join(backend.unreadable)}): "
+            f"only a file it writes to can be; the bundle has none of that output (start it with its "
+            f"output sent to a file, or under `faultkit capture -- COMMAND`)")
+
+
 class FollowBackend:
     def __init__(self, pid: int, out: Path, grace_s: float):
         self.pid = pid

@@ -21,6 +21,7 @@ from .. import redact as redaction
 from .._signals import FAULT_SIGNALS
 from ..debuggers import TABLE, flavor_of
 from ..private_files import open_append
+from .launcher import own_helper
 from ..ingest.debugger import INFERIOR_EXIT, LIVE_PROMPT, NOT_RUNNING, TERMINATED, parse_debugger
 
 # The prompt and the exit lines are the transcript parser's (ingest/debugger.py): one grammar.
@@ -108,6 +109,7 @@ class GdbDriver:
         except (pexpect.ExceptionPexpect, OSError) as exc:
             self.state, self.problem = "died", f"could not start {self.binary}: {exc}"
             return False
+        own_helper(self.child.pid)      # its exit status is pexpect's: never reaped as a tree orphan
         self.child.logfile_read = self.log
         self.state = "running"
         return self._wait_prompt(self.start_deadline) is not None

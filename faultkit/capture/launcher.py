@@ -157,10 +157,26 @@ def helper_env(env: dict[str, str] | None = None) -> dict[str, str]:
     return {**(os.environ if env is None else env), HELPER: str(os.getpid())}
 
 
+# Helpers whose exit status a waiter of faultkit's own collects (pexpect's debuggers): once one
+# exits it is a zombie whose environment reads empty, and reaping it as a tree orphan would steal
+# that status (pexpect: "no child process"). Their pids are known from the spawn, so they are listed.
+_WAITED: set[int] = set()
+
+
+def own_helper(pid: int) -> None:
+    _WAITED.add(pid)
+
+
 def is_helper(pid: int) -> bool:
+    if pid in _WAITED:
+        return True
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            return f"{HELPER}={os.getpid()}".encode() in fh.read().split(b"\0")
+            if f"{HELPER}={os.getpid()}".encode() in fh.read().split(b"\0"):
+                return True
+        # forked by faultkit and not yet exec'd (a helper being started): still faultkit's command line
+        with open(f"/proc/{pid}/cmdline", "rb") as a, open("/proc/self/cmdline", "rb") as b:
+            return a.read() == b.read()
     except OSError:
         return False
 
@@ -179,6 +195,7 @@ class Launch:
     force: threading.Event | None = None  # set: stop with SIGKILL now
     tee: "LineTee" = None
     _reader: threading.Thread | None = None
+    sigint_at: float | None = None       # when a Ctrl-C was passed on (forward_sigint): the stop's first step
 
     def __post_init__(self):
         self.tee = LineTee(self.out_dir, self.name)
@@ -217,6 +234,16 @@ class Launch:
     def poll(self) -> int | None:
         return self.proc.poll() if self.proc else None
 
+    def forward_sigint(self) -> None:
+        """SIGINT to the whole process group now (from a signal handler: no lock, no I/O)."""
+        if self.proc is None or self.sigint_at is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.sigint_at = time.monotonic()
+        except OSError:
+            pass
+
     def stop(self, deadlines: tuple[float, float, float] = (5.0, 5.0, 5.0)) -> list[str]:
         """SIGINT, then SIGTERM, then SIGKILL to the whole process group, each with a deadline, each
         said through `say`; once `force` is set (a second Ctrl-C), SIGKILL at once. Returns what was sent."""
@@ -226,6 +253,8 @@ class Launch:
         pgid = self.proc.pid
         steps = list(zip((signal.SIGINT, signal.SIGTERM, signal.SIGKILL), deadlines))
         i = 0
+        if self.sigint_at is not None and self.force is not None and self.force.is_set():
+            sent.append("SIGINT")             # passed on at the Ctrl-C; a second one forces the kill now
         while i < len(steps):
             sig, wait = steps[i]
             if not group_alive(pgid):
@@ -233,8 +262,10 @@ class Launch:
             forced = self.force is not None and self.force.is_set()
             if forced:
                 sig = signal.SIGKILL
+            passed_on = i == 0 and sig == signal.SIGINT and self.sigint_at is not None
             try:
-                os.killpg(pgid, sig)
+                if not passed_on:             # (a Ctrl-C passed on at once was this first step)
+                    os.killpg(pgid, sig)
                 sent.append(sig.name)
             except ProcessLookupError:
                 break
@@ -332,6 +363,7 @@ class DeferredSigint:
         self.signal: str | None = None
         self.stopping = False                 # the tree is being stopped: another signal forces it
         self.forced = threading.Event()
+        self.on_ctrl_c = None                 # called at the first SIGINT: passes it to the target at once
         self._old: dict = {}
 
     def __enter__(self) -> "DeferredSigint":
@@ -345,6 +377,11 @@ class DeferredSigint:
             return
         self.hit = True
         self.signal = signal.Signals(signum).name
+        if signum == signal.SIGINT and self.on_ctrl_c is not None:
+            # A Ctrl-C reaches the target as a terminal would deliver it (its own session keeps the
+            # terminal's SIGINT from it): at once, not after the stacks and bookkeeping an interrupt
+            # collects first (a second Ctrl-C within that second killed it without any SIGINT).
+            self.on_ctrl_c()
 
     def __exit__(self, *exc) -> None:
         for s, old in self._old.items():

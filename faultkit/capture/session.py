@@ -32,7 +32,7 @@ from .hang_check import HangCheck, flight_recorder_env
 from .console import Console
 from ..core_debugger import debugger_for, how_to_open, open_core
 from ..debuggers import debugger_of
-from .follow import NOT_ARMED, FollowBackend
+from .follow import NOT_ARMED, FollowBackend, unfollowed
 from .backends import Backend, DebugAttachBackend, DebugLaunchBackend, PlainBackend, kill_leftovers
 from .rocprof import Rocprofv3Backend
 from . import launcher
@@ -325,6 +325,15 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
     hang = HangCheck(out, opts.even_idle, echo=echo)
     try:
         backend.start()
+        said = unfollowed(backend) if opts.pid is not None else None
+        if said:
+            echo(f"WARNING: {said}")
+            manifest.warn(said)
+        # (under attached debuggers the stop detaches them before the group's SIGINT: a SIGINT while
+        # gdb holds a worker stops it there and is not passed on)
+        launched = _launch_of(backend) if opts.pid is None and opts.backend not in DEBUGGERS else None
+        if launched is not None:
+            sigint.on_ctrl_c = launched.forward_sigint
         manifest.root_pid = backend.root_pid
         _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
         sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
@@ -337,6 +346,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         sampled_early = False
         while ended_by is None:
             sampler.sample()
+            guard.hold(_live(sampler))    # what its watchdog kills if faultkit itself is killed
             if console is not None and time.monotonic() - status_at >= 1.0:
                 console.status(_status(time.monotonic() - start, sampler, backend, follower, out))
                 status_at = time.monotonic()
@@ -450,6 +460,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                  f"one written at the start")
         private_tree(out)
         guard.done()
+        (out / layout.LOCK).unlink(missing_ok=True)     # bookkeeping, not evidence: gone with the capture
         lock.close()
     if check and not check["ok"]:
         echo(f"WARNING: requested environment {describe_env_check(check)}")
@@ -561,7 +572,7 @@ def _exe(cmdline: list[str] | None) -> str | None:
     return shutil.which(cmdline[0]) or (cmdline[0] if os.path.isabs(cmdline[0]) else None)
 
 
-RESERVE = ".reserve"
+RESERVE = layout.RESERVE
 
 
 def _reserve(out: Path) -> None:
@@ -575,7 +586,7 @@ def _reserve(out: Path) -> None:
 
 def _lock(out: Path):
     """One capture per bundle at a time (two writing one folder would interleave their files)."""
-    fh = open_lock(out / ".lock")
+    fh = open_lock(out / layout.LOCK)
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -23,7 +23,7 @@ from typing import Callable, Protocol
 
 from .. import redact
 from ..ingest.stacks import FH_THREAD, PARSERS
-from ..private_files import private_dir, write_private
+from ..private_files import private_dir, write_evidence
 from ..hang_model import ProcessStacks
 from ..launch_env import launch_of
 from .proctree import _ppid, cmdline_of
@@ -249,12 +249,13 @@ def _rank(pid: int) -> int | None:
 
 
 def write(dump: Dump, folder: Path, sample: int) -> list[str]:
-    """The tools' own output into a bundle's stacks/ folder: `<pid>.s<sample>.<source>.<ext>`."""
+    """The tools' own output into a bundle's stacks/ folder: `<pid>.s<sample>.<source>.<ext>`,
+    redacted as it is written (whoever made the Dump)."""
     private_dir(folder)
     names = []
     for r in dump.raw:
         name = f"{r.pid}.s{sample}.{r.source.replace(' --', '-').replace(' ', '')}.{r.suffix}"
-        write_private(folder / name, r.text)
+        write_evidence(folder / name, r.text)
         names.append(name)
     return names
 

@@ -20,7 +20,9 @@ def render_text(hf: HangFinding, last: list[ProcessStacks], max_frames: int = 40
     found = {p.pid: p for p in hf.processes}
     for ps in last:
         pf = found.get(ps.pid)
-        head = f"Process {ps.pid}" + (f" (rank {ps.rank})" if ps.rank is not None else "") + \
+        # a faulthandler dump prints no pid: its record's pid is 0, which no process has
+        head = (f"Process {ps.pid}" if ps.pid else "Process (pid not in the dump)") + \
+               (f" (rank {ps.rank})" if ps.rank is not None else "") + \
                (f": {clean(ps.command)}" if ps.command else "")
         out.append(head)
         out.append(f"  stacks from {ps.source}; {pf.state if pf else '?'}")

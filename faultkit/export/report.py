@@ -18,7 +18,7 @@ from .last_moments import last_moments_svg
 from .markup import authored, code, html_block, html_inline, kernel, md, md_code_block, strong
 from .. import layout, sources
 from ..demangle import demangled, display_name
-from ..codes import status_meaning, status_name
+from ..codes import GPU_ERROR_BY_CODE, status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
 from ..manifest import Manifest
 from ..model import hex_or_none
@@ -177,7 +177,7 @@ def _facts_section(inc: Incident) -> Section:
         s.paragraphs.append("No GPU fault was found in the inputs.")
         return s
     s.table = (["source", "kind", "address", "code", "GPU", "pid / process", "time", "group", "evidence"],
-               [[f.source, f.kind, hex_or_none(f.address) or "", hex_or_none(f.code) or "", f.gpu or "",
+               [[f.source, f.kind, hex_or_none(f.address) or "", f.code_text() or "", f.gpu or "",
                  " ".join(x for x in (str(f.pid) if f.pid is not None else "", f.process or "") if x),
                  f.time or "", str(f.group or ""), str(f.origin or "")] for f in inc.faults])
     groups: dict[int, set] = {}
@@ -322,17 +322,22 @@ def _report_points_section(inc: Incident) -> Section:
         # the in-process agent wrote every thread's stack at the abort: said above, not missing
         s.paragraphs.append("No report point in the logs: the black box above holds every thread's stack at the "
                             "abort, the thread that received the signal marked.")
+    elif inc.hang is not None and inc.hang.processes:
+        # stack dumps of a hang: every thread's stack is in the hang analysis, nothing is missing
+        s.paragraphs.append("No report point in the logs: the hang analysis above holds every thread's stack.")
     else:
         s.paragraphs.append("No host stack was found.")
     return s
 
 
 def _codes_section(inc: Incident) -> Section | None:
-    codes = sorted({f.code for f in inc.faults if f.code is not None})
-    if not codes:
+    codes = sorted({f.hsa_code for f in inc.faults if f.hsa_code is not None})
+    errors = sorted({f.code for f in inc.faults if f.decimal_code and f.code in GPU_ERROR_BY_CODE})
+    if not codes and not errors:
         return None
     return Section("What the status codes mean",
-                   bullets=[f"0x{c:x} {status_name(c) or ''}: {status_meaning(c)}" for c in codes])
+                   bullets=[f"0x{c:x} {status_name(c) or ''}: {status_meaning(c)}" for c in codes]
+                   + [f"{c} {GPU_ERROR_BY_CODE[c].runtime}: {GPU_ERROR_BY_CODE[c].message}" for c in errors])
 
 
 def _inputs_section(inc: Incident) -> Section:

@@ -10,6 +10,7 @@ fault. `write_pftrace` and `write_json` render the same model.
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass, field
 
@@ -43,6 +44,10 @@ class Track:
     flow_in: np.ndarray | None = None
     flow_out: np.ndarray | None = None
     cats: np.ndarray | None = None
+    # A queue whose records overlap: its rows all stay here, row i drawn on lanes[lane[i]] (lane 0 is
+    # this track; the others are tracks of their own, without rows), all written in one bulk pass
+    lane: np.ndarray | None = None
+    lanes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,21 +77,35 @@ class Timeline:
 
 
 def _lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Greedy interval partitioning: a lane per set of records that never overlap (a track may
-    only hold properly nested slices)."""
-    lane = np.zeros(len(starts), dtype=np.int64)
-    if len(starts) < 2 or (starts[1:] >= ends[:-1]).all():
+    """Greedy interval partitioning of records sorted by start: each takes the lowest-numbered lane
+    free at its start, so a track only holds slices that do not overlap, in as many lanes as the
+    deepest overlap needs. O(n log n): free lanes and busy lanes' ends are heaps, and a record that
+    starts after everything before it has ended (most of them) takes lane 0 without a heap step."""
+    n = len(starts)
+    lane = np.zeros(n, dtype=np.int64)
+    if n < 2:
         return lane
-    free: list[int] = []          # last end per lane
-    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        for k, last in enumerate(free):
-            if last <= s:
-                free[k] = e
-                lane[i] = k
-                break
+    reach = np.maximum.accumulate(ends)
+    fresh = np.ones(n, dtype=bool)                  # nothing earlier still running when it starts
+    fresh[1:] = starts[1:] >= reach[:-1]
+    alone = fresh & np.append(fresh[1:], True)      # ... and nothing starts inside it either
+    if alone.all():
+        return lane
+    busy: list[tuple[int, int]] = []                # (end, lane) of the lanes in use
+    free: list[int] = []
+    opened = 0
+    todo = np.flatnonzero(~alone)
+    for i, s, e, new in zip(todo.tolist(), starts[todo].tolist(), ends[todo].tolist(), fresh[todo].tolist()):
+        if new:                                     # a new cluster: every lane is free again
+            busy, free, opened = [], [], 0
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
         else:
-            free.append(e)
-            lane[i] = len(free) - 1
+            k, opened = opened, opened + 1
+        lane[i] = k
+        heapq.heappush(busy, (e, k))
     return lane
 
 
@@ -110,15 +129,17 @@ def _slices_into(tl: Timeline, cols, key: str, name: str, parent: str, names, ar
     ends = np.maximum(col("end")[order], starts)
     codes = codes[order]
     lanes = _lanes(starts, ends)
-    for lane in (np.unique(lanes).tolist() if lanes.any() else [0]):
-        sel = lanes == lane if lanes.any() else slice(None)        # one lane: views, not copies
-        t = tl.add(Track(f"{key}#{lane}", name if lane == 0 else f"{name} (lane {lane + 1})", parent, pid, tid))
-        t.starts, t.ends = starts[sel], ends[sel]
-        t.names, t.name_idx = categories, codes[sel].astype(np.int64, copy=False)
-        t.args = {a: col(c)[order][sel].astype(np.int64, copy=False) for a, c in args.items() if c in cols}
-        t.flow_in = None if flow_in is None else np.asarray(flow_in)[order][sel]
-        t.flow_out = None if flow_out is None else np.asarray(flow_out)[order][sel]
-        t.cats = None if cats is None else np.asarray(cats)[order][sel]
+    t = tl.add(Track(f"{key}#0", name, parent, pid, tid))
+    t.starts, t.ends = starts, ends
+    t.names, t.name_idx = categories, codes.astype(np.int64, copy=False)
+    t.args = {a: col(c)[order].astype(np.int64, copy=False) for a, c in args.items() if c in cols}
+    t.flow_in = None if flow_in is None else np.asarray(flow_in)[order]
+    t.flow_out = None if flow_out is None else np.asarray(flow_out)[order]
+    t.cats = None if cats is None else np.asarray(cats)[order]
+    if lanes.any():
+        t.lane, t.lanes = lanes, [t.key]
+        for k in range(1, int(lanes.max()) + 1):
+            t.lanes.append(tl.add(Track(f"{key}#{k}", f"{name} (lane {k + 1})", parent, pid, tid)).key)
 
 
 def _categories(names: pd.Series) -> tuple[list, np.ndarray]:
@@ -368,7 +389,8 @@ def _write_tracks(w: PftraceWriter, tl: Timeline) -> None:
     for t in tl.tracks.values():
         if t.starts is None or not len(t.starts):
             continue
-        w.slices(uuids[t.key], t.starts, t.ends, t.names, t.name_idx, t.args, t.flow_in, t.cats, CATEGORIES,
+        track = uuids[t.key] if t.lane is None else np.array([uuids[k] for k in t.lanes], np.int64)[t.lane]
+        w.slices(track, t.starts, t.ends, t.names, t.name_idx, t.args, t.flow_in, t.cats, CATEGORIES,
                  tl.clock, t.flow_out)
     for p in sorted(tl.points, key=lambda x: x.ts):
         w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, flow_ids=p.flows_out,
@@ -397,19 +419,22 @@ def write_json(tl: Timeline, path: str) -> int:
         for t in tl.tracks.values():
             if t.starts is None:
                 continue
+            row_tids = (np.full(len(t.starts), tids[t.key]) if t.lane is None else
+                        np.array([tids[k] for k in t.lanes])[t.lane]).tolist()
             for i in range(len(t.starts)):
-                ev = {"ph": "X", "name": t.names[t.name_idx[i]], "pid": root[t.key], "tid": tids[t.key],
+                tid = row_tids[i]
+                ev = {"ph": "X", "name": t.names[t.name_idx[i]], "pid": root[t.key], "tid": tid,
                       "ts": t.starts[i] / 1e3, "dur": (t.ends[i] - t.starts[i]) / 1e3,
                       "args": {k: int(v[i]) for k, v in t.args.items() if v[i] >= 0}}
                 if t.cats is not None and t.cats[i] >= 0:
                     ev["cat"] = CATEGORIES[t.cats[i]]
                 emit(ev)
                 if t.flow_out is not None and t.flow_out[i] > 0:
-                    emit({"ph": "s", "id": int(t.flow_out[i]), "name": "flow", "pid": root[t.key], "tid": tids[t.key],
+                    emit({"ph": "s", "id": int(t.flow_out[i]), "name": "flow", "pid": root[t.key], "tid": tid,
                           "ts": t.starts[i] / 1e3})
                 if t.flow_in is not None and t.flow_in[i] > 0:
                     emit({"ph": "f", "bp": "e", "id": int(t.flow_in[i]), "name": "flow", "pid": root[t.key],
-                          "tid": tids[t.key], "ts": t.starts[i] / 1e3})
+                          "tid": tid, "ts": t.starts[i] / 1e3})
         for p in sorted(tl.points, key=lambda x: x.ts):
             if p.kind == COUNTER:
                 emit({"ph": "C", "name": tl.tracks[p.track].name, "pid": root[p.track], "ts": p.ts / 1e3,

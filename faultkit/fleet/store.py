@@ -175,7 +175,11 @@ class Store:
 class DuckDBStore(Store):
     def __init__(self, path: str, read_only: bool = False):
         import duckdb
-        read_only = read_only and path != ":memory:" and os.path.isfile(path)    # a new registry is made
+        if read_only and path != ":memory:" and not os.path.isfile(path):
+            # a reader never makes one: `top --db typo.duckdb` made an empty registry and said 0 incidents
+            raise RegistryError(f"{path}: no registry there (nothing was created); `faultkit registry add` or "
+                                f"`faultkit watch --db` makes one")
+        read_only = read_only and path != ":memory:"
         kind = _not_duckdb(path)
         if kind:
             raise RegistryError(f"{path}: not a DuckDB registry ({kind}); give a new file's path, a DuckDB file "

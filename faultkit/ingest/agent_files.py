@@ -103,7 +103,7 @@ def _ring(p: AgentProcess, name: str, data: bytes, out: AgentLog) -> None:
         out.problems.append(Problem(name, "the ring's clock anchor is out of range: times kept on the monotonic clock"))
         head["boottime_ns"] = 0
     p.events = [AllocEvent(r[0], ring.KIND_NAMES.get(r[2], f"kind-{r[2]}"), r[4] + offset, r[5], r[6], r[7], r[3],
-                           r[8], r[9]) for r in recs]
+                           r[8], r[9], r[10]) for r in recs]
     first = recs[0][0] if recs else None
     p.ring = {"file": name, "capacity": head["capacity"], "producer": head["producer"], "torn": torn,
               "first_seq": first, "last_seq": recs[-1][0] if recs else None, "wrapped": bool(first and first > 1),

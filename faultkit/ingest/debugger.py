@@ -10,7 +10,7 @@ without a header. Whether a stop is on the GPU is decided from the stopped threa
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
@@ -21,7 +21,8 @@ from .text import cut_problem, decode, numbered_lines
 
 # A transcript's tables, frames, disassembly and registers follow a prompt, a stop or a sanitizer
 # line: in a big file they are read as the context after those (`after=`), never by themselves.
-words(DEBUGGER, "========= ", after=64)
+SANITIZER_HEAD = "========="    # compute-sanitizer's head on every line it prints
+words(DEBUGGER, SANITIZER_HEAD + " ", after=64)
 
 TID = r"\d+(?:\.\d+)?"
 QNAME = r'(?: "(?P<tname>[^"\n]*)")?'
@@ -161,9 +162,9 @@ SAN_API = re.compile(r'^Program hit (?P<err>\w+) \(error (?P<code>\d+)\) due to 
 anchored(DEBUGGER, SAN_API, 'Program hit ')
 SAN_FRAME = re.compile(r"^Host Frame:\s*(?P<frame>.*)$")
 # The device call stack under an access (`--show-backtrace device|yes`): `Device Frame:helper(float *)+0x30 in
-# oob.cu:3`, older `Device Frame:/src/oob.cu:3:helper(float*) (helper(float*) : 0x30)`
+# oob.cu:3`, older `Device Frame:/src/oob.cu:3:helper(float*) (helper(float*) : 0x30)` (Julia's: no parameter list)
 SAN_DEVICE_FRAME = re.compile(r"^Device Frame:\s*(?:(?P<func>[^/\s].*?)\+0x[0-9a-f]+(?: in \S+:\d+)?|"
-                              r"(?:\S+?:\d+:)?(?P<old>[^\s(]+\([^)]*\))(?: \(.*\))?)\s*$")
+                              r"(?:\S+?:\d+:)?(?P<old>[^\s(]+(?:\([^)]*\))?)(?: \(.*\))?)\s*$")
 continuation(DEBUGGER, SAN_DEVICE_FRAME)
 SAN_SUMMARY = re.compile(r"^ERROR SUMMARY: (?P<errors>\d+) errors?")
 continuation(DEBUGGER, SAN_SUMMARY)
@@ -299,6 +300,20 @@ def _code_object(uri: str, origin: Origin, low: int | None = None, high: int | N
         return None
     conv = (lambda v: int(v, 0) if v else None)
     return CodeObjectRef(origin, m.group(0), m["scheme"], m["path"], conv(m["offset"]), conv(m["size"]), low, high)
+
+
+def _device_frame(body: str, r) -> bool:
+    """A `Device Frame:` line of a sanitizer report (memcheck's or another tool's), or the host
+    backtrace that ends them. A frame line no pattern reads (cut by a terminal) is kept as an unread
+    frame (""): the outermost frame is then unknown, never the one below it."""
+    if body.startswith("Device Frame:"):
+        m = SAN_DEVICE_FRAME.match(body)
+        r.device_frames.append((m["func"] or m["old"]).strip() if m else "")
+        return True
+    if body.startswith(("Saved host backtrace", "Host Frame:")):
+        r.device_frames_end = True
+        return True
+    return False
 
 
 def _disasm(m: re.Match, origin: Origin, text: str) -> DisasmLine:
@@ -482,9 +497,9 @@ class _Parser:
         self.new_stop(st)
 
     def switch_line(self, m: re.Match, no: int) -> None:
-        if m.re is SWITCH_LANE:
+        if m.re == SWITCH_LANE:      # ==: a match holds the compiled pattern (lazy_re)
             self.switch(m["tid"], None, gpu_place(m["systag"]))
-        elif m.re is SWITCH_CPU:
+        elif m.re == SWITCH_CPU:
             self.switch(m["tid"], m["systag"], None)
         else:
             self.switch("", m["systag"], None)
@@ -565,22 +580,23 @@ class _Parser:
 
     def sanitizer_line(self, s: str, no: int) -> bool:
         s = s.lstrip()                  # CI logs indent the tool's output
-        if not s.startswith("========="):
+        if not s.startswith(SANITIZER_HEAD):
             return False
         self.log.debugger = self.log.debugger or "compute-sanitizer"
         body = s.lstrip("=").strip()
         o = self.origin(no)
         m = SAN_ACCESS.match(body)
         if m:
-            if self.sanitizer is not None:
-                self.sanitizer.device_frames_end = True      # the next report: the last one's frames ended
+            for open_report in (self.sanitizer, self.finding):
+                if open_report is not None:
+                    open_report.device_frames_end = True     # the next report: the last one's frames ended
             self.sanitizer = SanitizerReport(o, m["space"], m["rw"], int(m["size"]))
             self.finding = None
             self.log.sanitizer.append(self.sanitizer)
             return True
         m = SAN_API.match(body) or SAN_API_OLD.match(body)
         if m:
-            self.sanitizer = self.finding = None
+            self.close_reports()
             fields = {"code": int(m["code"]), "api": m["api"], "text": m["text"]}
             if "err" in m.re.groupindex:
                 fields["error"] = m["err"]
@@ -588,13 +604,13 @@ class _Parser:
             return True
         m = SAN_LEAK.match(body)
         if m:
-            self.sanitizer = self.finding = None
+            self.close_reports()
             self.log.events.append(DebugEvent(o, "sanitizer-leak", body, {"size": int(m["size"].replace(",", "")),
                                                                           "address": int(m["addr"], 16)}))
             return True
         for kind, pat in (("sanitizer-summary", SAN_SUMMARY), ("sanitizer-target-error", SAN_TARGET_ERROR)):
             if (m := pat.match(body)):
-                self.sanitizer = self.finding = None
+                self.close_reports()
                 self.log.events.append(DebugEvent(o, kind, body, m.groupdict()))
                 return True
         if self.finding_head(body, o):
@@ -605,10 +621,8 @@ class _Parser:
         r = self.sanitizer
         if r is None:
             return True
-        if (m := SAN_DEVICE_FRAME.match(body)):
-            r.device_frames.append((m["func"] or m["old"]).strip())
-        elif body.startswith(("Saved host backtrace", "Host Frame:")):
-            r.device_frames_end = True
+        if _device_frame(body, r):
+            pass
         elif (m := SAN_AT.match(body) or SAN_AT_OLD.match(body) or SAN_AT_BARE.match(body)):
             r.kernel, r.offset = m["func"], int(m["off"], 16) if m["off"] else None
             r.file, r.line = m["file"], int(m["line"]) if m["line"] else None
@@ -623,6 +637,14 @@ class _Parser:
         elif (m := SAN_FRAME.match(body)):
             r.host_frames.append(m["frame"].strip())
         return True
+
+    def close_reports(self) -> None:
+        """A line that is no part of the open report (an API error, a leak, the summary): its device
+        frames, if any, ended before it."""
+        for open_report in (self.sanitizer, self.finding):
+            if open_report is not None:
+                open_report.device_frames_end = True
+        self.sanitizer = self.finding = None
 
     def finding_head(self, body: str, o: Origin) -> bool:
         """The first line of an initcheck, racecheck or synccheck report or a memcheck hardware exception."""
@@ -642,6 +664,9 @@ class _Parser:
             f = SanitizerFinding(o, "memcheck", "hardware-exception", body)
         if f is None:
             return False
+        for open_report in (self.sanitizer, self.finding):
+            if open_report is not None:
+                open_report.device_frames_end = True     # the next report: the last one's frames ended
         self.sanitizer = None
         self.finding = f
         self.log.sanitizer_findings.append(f)
@@ -669,7 +694,9 @@ class _Parser:
 
     def finding_line(self, body: str) -> None:
         f = self.finding
-        if (m := SAN_RACE_AND.match(body)) and f.kind == "race":
+        if _device_frame(body, f):
+            pass
+        elif (m := SAN_RACE_AND.match(body)) and f.kind == "race":
             self.race_access(m)
         elif (m := SAN_HAZARD_THREAD.match(body)):
             f.accesses.append(m["acc"])

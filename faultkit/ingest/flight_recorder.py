@@ -99,17 +99,45 @@ def parse_flight_record(data: bytes, name: str) -> RankCollectives:
         out.problems.append(f"{name}: a pickle, but not a flight record (no dict at its top)")
         return out
     out.version = short_text(dump.get("version"), 64)
+    if out.version is None and dump.get("version") is not None:
+        out.problems.append(f"{name}: `version` is {_kind(dump.get('version'))}, not text (left out)")
     entries = dump.get("entries")
     if not isinstance(entries, list):
         out.problems.append(f"{name}: no `entries` list (version {out.version})")
         return out
-    for e in entries:
+    untyped: dict[str, list] = {}      # text field -> [entries where it is not text, the first one's type]
+    for k, e in enumerate(entries, 1):
         entry = _entry(e)
         if entry is not None:
             out.entries.append(entry)
+            # a text field of another type (a hostile or damaged dump): said, its value never str()'d
+            for f in TEXT_FIELDS:
+                if _named(e, f) is not None and _text_of(e, f) is None:
+                    untyped.setdefault(f, [0, k, _kind(_named(e, f))])[0] += 1
         else:
             out.problems.append(f"{name}: an entry without its sequence number or state was skipped")
+    out.problems += [f"{name}: `{f}` is not text in {n} entr{'y' if n == 1 else 'ies'} (entry {k}: {kind}); "
+                     f"read as '?'" for f, (n, k, kind) in untyped.items()]
     return out
+
+
+TEXT_FIELDS = ("profiling_name", "process_group")
+
+
+def _kind(v) -> str:
+    """A value's type in words, for a message (never its text: see _entry)."""
+    return {list: "a list", tuple: "a list", dict: "a dict", bytes: "bytes"}.get(type(v), f"a {type(v).__name__}")
+
+
+def _named(e: dict, f: str):
+    """The value of a text field; of `process_group`, its name ((name, description) in the
+    versions that have it)."""
+    v = e.get(f)
+    return v[0] if f == "process_group" and isinstance(v, (list, tuple)) and v else v
+
+
+def _text_of(e: dict, f: str) -> str | None:
+    return short_text(_named(e, f), 200)
 
 
 def _entry(e) -> CollectiveEntry | None:
@@ -122,10 +150,9 @@ def _entry(e) -> CollectiveEntry | None:
     # in a pickle make a few KB of it gigabytes of text), never an int past 64 bits
     if not fits_int(seq) or not isinstance(state, str):
         return None
-    pg = e.get("process_group")
-    # (name, description) in the versions that have it; the numeric pg_id in older ones
-    pg_name = short_text(pg[0], 200) if isinstance(pg, (list, tuple)) and pg else short_text(e.get("pg_id", "?"), 200)
-    return CollectiveEntry(pg=pg_name or "?", seq=seq, op=short_text(e.get("profiling_name"), 200) or "?",
+    # the process group's name where the version has one; the numeric pg_id in older ones
+    pg_name = _text_of(e, "process_group") if e.get("process_group") is not None else short_text(e.get("pg_id", "?"), 200)
+    return CollectiveEntry(pg=pg_name or "?", seq=seq, op=_text_of(e, "profiling_name") or "?",
                            state=state[:64], p2p=p2p)
 
 

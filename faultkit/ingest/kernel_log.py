@@ -9,7 +9,7 @@ open reports are keyed by device.
 from __future__ import annotations
 
 import calendar
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
 from ..codes import (GPU_RESET_SOURCES, MES_OPCODES, SOC15_IH_CLIENTS, SOC21_IH_CLIENTS, decode_status,
@@ -31,9 +31,9 @@ TS_H_ABS = re.compile(r"^\[(?P<abs>[^\W\d_]{2,5}\.?\s?\d{1,2} \d\d:\d\d)\]\s?")
 continuation(KERNEL, TS_H_ABS)
 TS_H_REL = re.compile(r"^\[\s*\+(?P<rel>\d+[.,]\d+)\]\s?")
 continuation(KERNEL, TS_H_REL)
-TS_JOURNAL = re.compile(r"^(?P<mon>[^\W\d_]{2,5}\.?) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) (?P<host>\S*) ?(?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+TS_JOURNAL = re.compile(r"^(?P<mon>[^\W\d_]{2,5}\.?) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d(?:\.\d{1,9})?) (?P<host>\S*) ?(?P<ident>[\w.-]+)(?:\[\d+\])?: ")
 continuation(KERNEL, TS_JOURNAL)
-TS_ISO = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?) (?P<host>\S+) (?P<ident>[\w.-]+)(?:\[\d+\])?: ")
+TS_ISO = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?) (?P<host>\S+) (?P<ident>[\w.-]+)(?:\[\d+\])?: ")
 continuation(KERNEL, TS_ISO)
 TS_HMS = re.compile(r"^(?P<hms>\d\d:\d\d:\d\d) ")
 continuation(KERNEL, TS_HMS)

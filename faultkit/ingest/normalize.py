@@ -38,6 +38,10 @@ UNIT = re.compile(
     r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)(?:[ \t]*:(?=\s|$))?[ \t]?)"  # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
     r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
     r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
+    # `journalctl -o short`/`short-precise`: a program's line under its ident (the kernel's own is kept)
+    r"|(?P<journal>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S+ [\w.@/-]+(?:\[\d+\])?: )"
+    r"|(?P<lineno>[ \t]*\d{1,7}\t)"                                      # `cat -n`'s and `nl`'s `     1\t`
+    r"|(?P<diff>\+(?!\+)[ \t]?)"                                         # a ```diff block's `+` (an added line)
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
     r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
     # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
@@ -50,7 +54,7 @@ CLASSES = str.maketrans({c: "9" for c in "0123456789"})
 
 def _shape(kind: str, unit: str) -> str:
     """A unit's shape: digits and letters collapsed, so `[rank0]:` and `[rank7]:` are one shape."""
-    if kind in ("iso", "wall", "prio", "num"):
+    if kind in ("iso", "wall", "prio", "num", "diff", "lineno", "journal"):
         return kind
     s = re.sub(r"[^\W\d_]+", "a", unit.translate(CLASSES))
     return kind + ":" + re.sub(r"9+", "9", re.sub(r"\s+", " ", s.strip()))
@@ -63,7 +67,12 @@ def _unit(text: str, pos: int):
     return m.lastgroup, m.group(0), m.end()
 
 
-FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+# a terminal's colours copied with the text (SGR and other CSI sequences)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Discord's block quote: `>>> ` once, before the first line, quotes the rest of the message
+BLOCK_QUOTE = re.compile(r"\A(\s*)>>> ")
+JOURNAL_KERNEL = re.compile(r"(?:[^\n]*?[ |>\]])?[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S* ?kernel: ")
+FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$|^\s*(?:<details>|</details>|<summary>.*</summary>)+\s*$", re.I)
 ENTITY = re.compile(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9a-fA-F]{1,6});")
 GAP_LINE = re.compile(r"^\s*(?:<redacted>|\[redacted\]|\[\s*\.{3}[^\]]{0,60}\]|\(\s*\.{3}[^)]{0,60}\)|<\.{3}>)\s*$", re.I)
 
@@ -153,8 +162,8 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None
             break
         kind, unit, end = u
         shape = _shape(kind, unit)
-        if shape not in wrappers:
-            break
+        if shape not in wrappers or kind == "journal" and unit.endswith(" kernel: "):
+            break          # (the journal's line of the kernel itself: the kernel log parser reads its stamp)
         after = _unit(line, end)
         inner_head = after is not None or QUOTE.match(line, end) or _kernel_line(line[end:])
         if not inner_head and _native(kind, unit):
@@ -206,8 +215,14 @@ def normalize(text: str) -> str:
     itself when nothing was found (the common case costs two passes and no copy)."""
     if not text:
         return text
+    if "\x1b" in text:
+        text = _as_before(text, ANSI.sub("", text))
+    m = BLOCK_QUOTE.match(text)
+    if m:
+        text = _as_before(text, m.group(1) + text[m.end():])
     numbered = list(_lines_with_numbers(text))
-    nonblank = [raw for _, raw in numbered if raw.strip()]
+    # (a code fence and GitHub's <details> lines are the paste's markup: they count for no shape)
+    nonblank = [raw for _, raw in numbered if raw.strip() and not FENCE.match(raw)]
     if not nonblank:
         return text
     outer = _common_indent(nonblank)       # a code block around the whole paste
@@ -231,6 +246,10 @@ def normalize(text: str) -> str:
         first.update(seen)
     need = max(2, (len(nonblank) + 1) // 2)
     wrappers = {s for s, n in first.items() if n >= need}
+    if "journal" in wrappers and any(JOURNAL_KERNEL.match(raw) for raw in nonblank):
+        # a journal with the kernel's own lines: the kernel log parser reads every line's head (another
+        # program's line between a fault's lines is told by its ident), none is a paste's wrapper
+        wrappers.discard("journal")
     notes = Notes()
     used: Counter = Counter()
     has_entities = ENTITY.search(text) is not None
@@ -284,6 +303,15 @@ def normalize(text: str) -> str:
     return n
 
 
+def _as_before(old: str, new: str) -> str:
+    """`new` with `old`'s line map, where `old` is an excerpt (the decoding keeps every line)."""
+    if getattr(old, "stretches", None) is None:
+        return new
+    n = prefilter.Excerpt(new)
+    n.stretches, n.total_lines = old.stretches, old.total_lines
+    return n
+
+
 def _common_indent(lines: list[str]) -> str:
     """The whitespace every line opens with; on a paste of one line, its own indentation (no line
     before it that it could be the indented rest of)."""
@@ -310,8 +338,13 @@ HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \
 
 def _stamped(t: str, own: str) -> bool:
     """A line that opens with a stamp or a device prefix (`own`: the line with the runtime parser's
-    own innermost head, a stamp or a worker tag, where one was there)."""
-    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t
+    own innermost head, a stamp or a worker tag, where one was there), or with ROCclr's own line
+    prefix (`:0:rocdevice.cpp :2893: 9002 us:`: ROCclr opens every line it prints with it, so it is
+    never a cut line's rest; asked as one, every line of a big ROCclr log was tried against every
+    record pattern joined to its neighbours)."""
+    return _kernel_stamp(t) or bool(STAMP_HEAD.match(t)) or own != t or ROCCLR_PREFIX.match(t) is not None
+
+
 
 
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
@@ -354,14 +387,19 @@ def _join_wraps(out, numbered, wrappers, notes):
         if res and t.strip() and not stamped[k] and not t.startswith("#") and not BOUNDARY.match(t) \
                 and not BOUNDARY.match(res[-1][1]):
             prev_len, prev = res[-1][3], res[-1][1]
-            cut = terminal and prev_len == width and not _opens_record(t)
+            flowed = prev[-1:] in (" ", "\t") and not cut_at(prev_len, width, terminal)
+            if flowed:
+                prev = prev.rstrip()     # a mail client's soft break keeps the space (format=flowed)
+            # (a line of ROCclr's prefix alone has its message next, whatever record that opens)
+            opens = _opens_record(t) and not ROCCLR_PREFIX.fullmatch(prev.strip() + " ")
+            cut = terminal and prev_len == width and not opens
             # (in a kernel log any stampless line is a rest: the word may not fit for the run of
             # spaces the client dropped at the break, so only the line before being cut is asked)
             # (an indented line is a record's own rest, except after a line cut at the width: a
             # terminal's cut may fall just before a space)
             word = not cut and (not t[0].isspace() or prev_len == width) and prev_len >= width // 3 and (
                 heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
-                or not _opens_record(t) and prev_len + 1 + len(t.split(None, 1)[0]) > width)
+                or not opens and prev_len + 1 + len(t.split(None, 1)[0]) > width)
             sep = None
             if cut or word:
                 want = "" if cut else " "
@@ -381,14 +419,17 @@ def _join_wraps(out, numbered, wrappers, notes):
                         j += 1
                     if j > k:
                         more.append("".join(x for _, x, _ in out[k + 1:j + 1]))
+                    if not cut:
+                        # (a mail client's wrap: the record's rest on the next lines, each cut at a space)
+                        more.append(" " + " ".join(x.strip() for _, x, _ in out[k + 1:k + 1 + RECORD_LINES]))
                     before = "\n".join(r[1] for r in res[-1 - RECORD_LINES:-1])
-                    for cand in (("", " ") if cut or at_width else (want,)):
+                    for cand in (("", " ") if (cut or at_width) and not flowed else (want,)):
                         if _continues(prev, t, cand, cut or at_width, more, before):
                             sep = cand
                             break
             if sep is not None:
                 res[-1][1] = prev + sep + t
-                res[-1][2] = res[-1][2] + sep + h
+                res[-1][2] = (res[-1][2].rstrip() if flowed else res[-1][2]) + sep + h
                 res[-1][3] = len(raw.rstrip("\r"))
                 notes.joined += 1
                 # a terminal cut one line into several, each at the width: where the record
@@ -406,6 +447,11 @@ def _join_wraps(out, numbered, wrappers, notes):
             and not _opens_record(t)
         res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k], rest_like])
     return [(no, t, h) for no, t, h, _, _, _ in res]
+
+
+def cut_at(length: int, width: int, terminal: bool) -> bool:
+    """A line a terminal cut at its width (its trailing space is the record's own)."""
+    return terminal and length == width
 
 
 RECORD_LINES = 4    # the runtime parser reads a record's rest on up to four lines after its head

@@ -23,11 +23,6 @@ from typing import BinaryIO
 from ..model import Problem
 from .text import KEEP, MAX_LINE
 
-try:                      # RE2 runs the anchor set at grep's speed; Python's re is ~15x slower
-    import re2 as _re2
-except ImportError:       # pragma: no cover - the dependency is declared; a broken install still works
-    _re2 = None
-
 RUNTIME, KERNEL, DEBUGGER = "runtime-log", "kernel-log", "debugger"
 BEFORE = 8                # lines kept before a hit (a prefix line, the header a wrapped message follows)
 AFTER = 16                # lines kept after a hit, unless its anchor says more
@@ -93,6 +88,16 @@ def may_matter(reader: str) -> re.Pattern:
     return _compiled[key]
 
 
+def _engine():
+    """RE2 runs the anchor set at grep's speed; Python's re is ~15x slower. Imported at the first
+    scan (a log past limits.WHOLE), not with the parsers: a pasted log's triage never scans."""
+    try:
+        import re2
+    except ImportError:   # pragma: no cover - the dependency is declared; a broken install still works
+        return re
+    return re2
+
+
 def _scanner():
     """All readers' anchors as one bytes pattern, and each anchor's context after it."""
     if "scan" not in _compiled:
@@ -107,8 +112,7 @@ def _scanner():
         alt = "|".join(re.escape(a) for a in sorted(set(exact)))
         if folded:
             alt += "|(?i:" + "|".join(re.escape(a) for a in sorted(set(folded))) + ")"
-        engine = _re2 if _re2 is not None else re
-        _compiled["scan"] = (engine.compile(alt.encode()), after)
+        _compiled["scan"] = (_engine().compile(alt.encode()), after)
     return _compiled["scan"]
 
 

@@ -161,6 +161,7 @@ class _Bounded(io.RawIOBase):
 
 PART_BYTES = 8 << 20           # a read is parsed in parts of at least this much (each holds its own buffers)
 MAX_PARTS = 8
+PART_MAX_BYTES = 16 << 20       # ... and at most this much (so a read of any size holds bounded buffers)
 
 
 def _read_parts(path: Path, start: int, limit: int, cols: list[str], text: dict,
@@ -171,7 +172,11 @@ def _read_parts(path: Path, start: int, limit: int, cols: list[str], text: dict,
     of a path would not run with usecols.)
     None when the parts cannot be cut safely (a cut line does not start the way the first row does:
     it could be inside a quoted field) or disagree on a column's type; the caller then reads it whole."""
-    n = min(MAX_PARTS, os.cpu_count() or 1, (limit - start) // PART_BYTES)
+    workers = min(MAX_PARTS, os.cpu_count() or 1)
+    # parts of at most PART_MAX_BYTES whatever the file's size: each part's tokenizer buffers (its
+    # text and a pointer per field, twice the part's size) are freed and reused for the next, so
+    # the read's memory is bounded and fresh pages (the kernel's page faults) are few
+    n = max(min(workers, (limit - start) // PART_BYTES), -(-(limit - start) // PART_MAX_BYTES))
     if n < 2:
         return None
     cuts = [start]
@@ -196,7 +201,7 @@ def _read_parts(path: Path, start: int, limit: int, cols: list[str], text: dict,
         finally:
             src.close()
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(n) as pool:
+    with ThreadPoolExecutor(min(n, workers)) as pool:
         parts = list(pool.map(parse, zip(cuts[:-1], cuts[1:])))
     out = {}
     for c in usecols:

@@ -7,11 +7,13 @@ pattern is searched, never anchored, and a line that matches nothing is simply s
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
                      RuntimeFault, RuntimeLog, Stamp, WaveDump)
+from . import gpu_errors
+from .debugger import SANITIZER_HEAD
 from .prefilter import RUNTIME, anchored, continuation, may_matter, words
 from .text import Line, LineSource, cut_problem, decode
 
@@ -55,10 +57,12 @@ continuation(RUNTIME, ROCCLR_PREFIX)
 CALLBACK = re.compile(
     r"(?:Device::callbackQueue|Callback: Queue (?P<queue>0x[0-9a-f<>.]+)) [Aa]borting with"
     r"(?: status: 0x(?P<code_old>[0-9a-f]+)| error\s*:\s*(?P<status>HSA_(?:EXT_)?STATUS_[A-Z_]+|\(null\)):?"
-    r"\s*(?P<desc>.*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
+    # (the description never runs into the next record: a lazy `.*?` from every record of a line
+    # of many records joined, ones cut before `code:`, read to the line's end each: quadratic)
+    r"\s*(?P<desc>(?:(?!Device::callbackQueue|Callback: Queue )[^\n])*?)\s+[Cc]ode: 0x(?P<code>[0-9a-f]+)(?: Available Free mem : (?P<free_mb>\d+) MB)?"
     r"(?: \[(?:host: (?P<host>[^,]+), )?GPU index: (?P<gpu>\d+), kernel: (?P<kernel>.*)\])?)")
-anchored(RUNTIME, CALLBACK, 'borting with')
-BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::[^\n]*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
+anchored(RUNTIME, CALLBACK, 'borting with', 'Callback: Queue ', 'Device::callbackQueue')
+BARE_STATUS = re.compile(r"(?<![\w(])(?P<status>HSA_STATUS_ERROR_[A-Z_]+)\b(?::(?:(?!HSA_STATUS_ERROR_)[^\n])*?(?:[Cc]ode:\s*0x(?P<code>[0-9a-fA-F]+))|"
                          r"\s+0x(?P<code2>[0-9a-fA-F]+))")
 anchored(RUNTIME, BARE_STATUS, 'HSA_STATUS_ERROR_')
 CALLBACK_START = re.compile(r"(?:Device::callbackQueue|Callback: Queue \S+) [Aa]borting with error")
@@ -93,6 +97,12 @@ PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
                                 r"(?:.*?Timeout\(ms\)=(?P<timeout>\d+))?.*?ran for (?P<ms>\d+) milliseconds")
+# ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself made no progress for the heartbeat
+# timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480 s by default): `{logPrefix()}ProcessGroupNCCL's watchdog got
+# stuck for N seconds without making progress in monitoring enqueued collectives.` (ProcessGroupNCCL.cpp's
+# HeartbeatMonitor; the prefix may be printed twice, `[PG 0 Rank 25] [PG 0 Rank 25] `)
+WATCHDOG_STUCK = re.compile(rf"(?:{PG_PREFIX})*(?P<cls>ProcessGroup\w*)'s watchdog got stuck for (?P<s>\d+) seconds")
+anchored(RUNTIME, WATCHDOG_STUCK, "'s watchdog got stuck for ")
 # The watchdog thread rethrows the GPU error its work hit: the error text follows the prefix.
 WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread terminated with exception: "
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
@@ -247,21 +257,9 @@ anchored(RUNTIME, WARP_CUDA_ERROR, 'Warp CUDA error ')
 anchored(RUNTIME, TORCH_ERROR, 'HIP error: ', 'CUDA error: ')
 ERROR_ENUM = re.compile(r"Search for `(?P<enum>(?:hip|cuda)Error\w+)'")
 anchored(RUNTIME, ERROR_ENUM, 'Search for `')
-CUDA_RT_ERROR = re.compile(r"(?P<enum>cudaError\w+|hipError\w+)")
-anchored(RUNTIME, CUDA_RT_ERROR, 'cudaError', 'hipError')
 C10_ERROR = re.compile(r"what\(\):\s+(?P<text>.+)$")
-# A program's own error print: cudaGetErrorString()/hipGetErrorString() text and the error number
-# (`sync: operation not supported on global/shared address space (717)`). The strings are the
-# runtimes' own; 7xx numbers are the device-side errors that end a context (702, the launch
-# watchdog's timeout, is a kernel that ran too long, not a bad access).
 anchored(RUNTIME, C10_ERROR, 'what():')
-RT_ERROR_TEXT = re.compile(r"(?P<text>an illegal memory access was encountered|operation not supported on global/shared "
-                           r"address space|unspecified launch failure|misaligned address|an illegal instruction was "
-                           r"encountered|device-side assert triggered|hardware stack error|invalid program counter|"
-                           r"the launch timed out and was terminated)"
-                           r"\W{0,3}\(?(?:error |code )?(?P<code>7\d\d)\)?")
 # Python tracebacks and faulthandler dumps
-anchored(RUNTIME, RT_ERROR_TEXT, 'the launch timed out and was terminated', 'an illegal memory access was encountered', 'operation not supported on global/shared address space', 'unspecified launch failure', 'misaligned address', 'an illegal instruction was encountered', 'device-side assert triggered', 'hardware stack error', 'invalid program counter')
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\):")
 anchored(RUNTIME, TRACEBACK_START, 'Traceback (most recent call last):', after=64)
 PY_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
@@ -566,6 +564,14 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
                                           pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
                                           collective=_collective(m)))
+    m = WATCHDOG_STUCK.search(rest)
+    if m:
+        stuck = {"stuck_s": int(m.group("s")), "rank": int(m.group("rank")) if m.group("rank") else None,
+                 "process_group": m.group("desc") or m.group("pg") or m.group("pg_old"), "monitor": m.group("cls")}
+        st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
+                                          reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
+                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          collective={k: v for k, v in stuck.items() if v is not None}))
     m = MEMORY_ERROR.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="memory-error", origin=org, text=m.group(0), node=int(m.group("node")),
@@ -583,7 +589,8 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     _match_debug_agent(st, rest, org, pid, tag)
     _match_dispatch_info(st, rest, org, line)
     if not _match_device_assert(st, rest, org, pid, tag):
-        _match_host_errors(st, rest, org, tag)
+        # (a line that is a runtime fault already, `hipErrorX ... HSA_STATUS_...`, is that one event)
+        _match_host_errors(st, rest, org, tag, general=len(st.out.faults) == faults_before)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org, tag)
@@ -604,6 +611,8 @@ def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
         for k in range(1, 4):
             if i + k >= len(lines) or lines[i + k].boundary:
                 break
+            if CALLBACK_START.search(lines[i + k].text):
+                break      # the next record's own line: this one's rest is not there (nor further)
             joined += " " + lines[i + k].text.strip()
             m = CALLBACK.search(joined)
             if m:
@@ -911,16 +920,33 @@ def _match_device_assert(st: _State, rest: str, org: Origin, pid, tag) -> bool:
     return True
 
 
-def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
+def _add(st: _State, err: HostError, line: str) -> None:
+    """A producer's error record, with the error's number from the one table where its text (read
+    with the words before it on the line) states it (`CUDA error: an illegal memory access was
+    encountered` is 700)."""
+    hit = gpu_errors.find(err.text) or gpu_errors.find(line)
+    if hit is not None and err.code is None:
+        err.code = hit.code
+        err.enum = err.enum or hit.name
+    st.out.host_errors.append(err)
+
+
+def _code_of(enum: str) -> int | None:
+    hit = gpu_errors.find(enum)
+    return hit.code if hit is not None else None
+
+
+def _match_host_errors(st: _State, rest: str, org: Origin, tag, general: bool = True) -> None:
     m = WARP_CUDA_ERROR.search(rest)
     if m:
-        st.out.host_errors.append(HostError(org, "CUDA", f"{m.group('text')} ({m.group('code')})",
-                                            exception=f"NVIDIA Warp at {m.group('where')}"))
+        _add(st, HostError(org, "CUDA", f"{m.group('text')} ({m.group('code')})",
+                           exception=f"NVIDIA Warp at {m.group('where')}"), rest)
         return
     m = TRITON_ERROR.search(rest)
     if m:
         text = m.group("text") + (f" ({m.group('code')})" if m.group("code") else "")
-        st.out.host_errors.append(HostError(org, m.group("api"), text, exception=m.group("exc") or "Triton launcher"))
+        _add(st, HostError(org, m.group("api"), text, exception=m.group("exc") or "Triton launcher",
+                           code=int(m.group("code")) if m.group("code") else None), rest)
         return
     m = WATCHDOG_EXCEPTION.search(rest)
     if m and "Watchdog caught collective operation timeout" not in m.group("text"):
@@ -928,25 +954,32 @@ def _match_host_errors(st: _State, rest: str, org: Origin, tag) -> None:
         text = m.group("text")
         if m.group("api"):
             text = text[len(m.group("api")) + len(" error: "):]
-        st.out.host_errors.append(HostError(org, m.group("api") or "NCCL", text,
-                                            exception="watchdog thread terminated with exception"))
+        _add(st, HostError(org, m.group("api") or "NCCL", text, exception="watchdog thread terminated with exception"),
+             rest)
         return
     m = TORCH_ERROR.search(rest)
     # (c10's `terminate called ...` / `  what():  CUDA error: ...` states the error after what())
     if m and (m.group("exc") or rest.lstrip().startswith(("HIP error", "CUDA error")) or "| " in rest
               or re.match(r"\s*what\(\):\s+(?:HIP|CUDA) error: ", rest)):
-        st.out.host_errors.append(HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")))
+        _add(st, HostError(org, m.group("api"), m.group("text"), exception=m.group("exc")), rest)
         return
     m = ERROR_ENUM.search(rest)
     if m:
         for err in reversed(st.out.host_errors[-3:]):
             if err.enum is None:
                 err.enum = m.group("enum")
+                err.code = err.code if err.code is not None else _code_of(m.group("enum"))
                 break
         return
-    m = RT_ERROR_TEXT.search(rest)
-    if m:
-        st.out.host_errors.append(HostError(org, "CUDA/HIP", f"{m.group('text')} ({m.group('code')})"))
+    # any other producer's CUDA/HIP error (flashinfer, XLA, NCCL, TensorRT, a program's own print):
+    # the runtime's words, enum name or numbered error word anywhere in the line (ingest/gpu_errors)
+    # (compute-sanitizer's `Program hit cudaErrorX` is its own reader's API error record)
+    hit = gpu_errors.find(rest) if general and not rest.lstrip().startswith(SANITIZER_HEAD) else None
+    if hit is not None and (hit.error is None or not hit.error.device) and gpu_errors.WARNING.match(rest):
+        hit = None     # a host call's failure a tool only warns of (cuda-gdb's `Returning 201 ... from cuCtxGetDevice`)
+    if hit is not None:
+        text = hit.text + (f" ({hit.code})" if hit.code is not None else "")
+        st.out.host_errors.append(HostError(org, hit.api, text, enum=hit.name, code=hit.code))
         return
     m = C10_ERROR.search(rest)
     if m and "c10" not in rest:

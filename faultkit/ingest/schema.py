@@ -11,6 +11,7 @@ fields match; other fields are kept as they are).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -80,9 +81,16 @@ def clean(value, spec, name: str, where: str, problems: list[Problem]):
 
 
 OPT_STR, OPT_INT, OPT_NUM = (str, NONE), (int, NONE), (float, NONE)
-# What faultkit reads of a capture's manifest: derived from the typed record (faultkit/manifest.py),
-# the one owner of its fields.
-MANIFEST = manifest_spec(Manifest)
+
+
+@functools.cache
+def manifest_fields():
+    """What faultkit reads of a capture's manifest: derived from the typed record (faultkit/manifest.py),
+    the one owner of its fields. Derived at the first manifest read, not at import: resolving the
+    classes' type hints is a tenth of a text triage's start-up, and a pasted log has no manifest."""
+    return manifest_spec(Manifest)
+
+
 PROCESS = {"pid": int, "ppid": OPT_INT, "argv": ([str], NONE), "env": ({}, NONE), "cmdline": (str, list, NONE),
            "exe": OPT_STR, "comm": OPT_STR}
 
@@ -93,7 +101,7 @@ def check_manifest(value, name: str) -> tuple[Manifest | None, list[Problem]]:
     if not isinstance(value, dict):
         return None, [Problem(name, f"unreadable manifest (a JSON {type(value).__name__}, not an object); files are "
                                     f"read without it")]
-    out = clean(value, MANIFEST, name, "", problems)
+    out = clean(value, manifest_fields(), name, "", problems)
     # a core record without its path cannot be matched to a file: dropped by `clean` (path: str)
     if isinstance(out.get("cores"), list):
         out["cores"] = [c for c in out["cores"] if isinstance(c, dict) and isinstance(c.get("path"), str)]

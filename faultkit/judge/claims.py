@@ -42,8 +42,17 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     "library-log":           (CANDIDATES, 0.45, "reported", ()),
     # compilation and library-selection lines name kernels built or chosen, not run
     "hint":                  (CANDIDATES, 0.3,  "reported", ()),
-    # a kernel a debugger lists as launched (cuda-gdb `info cuda kernels`), no fault on it
-    "launched":              (CANDIDATES, 0.35, "reported", ()),
+    # kernels named away from the fault (analyze/mention_claims.py, ingest/kernel_mentions.py): launched
+    # (cuda-gdb `info cuda kernels`, a profiler's kernel rows), dispatched (a kernel trace, the dispatch
+    # log's earlier dispatches), disassembled (GPU code a debugger dumped), built (a compiler's entry
+    # function), tuned (an autotuner's), named in the text (a person's words beside a fault). Their tier,
+    # "mentioned", contests no other claim and crowds out no snapshot: a fault must tie them.
+    "launched":              (CANDIDATES, 0.35, "mentioned", ()),
+    "dispatched":            (CANDIDATES, 0.3,  "mentioned", ()),
+    "disassembled":          (CANDIDATES, 0.3,  "mentioned", ()),
+    "built":                 (CANDIDATES, 0.2,  "mentioned", ()),
+    "tuned":                 (CANDIDATES, 0.2,  "mentioned", ()),
+    "named-in-text":         (CANDIDATES, 0.4,  "mentioned", ()),
     "trace-running":         (LIKELY,    0.6,  "inferred", ("node",)),
     "trace-launch":          (LIKELY,    0.55, "inferred", ("node",)),
     "trace-dispatch-gap":    (LIKELY,    0.5,  "inferred", ("node",)),
@@ -68,7 +77,7 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     # a collective's watchdog timeout (analyze/watchdog_claims.py): who waits in which collective; no kernel
     "watchdog-timeout":      (CANDIDATES, 0.0, "reported", ()),
 }
-TIERS = {"snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
+TIERS = {"mentioned": -1, "snapshot": 0, "inferred": 1, "reported": 2, "observed": 3}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..codes import ADDRESS_FAULT_CODES
-from ..model import Candidate, Fault, Verdict
+from ..model import HANG_SYMPTOMS, Candidate, Fault, Verdict
 from .claims import TIERS, Claim
 from .corroborate import ALSO_NAMED, corroborate
 from .decisive import decisive
@@ -27,6 +27,7 @@ from .levels import CANDIDATES, CERTAIN, LIKELY, RANK, UNKNOWN, lower
 from .names import kernel_key
 from .rules import allowed
 
+MENTIONED = "mentioned"       # the tier of kernels named away from the fault (judge.claims.BASES)
 ENDED = {"hang": "the target printed nothing for the --hang-after time",
          "timeout": "the capture reached its --timeout"}
 
@@ -103,9 +104,12 @@ def decide(claims: list[Claim], faults: list[Fault], ended_by: str | None = None
         c.level = allowed(c)
     named = [c for c in claims if c.kernel is not None]
     # A snapshot of a GPU taken without an exception speaks only where nothing faulted and nothing
-    # else names a kernel.
-    if faults or any(c.tier != "snapshot" for c in named):
+    # else names a kernel (a kernel merely mentioned elsewhere does not silence it).
+    if faults or any(c.tier not in ("snapshot", MENTIONED) for c in named):
         named = [c for c in named if c.tier != "snapshot"]
+    # A mention of a kernel that other evidence names adds nothing to that evidence.
+    told = {kernel_key(c.kernel) for c in named if c.tier != MENTIONED and c.named}
+    named = [c for c in named if c.tier != MENTIONED or kernel_key(c.kernel) not in told]
     cands = _candidates(named)
     observed = [x for x in cands if any(c.tier == "observed" and RANK[c.level] >= RANK[LIKELY] for c in x.claims)]
     if observed:
@@ -172,7 +176,8 @@ def _standing(c: Claim) -> bool:
 
 def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None) -> Verdict:
     likely = next((x for x in cands if x.level == LIKELY), None)
-    snapshot = all(c.tier == "snapshot" for x in cands for c in x.claims)
+    tiers = {c.tier for x in cands for c in x.claims}
+    snapshot = "snapshot" in tiers and tiers <= {"snapshot", MENTIONED}
     ended = ENDED.get(ended_by or "", "the dump was taken")
     if likely is not None:
         best = likely.best()
@@ -218,7 +223,7 @@ def _unknown(claims: list[Claim], faults: list[Fault]) -> Verdict:
     hang = next((c for c in host if c.basis.kind == "hang-stuck" and c.level == LIKELY), None)
     if cores:                    # a core on disk means a runtime saw a GPU exception
         why = cores[0].why
-    elif hang is not None and not faults:
+    elif hang is not None and all(f.kind == "collective-timeout" for f in faults):   # a timeout is the hang's symptom
         return _verdict(LIKELY, None, hang.why, [], claims)
     elif host:
         why = host[-1].why
@@ -233,7 +238,10 @@ def _fault_words(faults: list[Fault]) -> str:
     if any(f.engine == "copy" for f in kernel_log) and not any(f.engine == "shader" for f in kernel_log):
         return ("the kernel log says the SDMA copy engine faulted: a memory copy, not a kernel, touched the address; "
                 "no copy or kernel is named by the evidence")
-    if faults and all(f.kind == "collective-timeout" for f in faults):
+    if faults and all(f.kind == "watchdog-stuck" for f in faults):
+        return ("only a stuck NCCL watchdog: a CUDA/NCCL call on the host hangs (the heartbeat monitor saw no progress); "
+                "no GPU fault or kernel is named")
+    if faults and all(f.kind in HANG_SYMPTOMS for f in faults):
         return ("only collective timeouts: a rank stopped joining collectives (hung in a kernel, died or stuck on "
                 "the host); no GPU fault or kernel is named")
     if any(_is_gpu_error(f) for f in faults):
@@ -244,4 +252,4 @@ def _fault_words(faults: list[Fault]) -> str:
 
 def _is_gpu_error(f: Fault) -> bool:
     return (f.kind in ("memory-access-fault", "queue-error", "gpu-hang", "memory-in-use")
-            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.code in ADDRESS_FAULT_CODES)
+            or f.kind.startswith(("page-fault", "xid-")) or f.kind.endswith("-error") or f.hsa_code in ADDRESS_FAULT_CODES)

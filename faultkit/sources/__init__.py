@@ -26,13 +26,15 @@ from ..analyze.incident import Incident
 from ..ingest.text import ANSI
 from ..judge import Claim
 from ..model import Fault
-from . import agent, capture, cores, debugger, kernel_log, runtime_log, sanitizer, sanitizer_findings, stacks, traces
+from . import (agent, capture, cores, debugger, kernel_log, kernel_mentions, runtime_log, sanitizer, sanitizer_findings,
+               stacks, traces)
 from .source import Anchor, Setting, Source, TextInput
 
 # In the order their claims are handed to the judge, which is the order ties are broken: what a
 # tool watched first (a sanitizer, a debugger), then what a producer printed, then what was inferred.
 REGISTRY: tuple[Source, ...] = (sanitizer.SOURCE, sanitizer_findings.SOURCE, debugger.SOURCE, runtime_log.SOURCE,
-                                kernel_log.SOURCE, traces.SOURCE, cores.SOURCE, stacks.SOURCE, agent.SOURCE, capture.SOURCE)
+                                kernel_log.SOURCE, traces.SOURCE, cores.SOURCE, stacks.SOURCE, agent.SOURCE, capture.SOURCE,
+                                kernel_mentions.SOURCE)
 
 # A text file in which no log's markers are found is read as the target's output, unless it is a
 # kernel log (whose lines the runtime log's parser would only misread).

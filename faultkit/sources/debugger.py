@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 from ..analyze.debug_stop import examine, stop_claims, stop_fault
-from ..analyze.launch_claims import launched_claims
 from ..ingest.debugger import parse_debugger
 from ..ingest.prefilter import DEBUGGER
 from .source import Source, anchors, parser_anchors
@@ -31,6 +30,5 @@ SOURCE = Source(
     "debugger", "debugger transcripts: the stop, the wave or warp, its PC, the GPU's tables",
     kind=DEBUGGER, markers=MARKERS, anchors=STOPS + parser_anchors(DEBUGGER, STOPS), reads=frozenset({DEBUGGER}),
     parse=lambda t: parse_debugger(t.text, t.name), gather=_gather, faults=lambda inc: [stop_fault(s) for s in inc.stops],
-    claims=lambda inc, setting: stop_claims(inc.stops) + launched_claims(
-        inc.debugger, {k.kernel for k in inc.running} | {s.kernel for s in inc.stops if s.kernel}),
+    claims=lambda inc, setting: stop_claims(inc.stops),     # its launched kernels: sources/kernel_mentions.py
     json_keys=("debugger_stops", "debugger"), sections=("Debugger stop",))

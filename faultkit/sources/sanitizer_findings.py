@@ -11,6 +11,7 @@ watched, but it did not end the kernel the way a memcheck access error or a GPU 
 
 from __future__ import annotations
 
+from ..analyze.debug_stop import sanitizer_entry
 from ..judge import Basis, Claim, Identities
 from ..judge.names import kernel_key
 from ..model import Fault, SanitizerFinding
@@ -65,12 +66,24 @@ def faults(inc) -> list[Fault]:
 def claims(inc, setting) -> list[Claim]:
     out: list[Claim] = []
     for f in _distinct(inc):
-        if not f.kernel or any(kernel_key(c.kernel) == kernel_key(f.kernel) for c in out):
+        # the same rule as memcheck's: the outermost device frame of a report that went on past them is
+        # the kernel; a name that shows it is a helper, or a report cut in its frames, names none
+        kernel, inner, unshown = sanitizer_entry(f)
+        ids = Identities(page=f.address >> 12 if f.address is not None else None, engine="shader")
+        if kernel is None and inner:
+            label = f"device function {inner} (a helper of an unnamed kernel)"
+            if any(c.kernel == label for c in out):
+                continue
+            out.append(Claim(label, Basis("device-function", "compute-sanitizer"),
+                             f"{_what(f)} in device function {inner}{_where(f)} ({f.origin}); {unshown}", ids,
+                             str(f.origin), named=False, entry=False))
             continue
-        out.append(Claim(f.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
-                         f"{_what(f)} in this function{_where(f)} ({f.origin})",
-                         Identities(page=f.address >> 12 if f.address is not None else None, engine="shader"),
-                         str(f.origin), entry=None))
+        if not kernel or any(c.named and kernel_key(c.kernel) == kernel_key(kernel) for c in out):
+            continue
+        inside = f" (in its device function {inner})" if inner else ""
+        out.append(Claim(kernel, Basis("sanitizer-finding", "compute-sanitizer"),
+                         f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
+                         f"({f.origin})", ids, str(f.origin), entry=True if f.device_frames else None))
     return out
 
 

@@ -128,8 +128,13 @@ def _json(path: Path):
         raise RecordError(f"{path}: cut or not JSON ({exc})")
 
 
+def trial_name(index: int, arm: str) -> str:
+    """A trial's folder name: what every message about the trial names (its number counts from 0)."""
+    return f"trial-{index:03d}-{arm}"
+
+
 def trial_dir(out: Path, entry: PlanEntry | TrialResult) -> Path:
-    return out / f"trial-{entry.index:03d}-{entry.arm}"
+    return out / trial_name(entry.index, entry.arm)
 
 
 def run_trials(out: Path, arms: list[Arm], n: int, seed: int = 0, client: str | None = None,

@@ -27,7 +27,7 @@ def crash_signature(trial_dir: Path, exit_code: int | None) -> str:
     parts: list[str] = []
     fault = next((f for f in inc.faults if f.source in ("runtime", "kernel-log")), None)
     if fault is not None:
-        parts.append(fault.kind + (f" 0x{fault.code:x}" if fault.code is not None else ""))
+        parts.append(fault.kind + (f" {fault.code_text()}" if fault.code is not None else ""))
     v = inc.verdict
     if v and (v.kernel or v.candidates):
         parts.append(f"kernel {v.kernel or v.candidates[0].kernel}")

@@ -3,6 +3,7 @@
 // fake_event() plays the allocator calling the attached tracker.
 #include <cstddef>
 #include <functional>
+#include <vector>
 typedef struct CUstream_st* cudaStream_t;
 namespace c10 {
 using DeviceIndex = signed char;
@@ -17,15 +18,16 @@ struct TraceEntry {
   size_t size_;
 };
 using AllocatorTraceTracker = std::function<void(const TraceEntry&)>;
-inline AllocatorTraceTracker& fake_tracker() {
-  static AllocatorTraceTracker t;
+// torch keeps every attached tracker and calls each (the agent attaches two: tracker.cpp, poison.cpp)
+inline std::vector<AllocatorTraceTracker>& fake_trackers() {
+  static std::vector<AllocatorTraceTracker> t;
   return t;
 }
-inline void attachAllocatorTraceTracker(AllocatorTraceTracker t) { fake_tracker() = std::move(t); }
+inline void attachAllocatorTraceTracker(AllocatorTraceTracker t) { fake_trackers().push_back(std::move(t)); }
 }  // namespace cuda::CUDACachingAllocator
 }  // namespace c10
 extern "C" void fake_event(int action, size_t addr, size_t size, size_t stream) {
   using namespace c10::cuda::CUDACachingAllocator;
   TraceEntry te{TraceEntry::Action(action), 0, addr, reinterpret_cast<cudaStream_t>(stream), size};
-  if (fake_tracker()) fake_tracker()(te);
+  for (auto& t : fake_trackers()) t(te);
 }
