@@ -176,3 +176,19 @@ def test_amplify_report_changes_nothing_in_the_folder(tmp_path):
     assert rep.returncode == 0, rep.stderr
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert result.read_text() == cut
+    (out / "rounds.json").write_text("[" * 100_000 + "]" * 100_000)      # nested past the parser's recursion
+    rep = cli("amplify", "report", out, env=env)
+    assert rep.returncode == 0 and "internal error" not in rep.stderr, rep.stderr[-300:]
+
+
+def test_dump_read_takes_a_gdb_frame_level_of_5000_digits(tmp_path):
+    """gdb's `thread apply all bt` with a frame number of 5,000 digits: the debugger parser's int()
+    raised ValueError (an internal error of `dump --read`)."""
+    bt = ("Thread 1 (Thread 0x7f0000000740 (LWP 4242) \"python3\"):\n#{n}  0x00007f0000001000 in "
+          "cudaStreamSynchronize () from /usr/lib/libcudart.so\n#1  0x00007f0000002000 in main () at x.c:3\n")
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(bt.format(n="9" * 5000))
+    b.write_text(bt.format(n="0"))
+    res = cli("dump", "--read", a, "--read", b, "-f", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    assert "internal error" not in res.stderr and "cudaStreamSynchronize" in res.stdout

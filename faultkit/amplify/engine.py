@@ -205,7 +205,7 @@ def load_options(out: Path) -> Options:
         d = json.loads((out / OPTIONS).read_text())
         d.pop("schema", None)
         return Options(out=out, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:    # nested too deep, not a dict
         raise AmplifyError(f"{out / OPTIONS} is missing or not an amplify record ({exc}): is {out} an amplify "
                            f"folder?") from None
 
@@ -378,7 +378,7 @@ def _read_rounds(out: Path) -> dict:
     try:
         d = json.loads((out / ROUNDS_LOG).read_text())
         return d if isinstance(d, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):      # a log nested too deep is no log
         return {}
 
 

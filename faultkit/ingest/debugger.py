@@ -11,6 +11,7 @@ without a header. Whether a stop is on the GPU is decided from the stopped threa
 from __future__ import annotations
 
 from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
+from ..limits import small_int
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
@@ -252,7 +253,7 @@ def _coords(text: str) -> tuple[int | None, ...]:
 
 
 def _num(text: str | None) -> int | None:
-    return None if text in (None, "?") else int(text)
+    return None if text in (None, "?") else small_int(text)      # 5,000 digits: no number, not a ValueError
 
 
 def gpu_place(systag: str) -> GpuPlace | None:
