@@ -192,3 +192,18 @@ def test_dump_read_takes_a_gdb_frame_level_of_5000_digits(tmp_path):
     res = cli("dump", "--read", a, "--read", b, "-f", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stderr
     assert "internal error" not in res.stderr and "cudaStreamSynchronize" in res.stdout
+
+
+def test_triage_reports_quote_no_secret_of_the_evidence(tmp_path):
+    """A kernel log's unstamped line is read as the rest of the Xid message above it; the report
+    quoted that message, a secret in it included, in Markdown, HTML and JSON."""
+    log = tmp_path / "kernel.log"
+    log.write_text("[  280.041915] NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 3, TPC 4, "
+                   "SM 0): MMU Fault\nOPENAI_KEY=sk-plantedOpenAiKey0007abcdef HF_TOKEN=hf_plantedWatchToken0001abcdef\n")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for fmt in ("md", "html", "json"):
+        res = cli("triage", "--no-open-cores", log, "-f", fmt, env=env)
+        assert res.returncode == 0, res.stderr
+        assert "Xid" in res.stdout and "13" in res.stdout
+        assert "plantedOpenAiKey0007" not in res.stdout and "plantedWatchToken0001" not in res.stdout, fmt
+    assert json.loads(cli("triage", "--no-open-cores", log, "-f", "json", env=env).stdout)["faults"]
