@@ -207,3 +207,32 @@ def test_triage_reports_quote_no_secret_of_the_evidence(tmp_path):
         assert "Xid" in res.stdout and "13" in res.stdout
         assert "plantedOpenAiKey0007" not in res.stdout and "plantedWatchToken0001" not in res.stdout, fmt
     assert json.loads(cli("triage", "--no-open-cores", log, "-f", "json", env=env).stdout)["faults"]
+
+
+def test_timelines_carry_no_secret_of_the_evidence(tmp_path):
+    """The timeline's fault, kernel-event and verdict points quoted the evidence (the verdict's why,
+    the Xid message with the unstamped line read as its rest) with its secrets, in both formats."""
+    log = tmp_path / "kernel.log"
+    log.write_text("[  280.041915] NVRM: Xid (PCI:0000:00:06): 13, Graphics SM Warp Exception on (GPC 3, TPC 4, "
+                   "SM 0): MMU Fault\nOPENAI_KEY=sk-plantedOpenAiKey0007abcdef HF_TOKEN=hf_plantedWatchToken0001abcdef\n")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for name in ("t.json", "t.pftrace"):
+        res = cli("timeline", log, "-o", tmp_path / name, env=env)
+        assert res.returncode == 0, res.stderr
+        data = _inflated((tmp_path / name).read_bytes())
+        assert b"MMU Fault" in data, name
+        assert b"plantedOpenAiKey0007" not in data and b"plantedWatchToken0001" not in data, name
+        assert cli("timeline", "--check", tmp_path / name, env=env).returncode == 0
+
+
+def _inflated(data: bytes) -> bytes:
+    """A trace's bytes with its compressed packet batches inflated (found by their zlib headers)."""
+    import re
+    import zlib
+    out = [data]
+    for m in re.finditer(rb"x[\x01\x5e\x9c\xda]", data):
+        try:
+            out.append(zlib.decompressobj().decompress(data[m.start():]))
+        except zlib.error:
+            pass
+    return b"".join(out)
