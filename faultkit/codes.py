@@ -353,3 +353,31 @@ GPU_ERROR_BY_NAME = {n: e for e in GPU_ERRORS for n in (e.runtime, e.driver, e.h
 GPU_ERROR_BY_NAME.update({"hipErrorMemoryAllocation": GPU_ERROR_BY_CODE[2], "hipErrorInitializationError": GPU_ERROR_BY_CODE[3],
                           "hipErrorInvalidResourceHandle": GPU_ERROR_BY_CODE[400]})
 DEVICE_ERROR_CODES = frozenset(e.code for e in GPU_ERRORS if e.device)
+
+
+# cuBLAS's (cublas_api.h cublasStatus_t), cuDNN's (cudnn_ops / cudnn.h cudnnStatus_t) and hipBLAS's status
+# names a failed library call prints (`CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling ...`,
+# `cuDNN error: CUDNN_STATUS_EXECUTION_FAILED`): name -> what it means. Their numbers are each library's own
+# (cuDNN 9 renumbered them), never a CUDA error number: a fault of these carries the name, not a code.
+LIBRARY_STATUS: dict[str, str] = {
+    "CUBLAS_STATUS_NOT_INITIALIZED": "cuBLAS was not initialized",
+    "CUBLAS_STATUS_ALLOC_FAILED": "cuBLAS could not allocate GPU memory",
+    "CUBLAS_STATUS_INVALID_VALUE": "an unsupported value or parameter was passed to cuBLAS",
+    "CUBLAS_STATUS_ARCH_MISMATCH": "the GPU lacks a feature the cuBLAS call needs",
+    "CUBLAS_STATUS_MAPPING_ERROR": "cuBLAS could not access GPU memory",
+    "CUBLAS_STATUS_EXECUTION_FAILED": "the cuBLAS kernel failed to execute on the GPU (often a fault of an earlier kernel)",
+    "CUBLAS_STATUS_INTERNAL_ERROR": "an internal cuBLAS operation failed (often a CUDA error underneath)",
+    "CUBLAS_STATUS_NOT_SUPPORTED": "the cuBLAS functionality is not supported",
+    "CUDNN_STATUS_NOT_INITIALIZED": "cuDNN was not initialized",
+    "CUDNN_STATUS_ALLOC_FAILED": "cuDNN could not allocate memory",
+    "CUDNN_STATUS_BAD_PARAM": "an incorrect value or parameter was passed to cuDNN",
+    "CUDNN_STATUS_ARCH_MISMATCH": "the GPU lacks a feature the cuDNN call needs",
+    "CUDNN_STATUS_MAPPING_ERROR": "cuDNN could not access GPU memory",
+    "CUDNN_STATUS_EXECUTION_FAILED": "the cuDNN kernel failed to execute on the GPU (often a fault of an earlier kernel)",
+    "CUDNN_STATUS_INTERNAL_ERROR": "an internal cuDNN operation failed",
+    "CUDNN_STATUS_NOT_SUPPORTED": "the cuDNN functionality is not supported",
+    "HIPBLAS_STATUS_ALLOC_FAILED": "hipBLAS could not allocate GPU memory",
+    "HIPBLAS_STATUS_EXECUTION_FAILED": "the hipBLAS kernel failed to execute on the GPU",
+    "HIPBLAS_STATUS_INTERNAL_ERROR": "an internal hipBLAS operation failed",
+    "HIPBLAS_STATUS_NOT_SUPPORTED": "the hipBLAS functionality is not supported",
+}

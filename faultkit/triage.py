@@ -94,7 +94,9 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
                              bool(inputs.traces), inc.debugger.events, stacks=inc.hang, captured=inputs.captured,
                              exit_code=manifest.exit_code if inputs.captured else None,
                              kernel_log_readable=manifest.kernel_log.readable
-                             if inputs.captured and manifest.kernel_log else None)
+                             if inputs.captured and manifest.kernel_log else None,
+                             tree_pids={p["pid"] for p in inputs.environ if isinstance(p, dict) and isinstance(p.get("pid"), int)}
+                             if inputs.captured else None)
     if not inputs.files and not inputs.traces and not inputs.cores and not inputs.hang:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc

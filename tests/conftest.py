@@ -93,15 +93,15 @@ def pytest_xdist_auto_num_workers(config):
 def pytest_terminal_summary(terminalreporter):
     """The metamorphic harness's matrix (tests/test_paste_metamorphic.py), from the rows its tests
     recorded (user properties travel from xdist's workers with the reports)."""
-    from .test_paste_metamorphic import MATRIX_KEY, matrix
     held: dict = {}
     for outcome in ("passed", "failed"):
         for rep in terminalreporter.stats.get(outcome, []):
             for key, value in getattr(rep, "user_properties", ()):
-                if key == MATRIX_KEY:
+                if key == "paste_matrix":          # test_paste_metamorphic.MATRIX_KEY
                     transform, row = value
                     for folder, cell in row.items():
                         held[(transform, folder)] = tuple(cell)
     if held:
+        from .test_paste_metamorphic import matrix      # (only where its rows were recorded)
         terminalreporter.write_sep("-", "paste matrix (transform x source: held/pastes)")
         terminalreporter.write_line(matrix(held))

@@ -51,10 +51,17 @@ LINES = [
     ("RuntimeError: Triton Error [HIP]:  Code: 1, Messsage: invalid argument", ("hip-error", "1", None)),
     # a program's own check (the common `printf("Failed: Cuda error %s:%d '%s'\n", ...)` of CUDA samples), by number
     ("HIP error code 710 in hipDeviceSynchronize()", ("hip-error", "710", None)),
+    # cuDNN's status (cudnn.h cudnnStatus_t, through PyTorch's aten/src/ATen/cudnn/Exceptions.h "cuDNN error: %s"):
+    # the name, no CUDA number (the libraries number their statuses their own way)
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", ("cuda-error", None, "CUDNN_STATUS_EXECUTION_FAILED")),
+    # cuBLAS's (cublas_api.h) through c10's "CUDA error: %s when calling `%s`" (aten/src/ATen/cuda/CUDABlas.cpp)
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, opa, opb, m, n, k, "
+     "&falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, ldc, CUDA_R_32F, "
+     "CUBLAS_GEMM_DEFAULT_TENSOR_OP)`", ("cuda-error", None, "CUBLAS_STATUS_EXECUTION_FAILED")),
 ]
 
 
-@pytest.mark.parametrize("text, want", LINES, ids=[w[0] + "-" + w[1] + f"-{i}" for i, (_, w) in enumerate(LINES)])
+@pytest.mark.parametrize("text, want", LINES, ids=[f"{w[0]}-{w[1]}-{i}" for i, (_, w) in enumerate(LINES)])
 def test_a_producers_cuda_error_line_gives_kind_and_code(text, want):
     assert faults(text + "\n") == [want]
 
@@ -80,6 +87,8 @@ def test_one_error_seen_by_several_layers_is_one_fault():
     "cudaErrorCheck(cudaMemcpy(dst, src, n, cudaMemcpyDefault));",   # a macro's name, no error
     # cuda-gdb's notice of a host call's failure (it warns of every one): not the program's error
     "warning: Cuda Driver error detected: Returning 201 (CUDA_ERROR_INVALID_CONTEXT) from cuCtxGetDevice_v2",
+    # the same notice's rest where a mail client wrapped it: a host call's error named without a word of failure
+    "(CUDA_ERROR_INVALID_CONTEXT) from cuCtxGetDevice_v2",
     "CUDA error 0",                                # success
     # PyTorch's caching allocator's own words (c10/cuda/CUDACachingAllocator.cpp), not a runtime's error print
     "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 191.98 GiB",

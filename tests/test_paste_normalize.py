@@ -178,3 +178,45 @@ def test_xid_facts_survive_two_or_three_wrappers(stack, stamp):
     text = "".join(STACKS[stack](i) + STAMPS[stamp](i) + line + "\n" for i, line in enumerate(XID))
     got = [(f["kind"], f["gpu"], f["pid"], f["process"]) for f in triage(text)["faults"]]
     assert got == [("xid-13", "PCI:0000:cb:00", 12345, "pt_main_thread")] * 2
+
+
+# A mail client's 72-column wrap (tests/paste_transforms.mail_wrap): records the parsers read across it
+# a word no client breaks (a path longer than the width): the longest line is not the wrap's width
+PATH = "/usr/local/lib/python3.12/dist-packages/aiter_meta/hsa//gfx950/fmoe/silu/fmoe_bf16_g1u1_silu_32x384.co\n"
+
+
+def _wrap72(text: str) -> str:
+    import textwrap
+    return "\n".join("\n".join(textwrap.wrap(ln, 72, break_long_words=False, break_on_hyphens=False))
+                     if len(ln) > 72 else ln for ln in text.split("\n"))
+
+
+def test_mail_wrap_a_tqdm_bar_keeps_the_worker_tag_of_the_fault_after_it():
+    # ROCr's HW exception printed right after a Ray worker's tqdm bar (one line in the log)
+    line = ("(pid=63079) :  25%|████████▊" + " " * 40 + "| 5.00/20.0 [1:04:24<3:07:19, 749s/it]HW Exception by "
+            "GPU node-1 (Agent handle: 0x3508fba0) reason :GPU Hang\n")
+    (f,) = triage(_wrap72(line + PATH))["faults"]
+    assert (f["kind"], f["pid"], f["gpu"]) == ("gpu-hang", 63079, "node-1")
+
+
+def test_mail_wrap_a_list_cut_after_its_comma_keeps_the_kernel_signature():
+    line = (":0:rocdevice.cpp            :3781: 1322868210220 us:  Memory Fault Error [host: 62f9aa2c321e, GPU "
+            "index: 0, faulting addr: 0x0, kernel: void rocsparse::csr2hyb_kernel<512u, float>(int, float const*, "
+            "int const*, int const*, int, int*, float*, int*, int*, float*, int*, rocsparse_index_base_)]\n")
+    kernels = [f["detail"].get("kernel") for f in triage(_wrap72(line + PATH))["faults"]]
+    assert kernels == ["void rocsparse::csr2hyb_kernel<512u, float>(int, float const*, int const*, int const*, int, "
+                       "int*, float*, int*, int*, float*, int*, rocsparse_index_base_)"]
+
+
+def test_mail_wrap_an_error_message_cut_in_two_keeps_its_code():
+    line = ("2025-12-16T01:24:41.1298555Z torch.AcceleratorError: HIP error: an illegal memory access was "
+            "encountered\n")
+    assert [(f["kind"], f["code"]) for f in triage(_wrap72(PATH + line))["faults"]] == [("hip-error", "700")]
+
+
+def test_mail_wrap_a_debugger_frame_cut_after_its_pc_keeps_the_kernel():
+    text = ('Thread 1 "a.out" received signal CUDA_EXCEPTION_14, Warp Illegal Address.\n'
+            "[Switching focus to CUDA kernel 0, grid 1, block (0,0,0), thread (96,0,0), device 0, sm 0, warp 3, lane 0]\n"
+            "0x0000555555edf970 in __omp_offloading_9491be2_4e000773_main_l9<<<(1,1,1),(128,1,1)>>> ()\n")
+    v = triage(_wrap72(text + PATH))["verdict"]
+    assert (v["level"], v["kernel"]) == ("certain", "__omp_offloading_9491be2_4e000773_main_l9")

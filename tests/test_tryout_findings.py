@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,28 @@ def test_a_capture_without_a_fault_is_not_told_to_capture(tmp_path):
     steps = _steps(out)
     assert any(s.startswith("No fault was found in this capture") for s in steps), steps
     assert not any("reproduce under `faultkit capture`" in s for s in steps), steps
+
+
+def test_another_programs_segfault_in_the_capture_window_is_not_the_targets(tmp_path):
+    """A capture's kernel log is the machine's: a segfault record of a process the capture never
+    recorded is not "the target crashed on the CPU"; the same record of a recorded process is (seen
+    in the suite: a deadlock capture was told to open a core because another test's python segfaulted).
+    The kernel rate-limits these records, so the line is put into the real bundle's kernel log window
+    as the kernel prints it, once with a pid the capture did not record and once with the target's."""
+    out = tmp_path / "b"
+    assert fk("capture", "-q", "-o", out, "--", sys.executable, "-c", "import time; time.sleep(1)").returncode == 0
+    pids = {p["pid"] for p in json.loads((out / "environ.json").read_text())}
+    stranger = max(pids) + 100_000
+    record = ("[99999.000001] python[{pid}]: segfault at 0 ip 00007f3600185ad8 sp 00007ffd54e23e68 error 4 in "
+              "libc.so.6[167ad8,7f3600044000+156000] likely on CPU 1 (core 1, socket 0)\n")
+    for name in ("kernel.log", "kernel-after.log"):
+        with open(out / name, "a") as fh:
+            fh.write(record.format(pid=stranger))
+    steps = _steps(out)
+    assert not any(s.startswith("The target crashed on the CPU") for s in steps), steps
+    for name in ("kernel.log", "kernel-after.log"):
+        with open(out / name, "a") as fh:
+            fh.write(record.format(pid=min(pids)))
+    steps = _steps(out)
+    assert any(s.startswith("The target crashed on the CPU (the kernel's segfault record: ") and f"[{min(pids)}]" in s
+               for s in steps), steps

@@ -71,3 +71,7 @@ def test_the_heartbeat_monitors_stuck_watchdog_is_a_hang_symptom():
     doc = to_json(build(Inputs(files=[InputFile("rank.log", STUCK.encode())])))
     assert doc["verdict"]["kernel"] is None
     assert "stuck NCCL watchdog" in doc["verdict"]["why"]
+    # heard as a hang claim: whose watchdog, for how long (the line's `Rank 25`, `600 seconds`), no kernel
+    hang = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]
+    assert len(hang) == 1 and hang[0]["kernel"] is None, doc["verdict"]["claims"]
+    assert "rank 25's watchdog made no progress for 600 s" in hang[0]["why"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..codes import (ADDRESS_FAULT_CODES, GPU_ERROR_BY_CODE, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
+from ..codes import (ADDRESS_FAULT_CODES, GPU_ERROR_BY_CODE, LIBRARY_STATUS, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
                      status_meaning, status_name, xid_meaning)
 from ..model import DriverException, Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
@@ -216,6 +216,8 @@ def host_error_fault(e: HostError) -> Fault:
     if err is not None:
         meaning += (f" Error {err.code} ({err.runtime}): a kernel failed on the GPU and the context is lost."
                     if err.device else f" Error {err.code} ({err.runtime}).")
+    elif e.enum in LIBRARY_STATUS:
+        meaning += f" {e.enum}: {LIBRARY_STATUS[e.enum]}."
     return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True,
                  detail={"text": e.text, "exception": e.exception, "enum": e.enum}, meaning=meaning, origin=e.origin)
 

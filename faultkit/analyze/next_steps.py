@@ -11,14 +11,14 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
             kinds_seen: set[str], stops: list = (), cores: list[CoreRecord] = (),
             frameworks: set[str] = frozenset(), have_trace: bool = False, debugger_events: list = (),
             stacks=None, captured: bool = False, exit_code: int | None = None,
-            kernel_log_readable: bool | None = None) -> list[str]:
+            kernel_log_readable: bool | None = None, tree_pids: set[int] | None = None) -> list[str]:
     """`frameworks`: servers the inputs mention (sglang, vllm); `have_trace`: a tracer's output is
     among them; `stacks`: the hang finding of the stacks (analyze/hang.py), where any were taken;
     `captured`: the inputs are a capture's bundle (its target's `exit_code`, whether it could read the
-    kernel log). Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
+    kernel log, `tree_pids` the processes it recorded). Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
     where nothing is SGLang, no GPU tool for a CPU crash, no "capture it" to a capture."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
-    host = _host_crash(kernel, exit_code) if not faults else None
+    host = _host_crash(kernel, exit_code, tree_pids) if not faults else None
     if host:
         # a CPU crash of the host process: a debugger on the host side, not a GPU tool
         kept = " (a capture keeps its core in cores/ where the core-size limit let one be written)" if captured else ""
@@ -110,10 +110,13 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
 HOST_CRASH_SIGNALS = {11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
 
 
-def _host_crash(kernel: KernelLog, exit_code: int | None) -> str | None:
+def _host_crash(kernel: KernelLog, exit_code: int | None, tree_pids: set[int] | None = None) -> str | None:
     """A CPU crash the evidence shows with no GPU fault beside it: the kernel's segfault record of a
-    host process, or the capture's target killed by a crash signal (its own, not one sent to stop it)."""
-    seg = next((e for e in kernel.events if e.kind == "host-segfault"), None)
+    host process, or the capture's target killed by a crash signal (its own, not one sent to stop it).
+    A capture's kernel log is the machine's: a segfault record is the target's only where its pid is one
+    the capture recorded (`tree_pids`), never another program's crash in the same window."""
+    seg = next((e for e in kernel.events if e.kind == "host-segfault"
+                and (tree_pids is None or (e.fields or {}).get("pid") in tree_pids)), None)
     if seg is not None:
         return f"the kernel's segfault record: {seg.text[:160]}"
     if isinstance(exit_code, int) and -exit_code in HOST_CRASH_SIGNALS:

@@ -1,4 +1,5 @@
-"""A collective's watchdog timeout as a hang claim: who waits, on what.
+"""A collective's watchdog timeout (and the heartbeat monitor's stuck watchdog) as a hang claim: who
+waits, on what.
 
 PyTorch's ProcessGroupNCCL (RCCL builds print the same) times out a collective that a rank
 enqueued and its GPU never finished: `Watchdog caught collective operation timeout:
@@ -15,6 +16,18 @@ from ..judge.claims import Basis, Claim, Identities
 from ..model import RuntimeLog
 
 
+def _stuck_claim(f, c: dict) -> Claim:
+    """The heartbeat monitor's `watchdog got stuck for N seconds`: the watchdog thread itself made no
+    progress (ProcessGroupNCCL.cpp: "a NCCL/CUDA API hang blocking the watchdog"), so the rank's host
+    is stuck in a CUDA or NCCL call, not one collective on the GPU stream."""
+    who = f"rank {c['rank']}" if "rank" in c else (f.process_tag or "a rank")
+    why = (f"a stuck NCCL watchdog, a hang: {who}'s watchdog made no progress for {c['stuck_s']:g} s ({f.origin}): "
+           f"a CUDA or NCCL call on {who}'s host blocks it (another thread holding the GIL inside a CUDA call, or a "
+           f"deadlock); no kernel is named")
+    return Claim(None, Basis("watchdog-timeout", "ProcessGroupNCCL heartbeat monitor"), why, Identities(pid=f.pid),
+                 str(f.origin), headline=f"hang: {who}'s NCCL watchdog stuck for {c['stuck_s']:g} s")
+
+
 def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
     work = {}
     for n in runtime.notes:
@@ -23,6 +36,8 @@ def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
     out = []
     for f in runtime.faults:
         c = f.collective
+        if f.kind == "watchdog-stuck" and c:
+            out.append(_stuck_claim(f, c))
         if f.kind != "collective-timeout" or not c:
             continue
         who = f"rank {c['rank']}" if "rank" in c else (f.process_tag or "a rank")

@@ -84,6 +84,8 @@ anchored(DEBUGGER, CUDA_FOCUS, 'focus to CUDA kernel ', 'focus set to CUDA kerne
 FRAME = re.compile(r"^(?:#(?P<level>\d+)\s+)?(?:(?P<pc>0x[0-9a-f]+) in )?(?P<body>.+?)"
                    r"(?:\s+at (?P<file>\S+?):(?P<line>\d+)|\s+from (?P<obj>\S+))?\s*$")
 continuation(DEBUGGER, FRAME)
+PC_IN = re.compile(r"(?:#\d+\s+)?0x[0-9a-f]+ in")     # a frame cut after its PC (the function on the next line)
+continuation(DEBUGGER, PC_IN)
 SRCLINE = re.compile(r"^(?P<line>\d+)(?:\t| +)(?P<text>.*)$")
 continuation(DEBUGGER, SRCLINE)
 LAUNCH = re.compile(r"<<<\((?P<grid>[\d,]+)\),\((?P<block>[\d,]+)\)>>>")
@@ -383,8 +385,10 @@ class _Parser:
             return True
         self.want_frame = False
         frame = parse_frame(joined)
-        if frame is None and len(self.frame_buf) == 1 and joined.endswith(")"):
-            return True   # 'func (args)' whose ' at file:line' wrapped onto the next line
+        if frame is None and len(self.frame_buf) < 8 and (joined.endswith(")") or PC_IN.fullmatch(joined)):
+            # 'func (args)' (its args wrapped or not) whose ' at file:line' is on the next line; a
+            # '0x... in' whose function a wrap put there
+            return True
         self.frame_buf = []
         if frame and self.stop is not None:
             self.stop.frame = frame

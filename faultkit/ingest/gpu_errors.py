@@ -16,10 +16,10 @@ CUDA/HIP word before it on the line; the enum names and the device-side messages
 
 from __future__ import annotations
 
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 from dataclasses import dataclass
 
-from ..codes import GPU_ERROR_BY_CODE, GPU_ERROR_BY_NAME, GPU_ERRORS, GpuError
+from ..codes import GPU_ERROR_BY_CODE, GPU_ERROR_BY_NAME, GPU_ERRORS, LIBRARY_STATUS, GpuError
 from .prefilter import RUNTIME, anchored
 
 
@@ -41,11 +41,12 @@ ERROR_WORDS = tuple(f"{api} {kind}{word}" for api in ("CUDA", "Cuda", "cuda", "H
 NAMES = tuple(sorted(GPU_ERROR_BY_NAME, key=len, reverse=True))
 GPU_ERROR = re.compile(
     r"(?<![\w])(?P<name>" + "|".join(map(re.escape, NAMES)) + r")(?!\w)" + r"(?:\W{0,3}\(?(?P<named>\d{1,4})\)?)?"
+    r"|(?P<lib>" + "|".join(map(re.escape, sorted(LIBRARY_STATUS, key=len, reverse=True))) + r")(?!\w)"
     r"|(?P<own>" + _message_alternation(True) + r")" + _NUMBER_AFTER.replace("after", "own_no") +
     r"|(?P<shared>" + _message_alternation(False) + r")(?!\w)" + _NUMBER_AFTER.replace("after", "shared_no") +
     r"|(?P<word>" + "|".join(map(re.escape, sorted(set(ERROR_WORDS), key=len, reverse=True))) + r")s?"
     r"(?: code| number| #)?[:= ]{1,3}(?P<num>\d{1,4})\b")
-anchored(RUNTIME, GPU_ERROR, *NAMES, *(e.message[1:] for e in GPU_ERRORS), *ERROR_WORDS)
+anchored(RUNTIME, GPU_ERROR, *NAMES, *LIBRARY_STATUS, *(e.message[1:] for e in GPU_ERRORS), *ERROR_WORDS)
 
 # which runtime a message was printed by, from the words before it on its line
 CUDA_WORD = re.compile(r"\b(?:CUDA|Cuda|cuda|cu[A-Z]\w*|CU[A-Z]+_|cudnn|cuDNN|CUDNN|cublas|cuBLAS|CUBLAS|NCCL|TRT|"
@@ -58,6 +59,8 @@ WARNING = re.compile(r"\s*(?:warning:|W\d{4} |WARNING\b|\[W\])", re.I)
 # `Cuda Runtime (invalid argument)`, ggml's `ROCm error: ...`)
 ERROR_CONTEXT = re.compile(r"\b(?:CUDA|Cuda|cuda|HIP|Hip|hip|ROCm)[ _]?(?:[Rr]untime |[Dd]river )?"
                            r"(?:[Ee]rror|ERROR|[Ff]ailure|FAILURE|Runtime)\b")
+# a word of failure beside a host call's error name (`CUDA error: CUDA_ERROR_OUT_OF_MEMORY`, `failed with ...`)
+FAILED = re.compile(r"(?i)\b(?:error|fail(?:ed|ure)?|abort(?:ed|ing)?|fatal|exception)\b")
 NEAR = 80       # a shared message's CUDA/HIP word is this close before it (`CUDA error: out of memory`)
 
 
@@ -111,8 +114,13 @@ def _hit(line: str, m: re.Match) -> GpuErrorHit | None:
     if m.group("name"):
         name = m.group("name")
         err = GPU_ERROR_BY_NAME[name]
+        if not err.device and not FAILED.search(line[:m.start()] + " " + line[m.end():]):
+            return None           # a host call's error named without a word of failure: a note's rest, not an error
         api = "HIP" if name.startswith("hip") else "CUDA"
         return GpuErrorHit(err, err.code, api, name, err.message, m.start(), m.end())
+    if m.group("lib"):
+        name = m.group("lib")         # a library's status: its name, no CUDA error number
+        return GpuErrorHit(None, None, "HIP" if name.startswith("HIP") else "CUDA", name, name, m.start(), m.end())
     if m.group("own") or m.group("shared"):
         text = m.group("own") or m.group("shared")
         err = next(e for e in GPU_ERRORS if e.message.lower() == text.lower())

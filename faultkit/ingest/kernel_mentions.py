@@ -30,7 +30,7 @@ Every format is the producer's own (read at its source or in its real output):
 from __future__ import annotations
 
 import csv
-import re
+from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..model import KernelMention, Origin
 from .debugger import DISASM

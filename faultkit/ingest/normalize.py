@@ -364,10 +364,11 @@ def _join_wraps(out, numbered, wrappers, notes):
     width = max(lengths)
     if width < 60 or width > 250:     # no terminal or mail client wraps past this: a line of its own
         return out
+    mail = _mail_width(out, lengths, width)
     exact = sum(1 for n in lengths if n == width)
     near = sum(1 for n in lengths if width - 12 <= n < width)
     # a terminal cuts at the width itself; a mail client short of it, where the next word would not fit
-    terminal = exact >= 2 and exact * 2 >= near
+    terminal = exact >= 2 and exact >= near
     stamped = [bool(t.strip()) and _stamped(t, own) for _, t, own in out]
     nonblank = sum(1 for _, t, _ in out if t.strip())
     # a kernel log: the kernel stamps every line it prints, so one without a stamp is a rest (a runtime
@@ -399,9 +400,17 @@ def _join_wraps(out, numbered, wrappers, notes):
             # terminal's cut may fall just before a space)
             word = not cut and (not t[0].isspace() or prev_len == width) and prev_len >= width // 3 and (
                 heads and res[-1][4] and not _opens_record(t, OTHER_READERS)
-                or not opens and prev_len + 1 + len(t.split(None, 1)[0]) > width)
+                or (not opens or prev.endswith(",")) and prev_len + 1 + len(t.split(None, 1)[0]) > mail)
+            # (a line that ends in a comma is a list the break cut: its rest may open with a field a record reads)
             sep = None
-            if cut or word:
+            # a mail wrap too few lines show the width of: a record's own words (its anchor) run on across
+            # the break, no record on either line alone (`HIP error: an` / `illegal memory access ...`)
+            if not (cut or word) and not t[0].isspace() and prev_len >= width // 2 and not _opens_record(t) \
+                    and _words_run_on(prev, t):
+                sep = " "
+            elif not cut and TQDM_REST.match(t) and TQDM_OPEN.search(prev):
+                sep = " "      # tqdm's bar cut at its blanks: the line goes on after the bar (`| 5/20 [...]`)
+            elif cut or word:
                 want = "" if cut else " "
                 if heads and res[-1][4]:
                     sep = want
@@ -423,7 +432,10 @@ def _join_wraps(out, numbered, wrappers, notes):
                         # (a mail client's wrap: the record's rest on the next lines, each cut at a space)
                         more.append(" " + " ".join(x.strip() for _, x, _ in out[k + 1:k + 1 + RECORD_LINES]))
                     before = "\n".join(r[1] for r in res[-1 - RECORD_LINES:-1])
-                    for cand in (("", " ") if (cut or at_width) and not flowed else (want,)):
+                    order = ("", " ")
+                    if not terminal and prev[-1:] in (",", ";"):
+                        order = (" ", "")     # a list cut after its comma: a mail client dropped the space
+                    for cand in (order if (cut or at_width) and not flowed else (want,)):
                         if _continues(prev, t, cand, cut or at_width, more, before):
                             sep = cand
                             break
@@ -452,6 +464,23 @@ def _join_wraps(out, numbered, wrappers, notes):
 def cut_at(length: int, width: int, terminal: bool) -> bool:
     """A line a terminal cut at its width (its trailing space is the record's own)."""
     return terminal and length == width
+
+
+def _mail_width(out, lengths: list[int], width: int) -> int:
+    """The column a mail client wrapped at: the width W most lines fit under while their next line's
+    first word would not have (len <= W < len + 1 + word). The longest line is not it where a word
+    longer than the width (a path, a stamp run together) ran past it; `width` where no such column
+    is shared by a few lines."""
+    cover = [0] * (width + 2)
+    for k in range(len(out) - 1):
+        n, nxt = lengths[k], out[k + 1][1]
+        if n < 40 or not nxt.strip() or nxt[:1].isspace():
+            continue
+        hi = min(width, n + len(nxt.split(None, 1)[0]))
+        for w in range(n, hi + 1):
+            cover[w] += 1
+    best = max(range(len(cover)), key=lambda w: (cover[w], w))
+    return best if cover[best] >= 3 and best < width else width
 
 
 RECORD_LINES = 4    # the runtime parser reads a record's rest on up to four lines after its head
@@ -497,7 +526,8 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple | list
         whole = ROCCLR_PREFIX.match(prev + sep + nxt, head.start())
         if whole is not None and whole.end() > len(prev) + len(sep) and _fields(whole) > _fields(head):
             return True
-    for first in {prev, _message(prev)}:
+    # (the parsers read a line without its indentation: a debugger's table row is indented in a paste)
+    for first in {prev, _message(prev), prev.lstrip()}:
         joined = first + sep + nxt
         junction = len(first)
         for pattern, own_word in _record_patterns(joined):
@@ -518,6 +548,29 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple | list
                 m = pattern.search(joined)
                 if m is not None and m.start() < junction < m.end() and pattern.search(nxt + rest) is None:
                     return True
+    return False
+
+
+# a tqdm progress bar left open at the end of a line: `25%|████▊` (its blanks and closing `|` on the next)
+TQDM_OPEN = re.compile(r"\d{1,3}%\|[\u2580-\u259f]*(?: *\|)?$")
+TQDM_REST = re.compile(r"\|? ?[\d.]+[kMG]?/[\d.]+[kMG]? \[")     # `| 5.00/20.0 [1:04:24<...`
+
+
+def _words_run_on(prev: str, nxt: str) -> bool:
+    """A record told by its own words (an anchored pattern, its anchor on the lines) matches across
+    the break, and on neither line alone."""
+    joined, junction = prev + " " + nxt, len(prev)
+    # (one scan of the parsers' anchors from a little before the break: most lines stop here)
+    window = joined[max(0, junction - 64):]
+    if not any(prefilter.may_matter(r).search(window) for r in READERS):
+        return False
+    for g in prefilter.GUARDS:
+        if g.pattern is None or not any(a in joined for a in g.anchors):
+            continue
+        m = g.pattern.search(joined)
+        if m is not None and m.start() < junction < m.end() and g.pattern.search(prev) is None \
+                and g.pattern.search(nxt) is None:
+            return True
     return False
 
 

@@ -278,7 +278,14 @@ HINTS = [
     ("triton-jit", re.compile(r"Triton kernel JIT compilation during inference: (?P<k>\S+)")),
 ]
 for _kind, _rx in HINTS:
-    anchored(RUNTIME, _rx, _rx.pattern.split("(?P<k>")[0].replace("\\[", "[").replace("\\]", "]"))
+    # (the words without the space before the name: a wrap may have cut there)
+    anchored(RUNTIME, _rx, _rx.pattern.split("(?P<k>")[0].replace("\\[", "[").replace("\\]", "]").rstrip())
+def _head_ends(rx: re.Pattern, line: str) -> bool:
+    """The line ends with a hint's fixed words, its name cut off onto the next line."""
+    head = rx.pattern.split("(?P<k>")[0].replace("\\[", "[").replace("\\]", "]").rstrip()
+    return line.rstrip().endswith(head)
+
+
 NEARBY_MAP_ROW = re.compile(r"^(?P<base>0x[0-9a-f]+), (?P<size>0x[0-9a-f]+), (?P<kind>System|VRAM|Scratch|LDS|Non-HSA)\s*$")
 # Foreign prefixes: log collectors' timestamps, worker tags, ctest indices, markdown quotes.
 # One separator after the stamp (a space, or ComfyUI's " - "), so the line's own indentation stays:
@@ -596,6 +603,8 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     _match_notes(st, rest, org, tag)
     for kind, rx in HINTS:
         h = rx.search(rest)
+        if h is None and i + 1 < len(lines) and not lines[i + 1].boundary and _head_ends(rx, rest):
+            h = rx.search(rest.rstrip() + " " + lines[i + 1].text.strip())   # a wrap put the name on the next line
         if h:
             st.out.hints.append(Hint(org, kind, h.group("k")))
     return consumed
@@ -638,6 +647,12 @@ def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
     if CALLBACK_START.search(rest) or "aborting with" in rest:
         s = FALLBACK_STATUS.search(rest)
         code = FALLBACK_CODE.search(rest)
+        if s is None and i + 1 < len(lines) and not lines[i + 1].boundary:
+            # a wrap put the status on the next line (`aborting with error :` / `HSA_STATUS_...: ...`)
+            nxt = lines[i + 1].text
+            s2 = FALLBACK_STATUS.match(nxt.lstrip())
+            if s2 is not None:
+                s, code, consumed = s2, code or FALLBACK_CODE.search(nxt), 2
         st.out.faults.append(RuntimeFault(
             kind="queue-callback", origin=org, text=rest.strip(), status=s.group(1) if s else None,
             code=int(code.group(1), 16) if code else (HSA_STATUS_BY_NAME.get(s.group(1)) if s else None),
