@@ -187,7 +187,7 @@ def test_dump_read_takes_a_gdb_frame_level_of_5000_digits(tmp_path):
     bt = ("Thread 1 (Thread 0x7f0000000740 (LWP 4242) \"python3\"):\n#{n}  0x00007f0000001000 in "
           "cudaStreamSynchronize () from /usr/lib/libcudart.so\n#1  0x00007f0000002000 in main () at x.c:3\n")
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
-    a.write_text(bt.format(n="9" * 5000))
+    a.write_text(bt.format(n="9" * 5000).replace("x.c:3", "x.c:" + "9" * 5000))
     b.write_text(bt.format(n="0"))
     res = cli("dump", "--read", a, "--read", b, "-f", "json", env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stderr

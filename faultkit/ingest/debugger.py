@@ -293,7 +293,7 @@ def parse_frame(text: str) -> Frame | None:
         args = args[1:-1]
     return Frame(text=text, level=_num(m["level"]), pc=int(m["pc"], 16) if m["pc"] else None,
                  function=function.strip() or None, args=args or None, file=m["file"],
-                 line=int(m["line"]) if m["line"] else None, objfile=m["obj"],
+                 line=small_int(m["line"]) if m["line"] else None, objfile=m["obj"],
                  launch=(launch["grid"], launch["block"]) if launch else None)
 
 
