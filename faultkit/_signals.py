@@ -10,6 +10,17 @@ FAULT_SIGNALS = {"SIGSEGV": "gpu-memory-violation", "SIGBUS": "gpu-address-error
                  "SIGILL": "gpu-illegal-instruction", "SIGFPE": "gpu-arithmetic-exception"}
 
 
+# The target's own crash signals (a CPU crash of the host process): not those a capture sends to stop it.
+HOST_CRASH_SIGNALS = {11: "SIGSEGV", 6: "SIGABRT", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
+
+
+def host_crash_signal(code: int | None) -> str | None:
+    """The crash signal a process was killed by (exit status -N), or None."""
+    if isinstance(code, int) and not isinstance(code, bool) and -code in HOST_CRASH_SIGNALS:
+        return HOST_CRASH_SIGNALS[-code]
+    return None
+
+
 def exit_words(code: int | None) -> str:
     if code is None:
         return "still running"

@@ -241,3 +241,20 @@ def test_no_early_stop_runs_every_round_and_looks_once(tmp_path):
     arm = next(a for a in report["arms"] if a["arm"] == "caching-off")
     assert (arm["crashes"], arm["state"], arm["stopped_after_round"]) == (6, "decided", 6)
     assert report["rule"].startswith("fixed design") and report["threshold"] == 0.05
+
+
+def test_a_taken_port_is_said_before_any_trial_is_announced(tmp_path, monkeypatch):
+    from faultkit.amplify import engine
+    monkeypatch.setattr(engine, "PORT_WAIT_S", 1.0, raising=False)   # the tryout waited the default 30 s
+    with socket.socket() as held:                        # a server from before, listening on the port
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        argv = ["amplify", "run", "--timeout", "20s", "-o", str(tmp_path / "amp"), "--arm", "poison",
+                "--port", str(port), "-n", "2", "--", *f"{SAMPLE} --port {port} --device cpu".split()]
+        res = CliRunner().invoke(main, argv)
+    said = f"port {port} is still in use"
+    assert said in res.output, res.output
+    before = res.output[:res.output.index(said)]
+    assert "trial 1:" not in before and ", arm poison" not in before and "checker " not in before
+    assert not list((tmp_path / "amp").glob("trial-*/result.json"))

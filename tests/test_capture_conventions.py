@@ -199,12 +199,15 @@ def test_timeout_exits_124_like_timeout1_and_none_means_no_limit(tmp_path):
                   "import time; time.sleep(60)  # fk_124")
     assert res.exit_code == 124, res.output
     assert manifest(tmp_path / "a")["ended_by"] == "timeout"
-    assert "stopping: SIGINT sent, SIGTERM in 5 s" in res.output
+    # nobody pressed Ctrl-C: the first press is the one that kills it now, not a second
+    assert "stopping: SIGINT sent, SIGTERM in 5 s (Ctrl-C to kill it now)" in res.output
+    assert "Ctrl-C again" not in res.output
     # Silence is a hang only where the stacks show one (an idle sleeper may be let run): either
     # ending of the capture's own limits is 124.
     res = capture("--hang-after", "1s", "--timeout", "5s", "-o", str(tmp_path / "h"), "--", sys.executable, "-c",
                   "import time; print('up', flush=True); time.sleep(60)  # fk_124h")
     assert res.exit_code == 124 and manifest(tmp_path / "h")["ended_by"] in ("hang", "timeout")
+    assert "Ctrl-C again" not in res.output
     res = capture("--timeout", "0", "-o", str(tmp_path / "z"), "--", "true")
     assert res.exit_code == 2 and "'none' for no limit" in res.output and not (tmp_path / "z").exists()
     res = capture("--timeout", "none", "-o", str(tmp_path / "n"), "--", sys.executable, "-c",
@@ -238,7 +241,7 @@ def test_ctrl_c_says_what_it_does_and_a_second_one_forces_the_stop(tmp_path):
     stderr = errors.read_text()
     assert time.monotonic() - t0 < 4.0            # not the 5 s SIGTERM and 5 s SIGKILL deadlines
     assert proc.returncode == 130, stderr
-    assert "stopping: SIGINT sent, SIGTERM in 5 s" in stderr
+    assert "stopping: SIGINT sent, SIGTERM in 5 s (Ctrl-C again to kill it now)" in stderr
     m = manifest(out)
     assert m["ended_by"] == "interrupted" and m["stopped_with"] == ["SIGINT", "SIGKILL"]
     assert m["exit_code"] == -9

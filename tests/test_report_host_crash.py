@@ -40,3 +40,25 @@ def test_the_cuda_paragraph_stays_where_cuda_faulted(tmp_path):
     md = cli("triage", tmp_path / "b").stdout
     assert "CUDA error" in (tmp_path / "b" / "server.log").read_text()
     assert CUDA_PARAGRAPH in md
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def test_a_host_crash_is_named_and_no_debugger_is_blamed(tmp_path):
+    # the tryout's command: crashy_server.py --rate 1 segfaults (ctypes.string_at(0)) with no tool attached
+    res = cli("capture", "-q", "-o", tmp_path / "b", "--", sys.executable, SCRIPTS / "crashy_server.py", "--rate", "1")
+    assert res.returncode == 139, res.stderr                    # 128 + SIGSEGV, like a shell
+    import json
+    note = json.loads((tmp_path / "b" / "manifest.json").read_text())["note"]
+    assert note == "the target crashed on the host (killed by SIGSEGV), not on the GPU: no GPU fault in the evidence"
+    md = cli("triage", tmp_path / "b").stdout
+    assert "The target crashed on the host, not on the GPU (it was killed by SIGSEGV)." in md
+    assert "debugger or tracer" not in md and "no fault reproduced" not in md
+
+
+def test_a_clean_exit_with_nothing_attached_blames_no_debugger(tmp_path):
+    res = cli("capture", "-q", "-o", tmp_path / "b", "--", "sleep", "0.2")
+    assert res.returncode == 0, res.stderr
+    import json
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["note"] == "no fault reproduced"

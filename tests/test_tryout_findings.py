@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -195,6 +196,70 @@ def test_a_capture_without_a_fault_is_not_told_to_capture(tmp_path):
     steps = _steps(out)
     assert any(s.startswith("No fault was found in this capture") for s in steps), steps
     assert not any("reproduce under `faultkit capture`" in s for s in steps), steps
+
+
+def test_a_capture_pid_bundle_has_no_lock_file(tmp_path):
+    # the tryout's `capture --pid` bundle kept .lock: a followed server (its output a file), ended by
+    # --timeout, and one that exits while followed
+    log = tmp_path / "server.out"
+    for name, code, extra in (("t", "import time; time.sleep(30)", ("--timeout", "2s")),
+                              ("x", "import time; time.sleep(3)", ())):
+        with open(log, "w") as sink:
+            server = subprocess.Popen([sys.executable, "-c", code], stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            out = tmp_path / name
+            res = fk("capture", "--pid", server.pid, *extra, "-o", out)
+        finally:
+            server.kill()
+            server.wait()
+        assert res.returncode in (0, 124), res.stderr
+        names = {p.name for p in out.iterdir()}
+        assert "manifest.json" in names and ".lock" not in names and ".reserve" not in names, (name, names)
+
+
+CMSSW_HANG = ROOT.parent / "shared" / "corpus" / "runtime" / "hang_analysis_kernel_name_cmssw_issue_50607.txt"
+
+
+def test_a_kernel_object_handle_is_never_ranked_as_a_kernel(tmp_path):
+    if not CMSSW_HANG.exists():
+        pytest.skip(f"shared corpus not found at {CMSSW_HANG}")
+    text = CMSSW_HANG.read_text()
+    # the evidence: two blocks print kernel_obj=0x1512f5489a80, the second with its Kernel Name line
+    assert text.count("kernel_obj=0x1512f5489a80") == 2
+    mangled = next(ln.split("Kernel Name: ")[1].split()[0] for ln in text.splitlines() if " Kernel Name: _Z" in ln)
+    res = fk("triage", "-f", "json", CMSSW_HANG)
+    assert res.returncode == 0, res.stderr
+    cands = [c["kernel"] for c in json.loads(res.stdout)["verdict"]["candidates"]]
+    assert cands == [mangled]
+    md = fk("triage", CMSSW_HANG).stdout
+    assert "`kernel_obj=0x1512f5489a80`" not in md
+
+
+def test_a_py_spy_dump_file_is_listed_as_a_stack_dump(tmp_path):
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.access(spy, os.X_OK):
+        pytest.skip("py-spy not installed")
+    server = subprocess.Popen([sys.executable, "-c", "import time\ndef serve_forever():\n    time.sleep(60)\n"
+                               "print('up', flush=True)\nserve_forever()\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline() == "up\n"
+        dumps = {}
+        for name, args in (("dump.txt", ()), ("dump.json", ("--json",))):
+            got = subprocess.run([spy, "dump", *args, "--pid", str(server.pid)], capture_output=True, text=True,
+                                 timeout=60)
+            assert got.returncode == 0, got.stderr
+            dumps[name] = tmp_path / name
+            dumps[name].write_text(got.stdout)
+    finally:
+        server.kill()
+        server.wait()
+    assert dumps["dump.txt"].read_text().startswith(f"Process {server.pid}: ")
+    res = fk("triage", "-f", "json", *dumps.values())
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert {i["name"]: i["kinds"] for i in doc["inputs"]} == {str(p): ["stack-dump"] for p in dumps.values()}
+    md = fk("triage", dumps["dump.txt"]).stdout
+    assert f"- {dumps['dump.txt']}: stack-dump" in md and "serve_forever" in md
 
 
 def test_another_programs_segfault_in_the_capture_window_is_not_the_targets(tmp_path):

@@ -152,17 +152,26 @@ def trial_env(opts: Options, tdir: Path, slot: Slot) -> tuple[dict[str, str], di
     return verified, extra
 
 
+PORT_WAIT_S = 30.0          # how long a slot's port may stay taken (a server from before still exiting)
+
+
+def wait_for_port(slot: Slot) -> None:
+    """The slot's port free within PORT_WAIT_S, or the error that says who holds it."""
+    if slot.port is None:
+        return
+    end = time.monotonic() + PORT_WAIT_S
+    while port_listening(slot.port):
+        if time.monotonic() > end:
+            raise AmplifyError(f"port {slot.port} is still in use: a server from before is listening; a trial "
+                               f"would talk to it. Stop it and run again (finished trials are kept).")
+        time.sleep(0.5)
+
+
 def run_trial(opts: Options, st: ArmState, entry: PlanEntry, tdir: Path, slot: Slot,
               sigint: DeferredSigint | None = None) -> TrialResult:
     """One trial of one arm in one slot: the port free, the slot's GPUs and the port put in, run by
     trials' run_one. The function an engine calls (in turn, in a thread, on a node)."""
-    if slot.port is not None:
-        end = time.monotonic() + 30
-        while port_listening(slot.port):
-            if time.monotonic() > end:
-                raise AmplifyError(f"port {slot.port} is still in use: a server from before is listening; a trial "
-                                   f"would talk to it. Stop it and run again (finished trials are kept).")
-            time.sleep(0.5)
+    wait_for_port(slot)
     verified, extra = trial_env(opts, tdir, slot)
     port = str(slot.port) if slot.port is not None else ""
     arm = Arm(st.arm.name, st.arm.command.replace("{port}", port), {**st.arm.env, **verified})
@@ -290,6 +299,12 @@ def _run_round(opts, entries, by_name, pool, sigint, echo, warn, replay=False) -
         if errors or sigint.hit:
             break
         slot = free.get()
+        try:
+            wait_for_port(slot)       # before the trial is announced: a taken port runs no trial
+        except AmplifyError as exc:
+            errors.append(exc)
+            free.put(slot)
+            break
         echo(f"trial {e.index + 1}: round {e.pair + 1}, arm {e.arm}, in {tdir.name}"
              + (f", GPUs {','.join(slot.gpus)}" if slot.gpus else "") + " ...")
         if len(pool) == 1:
@@ -368,6 +383,7 @@ def _run_checkers(opts: Options, checkers: list[ArmState], slot: Slot, sigint, e
         if res is None and replay:
             continue
         if res is None:
+            wait_for_port(slot)       # before the trial is announced, as a round's trials
             echo(f"checker {st.arm.name}: one trial ...")
             res = run_trial(opts, st, entry, tdir, slot, sigint)
         out.append({"arm": st.arm.name, "result": res, "dir": tdir})

@@ -50,12 +50,21 @@ def log_claims(runtime: RuntimeLog, rocm_version: str | None = None) -> list[Cla
             out.append(Claim(f.kernel, Basis("queue-callback", "ROCclr", rocm_version),
                              f"the queue-callback line names it ({f.origin})",
                              _kernel_ids(f.pid, page=page, queue=f.queue), str(f.origin)))
+    named = _names_of_objects(runtime)
+    seen_objects: set[str] = set()
     for d in runtime.dispatches:
         if d.source != "hang-analysis":
             continue
-        name = d.kernel or (f"kernel_obj={d.kernel_obj}" if d.kernel_obj else None)
+        # a kernel object handle is never a kernel name: where another block names the same object,
+        # that name stands for it (one claim, not a second 'kernel' ranked beside it)
+        name = d.kernel or named.get(d.kernel_obj or "") or (f"kernel_obj={d.kernel_obj}" if d.kernel_obj else None)
         if not name:
             continue
+        if not d.kernel and d.kernel_obj in named:
+            if d.kernel_obj in seen_objects or any(x.kernel == name for x in runtime.dispatches
+                                                   if x.source == "hang-analysis"):
+                continue            # the named block's own claim covers this handle
+        seen_objects.add(d.kernel_obj or "")
         pending = d.rptr is not None and d.wptr is not None and d.rptr < d.wptr
         out.append(Claim(name, Basis("hang-analysis-pending" if pending else "hang-analysis", "ROCclr", rocm_version),
                          "ROCclr hang analysis: the packet at the read pointer of "
@@ -75,6 +84,16 @@ def log_claims(runtime: RuntimeLog, rocm_version: str | None = None) -> list[Cla
         out.append(Claim(h.kernel, Basis("hint", h.kind), f"{h.kind} line names it just before the fault "
                                                            f"({h.origin}): a hint only", _kernel_ids(), str(h.origin)))
     return out
+
+
+def _names_of_objects(runtime: RuntimeLog) -> dict[str, str]:
+    """kernel_obj handle -> the kernel name a dispatch of the same object gives (one name only: an
+    object two names claim is left unnamed)."""
+    names: dict[str, set[str]] = {}
+    for d in runtime.dispatches:
+        if d.kernel_obj and d.kernel:
+            names.setdefault(d.kernel_obj, set()).add(d.kernel)
+    return {obj: next(iter(ks)) for obj, ks in names.items() if len(ks) == 1}
 
 
 def driver_claims(runtime: RuntimeLog) -> list[Claim]:
@@ -119,7 +138,8 @@ def _last_dispatch(runtime: RuntimeLog) -> Claim | None:
     if not logged:
         return None
     last = logged[-1]
-    name = last.kernel if last.source == "shader-name" or last.kernel else f"kernel_obj={last.kernel_obj}"
+    name = (last.kernel if last.source == "shader-name" or last.kernel
+            else _names_of_objects(runtime).get(last.kernel_obj or "") or f"kernel_obj={last.kernel_obj}")
     if not name:
         return None
     return Claim(name, Basis("dispatch-log", "ROCclr"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..judge.levels import CANDIDATES, UNKNOWN
 from ..model import HANG_SYMPTOMS, CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
+from .._signals import host_crash_signal
 from .hang import hang_steps
 
 
@@ -18,7 +19,9 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     kernel log, `tree_pids` the processes it recorded). Steps follow the evidence: no rocprofv3 advice next to a trace, no SGLang flag
     where nothing is SGLang, no GPU tool for a CPU crash, no "capture it" to a capture."""
     steps: list[str] = _for_cores(cores, runtime) + _after_debugger(stops, debugger_events)
-    host = _host_crash(kernel, exit_code, tree_pids) if not faults else None
+    # a GPU core beside it (CUDA aborts after writing one: SIGABRT) means a GPU exception, not a CPU crash
+    gpu_core = any(c.platform in ("cuda", "rocm-gpu", "rocm-unified") for c in cores)
+    host = host_crash(kernel, exit_code, tree_pids) if not faults and not gpu_core else None
     if host:
         # a CPU crash of the host process: a debugger on the host side, not a GPU tool
         kept = " (a capture keeps its core in cores/ where the core-size limit let one be written)" if captured else ""
@@ -107,10 +110,7 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     return steps
 
 
-HOST_CRASH_SIGNALS = {11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
-
-
-def _host_crash(kernel: KernelLog, exit_code: int | None, tree_pids: set[int] | None = None) -> str | None:
+def host_crash(kernel: KernelLog, exit_code: int | None, tree_pids: set[int] | None = None) -> str | None:
     """A CPU crash the evidence shows with no GPU fault beside it: the kernel's segfault record of a
     host process, or the capture's target killed by a crash signal (its own, not one sent to stop it).
     A capture's kernel log is the machine's: a segfault record is the target's only where its pid is one
@@ -119,8 +119,8 @@ def _host_crash(kernel: KernelLog, exit_code: int | None, tree_pids: set[int] | 
                 and (tree_pids is None or (e.fields or {}).get("pid") in tree_pids)), None)
     if seg is not None:
         return f"the kernel's segfault record: {seg.text[:160]}"
-    if isinstance(exit_code, int) and -exit_code in HOST_CRASH_SIGNALS:
-        return f"it was killed by {HOST_CRASH_SIGNALS[-exit_code]}"
+    if (sig := host_crash_signal(exit_code)) is not None:
+        return f"it was killed by {sig}"
     return None
 
 

@@ -193,6 +193,7 @@ class Launch:
     started: dict | None = None
     say: object = None                   # says each stop step (faultkit's console)
     force: threading.Event | None = None  # set: stop with SIGKILL now
+    ctrl_c: bool = False                 # a Ctrl-C began this stop: its hint is "again" (a --timeout's is not)
     tee: "LineTee" = None
     _reader: threading.Thread | None = None
     sigint_at: float | None = None       # when a Ctrl-C was passed on (forward_sigint): the stop's first step
@@ -271,7 +272,8 @@ class Launch:
                 break
             if self.say is not None:
                 nxt = steps[i + 1][0].name if i + 1 < len(steps) and sig != signal.SIGKILL else None
-                self.say(f"stopping: {sig.name} sent" + (f", {nxt} in {wait:g} s (Ctrl-C again to kill it now)"
+                hint = "Ctrl-C again" if self.ctrl_c or self.sigint_at is not None else "Ctrl-C"
+                self.say(f"stopping: {sig.name} sent" + (f", {nxt} in {wait:g} s ({hint} to kill it now)"
                                                          if nxt else ""))
             if sig == signal.SIGKILL:
                 wait = max(wait, 5.0)

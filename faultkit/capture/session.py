@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import layout
 from .. import redact as redaction
-from .._signals import exit_words
+from .._signals import exit_words, host_crash_signal
 from ..private_files import open_lock, private_dir, private_tree, reserve, write_private
 from ..ingest.core_file import inspect_core
 from ..launch_env import launch_of
@@ -393,6 +393,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         launch = _launch_of(backend)
         if launch is not None:
             launch.say, launch.force = echo, sigint.forced
+            launch.ctrl_c = sigint.signal == "SIGINT"
         result = backend.stop()
         if sampler is not None and opts.pid is None:      # a server we did not start is left running
             sampler.sample()
@@ -442,9 +443,19 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if ended_by == "hang":
             manifest.note = (f"the target printed nothing for {opts.hang_after_s:g} s: treated as a hang"
                                 + ("; each GPU process was asked for a core dump first" if arming and arming.cuda else ""))
-        if ended_by in ("timeout", "target-exit") and not backend.fault_line and ended_by != "debugger-stop":
+        crash = host_crash_signal(exit_code) if ended_by == "target-exit" else None
+        if crash is None and ended_by == "target-exit" and ours and follower.faults.segfaults & {r.pid for r in records}:
+            crash = "SIGSEGV (the kernel log's segfault record)"
+        gpu_cores = any(c.platform in ("cuda", "rocm") for c in manifest.cores or [])
+        # a tool between the target and the GPU changes its timing: only then can that be why nothing faulted
+        watched = opts.backend not in ("none", "coredump") or bool(result.get("debuggers"))
+        if crash and not backend.fault_line and not gpu_cores:
+            manifest.note = (f"the target crashed on the host (killed by {crash}), not on the GPU: no GPU fault "
+                             f"in the evidence")
+        elif ended_by in ("timeout", "target-exit") and not backend.fault_line:
             manifest.note = ("no fault reproduced" + (" within the timeout" if ended_by == "timeout" else "")
-                                + " (faults that depend on timing can vanish under a debugger or tracer)")
+                             + (" (faults that depend on timing can vanish under a debugger or tracer)"
+                                if watched else ""))
         for d in result.get("debuggers", []):
             if d.get("state") in ("hung", "died"):
                 manifest.warn(f"debugger {d['state']}: {d.get('problem')}; it was "

@@ -22,7 +22,7 @@ from ..codes import GPU_ERROR_BY_CODE, status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
 from ..manifest import Manifest
 from ..model import hex_or_none
-from .._signals import capture_exit_status
+from .._signals import capture_exit_status, host_crash_signal
 
 SCHEMA = "faultkit.triage/1"
 
@@ -178,6 +178,10 @@ def _verdict_section(inc: Incident) -> Section:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
     s.paragraphs.append(f"Why: {v.why}.")
+    if not inc.faults and inc.capture is not None and not v.kernel \
+            and (crash := host_crash_signal(inc.capture.exit_code)):
+        # its exit status only: the kernel log's segfault records may be another program's
+        s.paragraphs.append(f"The target crashed on the host, not on the GPU (it was killed by {crash}).")
     finding = v.decisive
     if finding:
         s.paragraphs.append(f"Decisive finding: {finding}.")

@@ -176,6 +176,12 @@ STACK_MARKERS = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \([^)]*\)(?:: ".*")?
                            r'^(?:Current thread|Thread) 0x[0-9a-fA-F]+(?: \[[^\]]*\])? \(most recent call first\):', re.M)
 
 
+# A file that is a py-spy dump from its first line: `py-spy dump` (each process opens with
+# `Process N: <command>`) or `py-spy dump --json` (a list of threads, each with its "pid").
+PYSPY_DUMP = re.compile(r'\A\s*(?:Process \d+: |\[\s*\{\s*"pid":)')
+STACK_DUMP = "stack-dump"          # its input kind
+
+
 def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
     """The host stack dumps in a pasted text (a log with py-spy dumps in it, a gdb session's
     `thread apply all bt`, faulthandler's dump): one record per process, py-spy's split at its

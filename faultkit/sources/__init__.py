@@ -48,7 +48,7 @@ def detect_kinds(text: str) -> set[str]:
     if "\x1b" in sample:
         sample = ANSI.sub("", sample)
     kinds = {s.kind for s in REGISTRY if s.markers is not None and s.markers.search(sample)}
-    if UNLESS not in kinds:
+    if UNLESS not in kinds and kinds != {stacks.SOURCE.kind}:     # a py-spy dump file is no server output
         kinds.add(FALLBACK)
     return kinds
 

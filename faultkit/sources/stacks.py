@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..analyze.hang import hang_claims
 from ..ingest.flight_recorder import watchdog_collectives
 from ..ingest.prefilter import RUNTIME
-from ..ingest.stacks import stacks_in_text
+from ..ingest.stacks import PYSPY_DUMP, STACK_DUMP, stacks_in_text
 from .source import Source, anchors
 
 WATCHDOG = "Watchdog caught collective"      # the watchdog's line in a rank's output
@@ -25,7 +25,8 @@ def _gather(inc, records, text):
 
 
 SOURCE = Source("stacks", "stacks at a hang and the ranks' flight records: who waits on whom",
-                anchors=anchors(WATCHDOG), reads=frozenset({RUNTIME, "kernel-log", "debugger"}),
+                kind=STACK_DUMP, markers=PYSPY_DUMP,
+                anchors=anchors(WATCHDOG), reads=frozenset({RUNTIME, "kernel-log", "debugger", STACK_DUMP}),
                 parse=_parse, gather=_gather,
                 claims=lambda inc, setting: hang_claims(inc.hang, bool(inc.faults)),
                 json_keys=("hang",), sections=("Hang analysis",))
