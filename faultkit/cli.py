@@ -531,7 +531,7 @@ def trials_report(folder, count_specs, metric, fmt, output, alternative=None, ve
     if count_specs:
         counts = {}
         for spec in count_specs:
-            m = re.fullmatch(r"([^=]+)=(\d+)/(\d+)", spec.strip())
+            m = re.fullmatch(r"([^=]+)=(\d{1,9})/(\d{1,9})", spec.strip())     # a count by hand: under a billion
             if not m or int(m.group(2)) > int(m.group(3)) or int(m.group(3)) == 0:
                 raise click.BadParameter(f"{spec!r}: expected ARM=C/N with 0 <= C <= N, N > 0", param_hint="--counts")
             counts[m.group(1)] = (int(m.group(2)), int(m.group(3)))
@@ -582,7 +582,10 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
     import json
 
     from .trials.report import plan_summary
+    from .trials.stats import MAX_N
 
+    if n is not None and n > MAX_N:         # the exact power costs n squared: 100,000 asked for 80 GB
+        raise click.BadParameter(f"{n}: at most {MAX_N} trials per arm", param_hint="-n")
     parsed = {}
     for spec in rates:
         name, sep, p = spec.partition("=")

@@ -134,10 +134,11 @@ def _files(bundle: Path, skip: set[Path], result: Packed):
                 st = p.lstat()
             except OSError:
                 continue
-            if p.resolve() in skip:
-                continue
+            # what it is, before any resolve(): a link that loops makes resolve() raise
             if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
                 result.left_out.append({"name": rel, "bytes": 0, "why": "not a regular file (a link, pipe or device)"})
+                continue
+            if p.resolve() in skip:
                 continue
             yield p, rel
 

@@ -181,14 +181,17 @@ def run_trial(opts: Options, st: ArmState, entry: PlanEntry, tdir: Path, slot: S
                    extra_env=extra, sigint=sigint, cores=opts.coredump)
 
 
-def _finished(tdir: Path) -> TrialResult | None:
+def _finished(tdir: Path, replay: bool = False) -> TrialResult | None:
+    """A trial's result read back; an unreadable one is set aside to be run again, except by
+    `amplify report` (replay), which reads the folder and changes nothing in it."""
     done = tdir / RESULT
     if not done.exists():
         return None
     try:
         r = read_result(done)
     except RecordError:
-        done.rename(done.with_name(RESULT + ".unreadable"))
+        if not replay:
+            done.rename(done.with_name(RESULT + ".unreadable"))
         return None
     return r if r.outcome != FAILED_TO_START else None
 
@@ -211,7 +214,7 @@ def load_options(out: Path) -> Options:
         d = json.loads((out / OPTIONS).read_text())
         d.pop("schema", None)
         return Options(out=out, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:    # nested too deep, not a dict
         raise AmplifyError(f"{out / OPTIONS} is missing or not an amplify record ({exc}): is {out} an amplify "
                            f"folder?") from None
 
@@ -267,7 +270,7 @@ def _run_round(opts, entries, by_name, pool, sigint, echo, warn, replay=False) -
     todo = []
     for e in entries:
         tdir = trial_dir(opts.out, e)
-        prev = _finished(tdir)
+        prev = _finished(tdir, replay)
         if prev is not None:
             _record(by_name[e.arm], prev, tdir)
         else:
@@ -376,7 +379,7 @@ def _run_checkers(opts: Options, checkers: list[ArmState], slot: Slot, sigint, e
     for i, st in enumerate(checkers):
         tdir = opts.out / CHECKERS_DIR / st.arm.name
         entry = PlanEntry(index=10000 + i, pair=0, position=0, arm=st.arm.name)
-        res = _finished(tdir)
+        res = _finished(tdir, replay)
         if res is None and replay:
             continue
         if res is None:
@@ -391,7 +394,7 @@ def _read_rounds(out: Path) -> dict:
     try:
         d = json.loads((out / ROUNDS_LOG).read_text())
         return d if isinstance(d, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):      # a log nested too deep is no log
         return {}
 
 

@@ -16,7 +16,7 @@ from ..analyze.trace_claims import label
 from ..durations import relative
 from .last_moments import last_moments_svg
 from .markup import authored, code, html_block, html_inline, kernel, md, md_code_block, strong
-from .. import layout, sources
+from .. import layout, redact, sources
 from ..demangle import demangled, display_name
 from ..codes import GPU_ERROR_BY_CODE, status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
@@ -37,6 +37,23 @@ class Section:
 
 
 def to_json(inc: Incident) -> dict:
+    """The report as JSON, every string redacted (evidence quoted in it may carry a secret: a kernel
+    log's unstamped line read as the rest of an Xid message did). The one way a report's JSON is
+    made: `-f json`, watch's report.json and the registry's intake read it."""
+    return _redact_strings(_report_json(inc))
+
+
+def _redact_strings(v):
+    if isinstance(v, str):
+        return redact.text(v)
+    if isinstance(v, dict):
+        return {k: _redact_strings(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_redact_strings(x) for x in v]
+    return v
+
+
+def _report_json(inc: Incident) -> dict:
     return _json_safe(_json_tree(inc))
 
 
@@ -599,7 +616,14 @@ def render_html(inc: Incident) -> str:
     return "\n".join(out) + "\n"
 
 
-RENDERERS = {"md": render_markdown, "markdown": render_markdown, "html": render_html, "json": render_json}
+def _redacted(render):
+    """A text renderer whose every line is redacted: what a report quotes of the evidence is shown
+    with its secrets hidden, whatever section quotes it."""
+    return lambda inc: redact.text(render(inc))
+
+
+RENDERERS = {"md": _redacted(render_markdown), "markdown": _redacted(render_markdown), "html": _redacted(render_html),
+             "json": render_json}
 
 
 def _blank(v) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .. import redact
 from ..analyze.incident import Incident
 from ..analyze.in_flight import LAUNCH
 from ..trace_model import MISSING
@@ -219,13 +220,13 @@ def _stamped_points(tl: Timeline, inc: Incident) -> bool:
     for r in inc.report_points[:50]:
         ts = when(r.origin, "runtime")
         if ts is not None:
-            placed.append(Point(track(None, r.origin), ts, INSTANT, f"report point: {r.frame}"[:200],
+            placed.append(Point(track(None, r.origin), ts, INSTANT, redact.text(f"report point: {r.frame}"[:200]),
                                 {"evidence": str(r.origin)}, ("report-point",)))
     for e in inc.kernel_events[:500]:
         ts = when(e.origin, "kernel-log")
         if ts is not None:
             placed.append(Point(track(e.fields.get("pid") if isinstance(e.fields.get("pid"), int) else None,
-                                      e.origin), ts, INSTANT, f"kernel: {e.kind}", {"text": e.text[:300]}))
+                                      e.origin), ts, INSTANT, f"kernel: {e.kind}", {"text": redact.text(e.text[:300])}))
     if not placed:
         return False
     tl.clock = BOOTTIME
@@ -349,7 +350,7 @@ def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
                                flows_in=to_fault if f is inc.faults[0] else ()))
     for r in inc.report_points[:20]:
         tl.points.append(Point("incident", at + step if fault_at is None else at, INSTANT,
-                               f"report point: {r.frame}"[:200], {"evidence": str(r.origin)}, ("report-point",)))
+                               redact.text(f"report point: {r.frame}"[:200]), {"evidence": str(r.origin)}, ("report-point",)))
         step += 1000
     if not inc.faults and to_fault:
         tl.points.append(Point("incident", at, INSTANT, "fault time", {}, ("fault",), flows_in=to_fault))
@@ -359,12 +360,12 @@ def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
 
 def _fault_args(f) -> dict:
     return {"address": f"0x{f.address:x}" if f.address is not None else None, "gpu": f.gpu,
-            "evidence": str(f.origin) if f.origin else None, "meaning": f.meaning}
+            "evidence": str(f.origin) if f.origin else None, "meaning": redact.text(f.meaning) if f.meaning else f.meaning}
 
 
 def _verdict_point(v, ts: int) -> Point:
     return Point("incident", ts, INSTANT, f"verdict: {v.level}" + (f" {display_name(v.kernel)}" if v.kernel else ""),
-                 {"why": v.why[:500]}, ("verdict",))
+                 {"why": redact.text(v.why[:500])}, ("verdict",))      # it quotes the evidence
 
 
 # ---------------- renderers ----------------

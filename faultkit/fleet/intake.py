@@ -12,7 +12,7 @@ from .. import layout
 from ..ingest.schema import read_manifest
 from ..manifest import Manifest
 from ..launch_env import Launch, launch_of
-from ..limits import MAX_FIELD, fits_int
+from ..limits import HOLD, MAX_FIELD, fits_int
 from .record import Context, IncidentRecord, records_from_report
 
 _CUDA_DRIVER = re.compile(r"Driver Version\s*:\s*(\S+)")
@@ -24,6 +24,8 @@ def report_of(path: str) -> tuple[dict | None, list[str]]:
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
         try:
+            if p.stat().st_size > HOLD:           # parsed whole: a 1 GB "report" took 2 GB of memory
+                return None, [f"{path}: {p.stat().st_size:,} bytes, over {HOLD >> 20} MiB: not read as a report"]
             data = json.loads(p.read_text(errors="replace"))
         except (OSError, ValueError, RecursionError) as exc:
             return None, [f"{path}: not readable as JSON: {exc}"]

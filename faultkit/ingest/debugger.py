@@ -11,6 +11,7 @@ without a header. Whether a stop is on the GPU is decided from the stopped threa
 from __future__ import annotations
 
 from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
+from ..limits import small_int
 
 from ..model import (AgentRow, CodeObjectRef, CudaKernelRow, DebugEvent, DebuggerLog, DebugStop, DisasmLine,
                      DispatchRow, Frame, GpuPlace, Origin, Problem, QueueRow, SanitizerFinding, SanitizerReport,
@@ -254,7 +255,7 @@ def _coords(text: str) -> tuple[int | None, ...]:
 
 
 def _num(text: str | None) -> int | None:
-    return None if text in (None, "?") else int(text)
+    return None if text in (None, "?") else small_int(text)      # 5,000 digits: no number, not a ValueError
 
 
 def gpu_place(systag: str) -> GpuPlace | None:
@@ -292,7 +293,7 @@ def parse_frame(text: str) -> Frame | None:
         args = args[1:-1]
     return Frame(text=text, level=_num(m["level"]), pc=int(m["pc"], 16) if m["pc"] else None,
                  function=function.strip() or None, args=args or None, file=m["file"],
-                 line=int(m["line"]) if m["line"] else None, objfile=m["obj"],
+                 line=small_int(m["line"]) if m["line"] else None, objfile=m["obj"],
                  launch=(launch["grid"], launch["block"]) if launch else None)
 
 

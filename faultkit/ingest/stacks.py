@@ -12,6 +12,7 @@ import json
 import re
 
 from ..hang_model import ProcessStacks, StackFrame, ThreadStack
+from ..limits import small_int
 from .debugger import parse_frame
 from .source_lines import add_source_lines
 
@@ -69,9 +70,9 @@ def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") 
     cur: ThreadStack | None = None
     for line in text.splitlines():
         if (m := PYSPY_PROCESS.match(line)):
-            out.pid, out.command = out.pid or int(m["pid"]), m["cmd"]
+            out.pid, out.command = out.pid or small_int(m["pid"]) or 0, m["cmd"]
         elif (m := PYSPY_THREAD.match(line)):
-            tid = int(m["id"]) if m["id"].isdigit() else None
+            tid = small_int(m["id"])
             cur = ThreadStack(tid=tid, name=m["name"], active="active" in m["status"])
             out.threads.append(cur)
         elif cur is not None and (m := PYSPY_FRAME.match(line)) and not line.startswith(" " * 8):
@@ -79,7 +80,7 @@ def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") 
             file, sep, num = loc.rpartition(":")
             if sep and num.isdigit():
                 python = file.endswith(PY_SUFFIXES)
-                cur.frames.append(StackFrame(m["func"], file, int(num), None, native=not python))
+                cur.frames.append(StackFrame(m["func"], file, small_int(num), None, native=not python))
             else:
                 cur.frames.append(StackFrame(m["func"], None, None, loc, native=True))
     if not out.threads:
@@ -95,7 +96,7 @@ def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb")
         if (m := GDB_THREAD.match(line)):
             systag = m["systag"]
             lwp, name = GDB_LWP.search(systag), GDB_NAME.search(systag)
-            cur = ThreadStack(tid=int(lwp["lwp"]) if lwp else None, name=name["name"] if name else None)
+            cur = ThreadStack(tid=small_int(lwp["lwp"]) if lwp else None, name=name["name"] if name else None)
             out.threads.append(cur)
         elif cur is not None and line.startswith("#"):
             f = parse_frame(line)
@@ -120,7 +121,7 @@ def parse_faulthandler(text: str, pid: int | None = None, source: str = "faultha
             cur = ThreadStack(tid=None, name=m["name"] or m["id"])     # "Current": the one that dumped, not busy
             out.threads.append(cur)
         elif cur is not None and (m := FH_FRAME.match(line)):
-            cur.frames.append(StackFrame(m["func"], m["file"], int(m["line"]) if m["line"].isdigit() else None))
+            cur.frames.append(StackFrame(m["func"], m["file"], small_int(m["line"])))
     if not out.threads:
         out.problems.append("no thread found in the faulthandler dump")
     return out

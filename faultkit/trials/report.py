@@ -9,7 +9,7 @@ import statistics
 from collections import Counter
 
 from .records import Plan, TrialResult
-from .stats import (DEFAULT_ALTERNATIVE, alternative_words, arm_rate, boschloo, fisher, metric_compare,
+from .stats import (BOSCHLOO_MAX_N, DEFAULT_ALTERNATIVE, alternative_words, arm_rate, boschloo, fisher, metric_compare,
                     trials_for_power)
 
 SCHEMA = "faultkit.trials.report/1"
@@ -177,7 +177,8 @@ def render_markdown(s: dict) -> str:
         x, y = c["arms"]
         out.append(f"- {x} vs {y}: Fisher p = {_fmt_p(c['fisher_two_sided'])} two-sided "
                    f"(one-sided {x} > {y}: {_fmt_p(c['fisher_greater'])}); Boschloo p = "
-                   f"{_fmt_p(c['boschloo_two_sided'])} two-sided.")
+                   + (f"{_fmt_p(c['boschloo_two_sided'])} two-sided." if c["boschloo_two_sided"] is not None else
+                      f"not computed past {BOSCHLOO_MAX_N} trials per arm (Fisher's test stands)."))
     out += ["", f"Convention: {s['convention']}", "", "## Crash signatures", ""]
     for a in s["arms"]:
         for sig, n in a["signatures"].items():
