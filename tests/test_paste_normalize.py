@@ -220,3 +220,15 @@ def test_mail_wrap_a_debugger_frame_cut_after_its_pc_keeps_the_kernel():
             "0x0000555555edf970 in __omp_offloading_9491be2_4e000773_main_l9<<<(1,1,1),(128,1,1)>>> ()\n")
     v = triage(_wrap72(text + PATH))["verdict"]
     assert (v["level"], v["kernel"]) == ("certain", "__omp_offloading_9491be2_4e000773_main_l9")
+
+
+def test_a_log_that_repeats_one_line_asks_each_junction_once():
+    """A client's retry loop printed the same 71-column line 23k times: every line at one width looks
+    like a terminal's wrap, and each junction cost ~1 ms (14 s of CPU; `amplify report` hung on a
+    trial's client log). The same junction is decided once; the lines stay lines."""
+    from faultkit.ingest import normalize as nz
+    line = "client: request 1 failed: Remote end closed connection without response\n"
+    nz._continues.cache_clear()
+    out = normalize(line * 20_000)
+    assert out.splitlines() == [line.rstrip("\n")] * 20_000
+    assert nz._continues.cache_info().misses < 50, nz._continues.cache_info()

@@ -20,6 +20,7 @@ for the report. One pass to count shapes, one to peel: linear in the input.
 from __future__ import annotations
 
 import html
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -436,7 +437,7 @@ def _join_wraps(out, numbered, wrappers, notes):
                     if not terminal and prev[-1:] in (",", ";"):
                         order = (" ", "")     # a list cut after its comma: a mail client dropped the space
                     for cand in (order if (cut or at_width) and not flowed else (want,)):
-                        if _continues(prev, t, cand, cut or at_width, more, before):
+                        if _continues(prev, t, cand, cut or at_width, tuple(more), before):
                             sep = cand
                             break
             if sep is not None:
@@ -512,7 +513,10 @@ def _message(line: str) -> str:
     return line[m.end():] if m else line
 
 
-def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple | list = (), before: str = "") -> bool:
+# (a pure function of its text: a log that repeats one line, a client's retry loop, asks the same
+# junction thousands of times, at ~1 ms each)
+@functools.lru_cache(maxsize=8192)
+def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple = (), before: str = "") -> bool:
     """Whether a record a parser reads runs on from `prev` into `nxt` (see _join_wraps): one of
     the parsers' anchored patterns, matched on the two joined, crosses the junction and reads more
     of the record (more of its fields) than on either line alone. `more`: the lines after `nxt` (each way they may run on),
