@@ -16,7 +16,7 @@ MAX_READ = 64 << 20          # the end of a long log: the figure that counts is 
 def metric_from(trial_dir: Path, regex: str) -> float | None:
     """The last match in the client's output, else the server's: the regex's first group (or the
     whole match) read as a number, commas dropped."""
-    rx = re.compile(regex)
+    rx = _compile(regex)
     for name in ("client", layout.SERVER):
         value = _last(trial_dir / layout.log_of(name), rx)
         if value is not None:
@@ -24,7 +24,20 @@ def metric_from(trial_dir: Path, regex: str) -> float | None:
     return None
 
 
-def _last(path: Path, rx: re.Pattern) -> float | None:
+def _compile(regex: str):
+    """The user's pattern in RE2 where it can be (linear time: `(a*)*b` over a 64 MiB log never ends
+    in Python's backtracking engine); a pattern only Python's re has (lookaround, backreference) is
+    compiled by re."""
+    try:
+        import re2
+        options = re2.Options()
+        options.log_errors = False          # (else RE2 writes its parse error on stderr)
+        return re2.compile(regex, options)
+    except Exception:   # noqa: BLE001 - no RE2, or a pattern RE2 does not take: Python's re
+        return re.compile(regex)
+
+
+def _last(path: Path, rx) -> float | None:
     try:
         with open(path, "rb") as fh:
             fh.seek(0, 2)
