@@ -144,7 +144,9 @@ SHAPES: tuple[Shape, ...] = (
                      r"(?P<value>(?!<redacted>)[^&#\s'\"<>]+)")),
     Shape("authorization-header", ("authorization",),
           re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization[ \t]*[:=][ \t]*(?:(?:bearer|basic|token|"
-                     r"digest|negotiate|apikey)[ \t]+)?)(?P<value>(?!<redacted>)[^\s'\",;]+)")),
+                     r"digest|negotiate|apikey)[ \t]+)?)(?P<value>(?!<redacted>)"
+                     # (the scheme is never the value: `Bearer <redacted>` redacted again stays so)
+                     r"(?!(?:bearer|basic|token|digest|negotiate|apikey)[ \t]+<redacted>)[^\s'\",;]+)")),
     Shape("bearer", ("bearer", "basic"),
           re.compile(r"(?i)\b(?P<head>(?:bearer|basic)[ \t]+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")),
     # curl/wget `-u user:password`, `--user user:password`, `-uuser:password`: the user kept
@@ -268,6 +270,8 @@ def argv(args: list[str]) -> list[str]:
 
 def _redact_value(m: re.Match, head: str) -> str:
     v = m["value"]
+    if MARK in v:       # redacted already (a report quoting a manifest's command): kept as it is, quotes too
+        return f"{head}{v}"
     q = v[0] if v[:1] in "\"'" and len(v) > 1 and v[-1] == v[0] and v.count(v[0]) == 2 else ""
     return f"{head}{q}{MARK}{q}"
 

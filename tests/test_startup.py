@@ -54,9 +54,10 @@ def test_text_only_triage_imports_nothing_heavy():
 
 
 # What a text-only triage also does without (issue #35, measured by scripts/bench_startup.py): the GPU
-# core's debugger driver (subprocess, the redaction), a job's analysis across bundles (statistics), RE2
-# (the prefilter's engine for logs past limits.WHOLE).
-TEXT_ONLY_SKIPS = ("faultkit.core_debugger", "faultkit.redact", "faultkit.analyze.job", "faultkit.launch_env",
+# core's debugger driver (subprocess), a job's analysis across bundles (statistics), RE2 (the
+# prefilter's engine for logs past limits.WHOLE). The redaction is needed: a report redacts the
+# evidence it quotes (issue 36's adversarial pass found secrets quoted in reports).
+TEXT_ONLY_SKIPS = ("faultkit.core_debugger", "faultkit.analyze.job", "faultkit.launch_env",
                    "faultkit.ingest.markers", "statistics", "re2")
 
 
@@ -79,7 +80,7 @@ runpy.run_module("faultkit.cli", run_name="__main__")
 
 def test_text_only_triage_compiles_a_fraction_of_the_parsers_patterns():
     """The parsers' patterns compile at first use (faultkit/lazy_re.py): the sample's two logs need
-    about a third of them. All of them compiling again (an eager compile, a module asking a pattern
+    well under all of them. All of them compiling again (an eager compile, a module asking a pattern
     for its flags at import) would cost every start ~40 ms."""
     args = ["triage", str(SAMPLE / "server.log"), str(SAMPLE / "dmesg.txt")]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -88,7 +89,9 @@ def test_text_only_triage_compiles_a_fraction_of_the_parsers_patterns():
     line = [x for x in p.stderr.splitlines() if x.startswith("PATTERNS=")]
     assert line and "_fwd_grouped_kernel_stage1" in p.stdout, p.stderr[-2000:]
     made, compiled = json.loads(line[-1][len("PATTERNS="):])
-    assert made > 200 and 0 < compiled < made / 2, (made, compiled)
+    # (about 60% since the report redacts what it quotes with every secret shape, and the CUDA/HIP
+    # error reader and the kernel-mention readers are asked of every log; an eager compile is 100%)
+    assert made > 200 and 0 < compiled < made * 2 / 3, (made, compiled)
 
 
 def test_trace_triage_does_load_the_trace_model():

@@ -364,6 +364,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                     ended_by = "hang"
                 else:
                     idle_at = time.monotonic()
+        if ended_by == "target-exit" and sigint.hit:
+            ended_by = "interrupted"       # the Ctrl-C it was forwarded at once is what ended it
         if ended_by == "interrupted":
             manifest.interrupted_by = sigint.signal
         if sampled_early and ended_by != "timeout":
