@@ -844,6 +844,29 @@ def _registry_after(d: Path, res: Result) -> list:
     return out
 
 
+def _experiment_setup(r: random.Random, source, name: str, markup: bool, secrets: bool, fault: bytes = b""):
+    """A copy of a trials/amplify folder with 1-3 of its files mutated, its trials' server logs given
+    the markup payload (after `fault`, a fault line for the report to quote) and planted secrets."""
+    def setup(d):
+        dst = in_dir(d) / name
+        copy_bundle(source, dst)
+        files = [p for p in dst.rglob("*") if p.is_file()]
+        for _ in range(r.randint(1, 3)):
+            f = r.choice(files)
+            if f.suffix == ".json" and r.random() < 0.7:
+                f.write_bytes(m_json_types(f.read_bytes(), r))
+            elif r.random() < 0.2:
+                special(r.choice(SPECIALS), f, d)
+            else:
+                f.write_bytes(mutate_bytes(f.read_bytes(), r)[0])
+        for f in dst.glob("trial-*/server.log"):
+            if markup:
+                f.write_bytes(m_payload(f.read_bytes() + fault, r))
+            if secrets:
+                f.write_bytes(m_secrets(f.read_bytes(), r))
+    return setup
+
+
 def gen_trials(r: random.Random, fx: Fixtures) -> Case:
     roll = r.random()
     if roll < 0.35:
@@ -865,24 +888,8 @@ def gen_trials(r: random.Random, fx: Fixtures) -> Case:
     if not fx.trials:
         return gen_triage(r, fx)
     markup, secrets = r.random() < 0.3, r.random() < 0.3
-
-    def setup(d):
-        dst = in_dir(d) / "t"
-        copy_bundle(fx.trials, dst)
-        files = [p for p in dst.rglob("*") if p.is_file()]
-        for _ in range(r.randint(1, 3)):
-            f = r.choice(files)
-            if f.suffix == ".json" and r.random() < 0.7:
-                f.write_bytes(m_json_types(f.read_bytes(), r))
-            elif r.random() < 0.2:
-                special(r.choice(SPECIALS), f, d)
-            else:
-                f.write_bytes(mutate_bytes(f.read_bytes(), r)[0])
-        for f in dst.glob("trial-*/server.log"):
-            if markup:
-                f.write_bytes(m_payload(f.read_bytes() + b" Memory access fault by GPU node-1 kernel_name_x\n", r))
-            if secrets:
-                f.write_bytes(m_secrets(f.read_bytes(), r))
+    setup = _experiment_setup(r, fx.trials, "t", markup, secrets,
+                              b" Memory access fault by GPU node-1 kernel_name_x\n")
     argv = ["trials", "report", "in/t", *r.choice([[], ["-f", "json"], ["-o", "out/t.html"], ["-o", "out/t.md"],
                                                     ["--metric", r.choice(["(", "(.*)", "(a*)*b", "x" * 5000])]])]
     return Case("trials report", "folder", argv, {0, 1, 2}, setup, markup=markup, secrets=secrets)
@@ -894,24 +901,7 @@ def gen_amplify(r: random.Random, fx: Fixtures) -> Case:
     if not fx.amplify:
         return gen_triage(r, fx)
     markup, secrets = r.random() < 0.3, r.random() < 0.3
-
-    def setup(d):
-        dst = in_dir(d) / "a"
-        copy_bundle(fx.amplify, dst)
-        files = [p for p in dst.rglob("*") if p.is_file()]
-        for _ in range(r.randint(1, 3)):
-            f = r.choice(files)
-            if f.suffix == ".json" and r.random() < 0.7:
-                f.write_bytes(m_json_types(f.read_bytes(), r))
-            elif r.random() < 0.2:
-                special(r.choice(SPECIALS), f, d)
-            else:
-                f.write_bytes(mutate_bytes(f.read_bytes(), r)[0])
-        for f in dst.glob("trial-*/server.log"):
-            if markup:
-                f.write_bytes(m_payload(f.read_bytes(), r))
-            if secrets:
-                f.write_bytes(m_secrets(f.read_bytes(), r))
+    setup = _experiment_setup(r, fx.amplify, "a", markup, secrets)
     argv = ["amplify", "report", "in/a", *r.choice([[], ["-f", "json"], ["-o", "out/a.md"], ["-o", "out/a.json"]])]
     return Case("amplify report", "folder", argv, {0, 1}, setup, markup=markup, secrets=secrets)
 
