@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import layout
 from ._signals import capture_exit_status
 from .codes import CONSEQUENCE_XIDS
-from .ingest.schema import read_manifest
+from .ingest.schema import read_manifest, record_pids
 from .manifest import Manifest
 
 if TYPE_CHECKING:
@@ -80,8 +80,7 @@ def captured_pids(path: str) -> set[int] | None:
         procs = json.loads((Path(path) / layout.ENVIRON).read_text(errors="replace"))
     except (OSError, ValueError, RecursionError):
         return None
-    return {p["pid"] for p in procs if isinstance(p, dict) and isinstance(p.get("pid"), int)} \
-        if isinstance(procs, list) else None
+    return record_pids(procs) if isinstance(procs, list) else None
 
 
 def node_evidence(path: str, inc) -> tuple[NodeEvidence, list[str]]:

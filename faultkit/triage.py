@@ -27,6 +27,7 @@ from .ingest.agent_files import parse_agent
 from . import sources
 from .sources import Setting, TextInput, detect_kinds
 from .ingest.flight_recorder import parse_flight_record
+from .ingest.schema import record_pids
 from .ingest.normalize import normalize
 from .ingest.stacks import as_samples, parse_samples
 from .ingest.traces import read_trace_paths, trace_end_ns, trace_files
@@ -95,8 +96,7 @@ def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
                              exit_code=manifest.exit_code if inputs.captured else None,
                              kernel_log_readable=manifest.kernel_log.readable
                              if inputs.captured and manifest.kernel_log else None,
-                             tree_pids={p["pid"] for p in inputs.environ if isinstance(p, dict) and isinstance(p.get("pid"), int)}
-                             if inputs.captured else None)
+                             tree_pids=record_pids(inputs.environ) if inputs.captured else None)
     if not inputs.files and not inputs.traces and not inputs.cores and not inputs.hang:
         inc.problems.append(Problem("<inputs>", "no readable input files"))
     return inc

@@ -144,6 +144,11 @@ def records(value, name: str, problems: list[Problem]) -> list[dict]:
     return out
 
 
+def record_pids(procs) -> set[int]:
+    """The pids of capture's process records (environ.json's list): what the capture saw run."""
+    return {p["pid"] for p in procs if isinstance(p, dict) and isinstance(p.get("pid"), int)}
+
+
 # ---- single cells of tables ----
 
 def integer(v, lo: int = -INT64, hi: int = INT64) -> int | None:
