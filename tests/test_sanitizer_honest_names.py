@@ -79,7 +79,7 @@ def test_live_helper_run_with_host_backtrace_names_the_kernel_and_the_device_fun
     (c,) = named(doc)
     # `at [clone helper_oob_kernel(int *)] store_past_end(int *, int)+0xa0 in sanitizer_formats.cu:39`
     assert c["device_function"] == "store_past_end(int *, int)"
-    assert "in its device function store_past_end(int *, int) at +0xa0 (sanitizer_formats.cu:39)" in c["why"]
+    assert "in its device function store_past_end(int *, int), at +0xa0 (sanitizer_formats.cu:39)" in c["why"]
     assert "[clone" not in c["why"]          # the bracket names the kernel, which is the claim already
     writes = [f for f in doc["faults"] if f["kind"] == "invalid-global-write"]
     # `Access to 0x7fe83e804000 is out of bounds` / `13,313 bytes after ... 0x7fe83e800800 of size 1,024`
