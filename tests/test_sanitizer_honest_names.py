@@ -114,12 +114,24 @@ def test_live_record_with_its_device_frame_removed_names_no_kernel(keep_host):
         rec = [s for s in rec if "Host Frame" not in s and "Saved host" not in s and s.strip() != "========="]
     doc = triage("".join(rec))
     v = doc["verdict"]
-    assert v["kernel"] is None and v["level"] not in ("certain", "likely")
-    assert named(doc) == []
+    assert v["kernel"] is None and v["level"] == "candidates"
     (c,) = unnamed(doc)
     assert c["kernel"] == "device function store_past_end(int *, int) (a helper of an unnamed kernel)"
     assert c["device_function"] == "store_past_end(int *, int)" and c["entry_point"] is False
     assert "clone" in c["why"] and "helper_oob_kernel(int *)" in c["why"]   # the sign it used, said
+    # the bracket names the kernel the helper was compiled into (nvcc names the copy $K$f): a candidate, no more
+    (k,) = named(doc)
+    assert (k["kernel"], k["level"], k["basis"]["kind"]) == ("helper_oob_kernel(int *)", "candidates", "cloned-into")
+    assert [x["kernel"] for x in v["candidates"]] == [c["kernel"], "helper_oob_kernel(int *)"]
+
+
+def test_a_full_record_after_a_cut_one_still_names_its_kernel_certain():
+    # the clone's candidate from a cut record must not shadow the kernel a complete record shows
+    run1, _ = helper_runs()
+    rec = first_record(run1)
+    cut = [s for s in rec if "Device Frame:" not in s]
+    doc = triage("".join(cut + rec))
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "helper_oob_kernel(int *)")
 
 
 def test_live_other_tools_kind_address_kernel():
@@ -217,3 +229,13 @@ def test_a_kernel_name_in_a_record_cut_before_it_ends_is_not_certain():
     assert (v["level"], v["kernel"]) == ("likely", "misaligned_shared_kernel(int *)")
     (c,) = named(doc)
     assert c["entry_point"] is None and any("device function" in s for s in c["limits"])
+
+
+def test_the_report_says_where_the_fault_was_when_no_kernel_is_shown(tmp_path):
+    p = tmp_path / "sanitizer.txt"
+    p.write_text(lines(*NVFUSER, *HOST))
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p)], capture_output=True, text=True, timeout=120)
+    verdict = r.stdout.split("## Verdict", 1)[1].split("\n## ", 1)[0]
+    assert ("The fault was in device function `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` "
+            "(a helper of an unnamed kernel).") in verdict
+    assert "faulting kernel" not in verdict

@@ -18,7 +18,7 @@ from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign
-from .sanitizer_entry import sanitizer_entry
+from .sanitizer_entry import clone_claim, sanitizer_entry
 
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
@@ -391,8 +391,13 @@ def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
                                           f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device "
                                           f"function {e.device_function}{at}; {e.unshown}", ids, str(r.origin),
                                           went_on=went_on(log, r)))
+            cloned = clone_claim(e, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes", ids, str(r.origin))
+            if cloned and not any(c.basis.kind == "cloned-into" and kernel_key(c.kernel) == kernel_key(cloned.kernel)
+                                  for c in out):
+                out.append(cloned)
             continue
-        if not e.kernel or any(kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
+        if not e.kernel or any(c.basis.kind == "sanitizer" and kernel_key(c.kernel) == kernel_key(e.kernel)
+                                 for c in out):
             continue
         inside = f", in its device function {e.device_function}," if e.device_function else ""
         cut = f"; {e.cut}" if e.cut else ""
