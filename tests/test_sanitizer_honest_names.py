@@ -214,7 +214,17 @@ def test_template_placeholders_do_not_make_a_kernel_a_helper():
      "at::cuda::detail::TensorInfo<const T2, T3>, int, int, T3, T3, long)", False),
     ("void at::native::<unnamed>::reduce_kernel<(int)512, (int)1, float>(float *)", False),
     ("void at::native::<unnamed>::softmax_warp_forward<float, float, float, (int)10, (bool)0, (bool)0>(T2 *, const T1 *, int, int, int, const bool *, int, bool)", False),
-], ids=["cub-load", "memory-detail", "anon-warp-reduce", "torch-index-kernel", "torch-reduce-kernel", "torch-softmax-kernel"])
+    # kernels in anonymous or detail namespaces (the shapes of cudf#16578, cudf PR#19995, Fuser#2632)
+    ("void cudf::io::parquet::detail::<unnamed>::gpuDecodePageDataFixed<unsigned char>(cudf::io::parquet::detail::PageInfo *, "
+     "unsigned long, unsigned long, unsigned int *)", False),
+    ("void cudf::io::parquet::detail::<unnamed>::decode_page_data_generic<unsigned char, (int)128>(unsigned int *)", False),
+    ("<unnamed>::nvfuser_inner_outer_persistent_f0_c1_r0_g0(<unnamed>::Tensor<bool, (int)2, (int)2>)", False),
+    # helpers of the same libraries (cccl#1889's ThreadLoad, cccl#1898's functor operator ())
+    ("std::iterator_traits<T2>::value_type cub::CUB_200500_600_700_800_NS::ThreadLoad<(cub::CUB_200500_600_700_800_NS::"
+     "CacheLoadModifier)5, const unsigned long long *>(T2)", True),
+    ("void thrust::THRUST_200500_600_700_800_NS::cuda_cub::__uninitialized_copy::functor<int *, int *>::operator ()<long>(T1)", True),
+], ids=["cub-load", "memory-detail", "anon-warp-reduce", "torch-index-kernel", "torch-reduce-kernel", "torch-softmax-kernel",
+        "cudf-decode-kernel", "cudf-generic-kernel", "nvfuser-kernel", "cub-threadload", "thrust-functor"])
 def test_library_helper_shape_against_kernels_of_the_same_namespaces(name, helper):
     from faultkit.analyze.entry_signs import helper_sign
     assert (helper_sign(name) is not None) == helper
@@ -239,3 +249,14 @@ def test_the_report_says_where_the_fault_was_when_no_kernel_is_shown(tmp_path):
     assert ("The fault was in device function `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` "
             "(a helper of an unnamed kernel).") in verdict
     assert "faulting kernel" not in verdict
+
+
+def test_frames_ended_by_the_separator_name_the_kernel_of_an_inlined_frame():
+    # a Triton kernel whose inlined function shows as a Device Frame of the same symbol, the record ended by
+    # the bare `=========` line (the layout of a 2025 public memcheck paste; names and numbers ours)
+    doc = triage(lines("Invalid __global__ read of size 16 bytes",
+                       "    at _attn_fwd_inner+0x2a40 in attn_v2_5d1e.py:61",
+                       "    by thread (64,0,0) in block (17,0,0)",
+                       "    Access to 0x7f10aa000400 is out of bounds",
+                       "        Device Frame: _attn_fwd_inner+0x1100 in attn_v2_5d1e.py:140", ""))
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "_attn_fwd_inner")

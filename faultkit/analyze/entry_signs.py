@@ -29,7 +29,9 @@ HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"\b__device__\b"), "declared __device__"),
     # a __global__ function is never a class member: a name qualified by a class template
     # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
-    (re.compile(r">::~?\w+\s*\(|>::operator\b"), "a member of a class template (a kernel is never a class member)"),
+    # (`<unnamed>::k(...)` is the anonymous namespace, not a template: nvFuser's kernels, Fuser#2632)
+    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"),
+     "a member of a class template (a kernel is never a class member)"),
     (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
     # nvcc compiles a noinline device function into each kernel that calls it; compute-sanitizer prints
     # that copy as `[clone K(...)] f(...)` (H200, 2025.3.1: tests/data/live_h200_sanitizer)
