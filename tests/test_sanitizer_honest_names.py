@@ -160,7 +160,20 @@ def test_live_warp_assert_is_in_the_runtimes_assert_handler_not_a_kernel():
     # `__assertfail+0x19a0` with `Device Frame: __assertfail+0x1930` only: the runtime's assert handler
     kernels = [c["kernel"] for c in named(doc)]
     assert "__assertfail" not in " ".join(kernels)
-    assert doc["verdict"]["kernel"] == "void assert_kernel(int)"
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("likely", "void assert_kernel(int)")
+    (f,) = [f for f in doc["faults"] if f["kind"] == "memcheck-device-assert"]   # 48 records, one place
+    assert (f["detail"]["kernel"], f["detail"]["offset"]) == ("__assertfail", "0x19a0")
+    assert [c["device_function"] for c in unnamed(doc)] == ["__assertfail"]
+
+
+def test_the_sanitizers_lines_alone_give_the_assert_and_no_kernel():
+    # only the `=========` lines of the same run (a paste without the program's own output)
+    text = "".join(s for s in live("assert_and_leak.txt").splitlines(keepends=True) if s.startswith("========="))
+    doc = triage(text)
+    kinds = {f["kind"] for f in doc["faults"]}
+    assert {"memcheck-device-assert", "api-error"} <= kinds     # `Program hit cudaErrorAssert (error 710)`
+    assert doc["verdict"]["kernel"] is None and named(doc) == []
+    assert [c["device_function"] for c in unnamed(doc)] == ["__assertfail"]
 
 
 def test_live_racecheck_without_a_hazard_is_no_fault():
