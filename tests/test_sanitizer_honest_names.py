@@ -81,6 +81,7 @@ def test_live_helper_run_with_host_backtrace_names_the_kernel_and_the_device_fun
     assert c["device_function"] == "store_past_end(int *, int)"
     assert "in its device function store_past_end(int *, int), at +0xa0 (sanitizer_formats.cu:39)" in c["why"]
     assert "[clone" not in c["why"]          # the bracket names the kernel, which is the claim already
+    assert c["why"].endswith("the kernel by the outermost `Device Frame:` of a record that goes on past its frames")
     writes = [f for f in doc["faults"] if f["kind"] == "invalid-global-write"]
     # `Access to 0x7fe83e804000 is out of bounds` / `13,313 bytes after ... 0x7fe83e800800 of size 1,024`
     assert writes[0]["address"] == "0x7fe83e804000"
@@ -149,6 +150,8 @@ def test_live_other_tools_kind_address_kernel():
     shared = [f for f in doc["faults"] if f["kind"] == "invalid-shared-write"]
     assert shared[0]["address"] == "0x401" and shared[0]["detail"]["misaligned"] is True   # `Access to 0x401 is misaligned`
     assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "misaligned_shared_kernel(int *)")
+    mis = next(c for c in named(doc) if c["kernel"] == "misaligned_shared_kernel(int *)")
+    assert "the kernel by the `at` function of a record that ended with no `Device Frame:` line" in mis["why"]
     pcs = [f for f in doc["faults"] if f["kind"] == "memcheck-hardware-exception"]
     assert pcs and pcs[0]["detail"]["kernel"] == "bad_call_kernel(int *, void (*)(int *))"    # `Invalid PC` / `at bad_call_kernel...+0x70`
     assert "bad_call_kernel(int *, void (*)(int *))" in [c["kernel"] for c in named(doc)]

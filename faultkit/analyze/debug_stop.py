@@ -400,7 +400,7 @@ def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
                                  for c in out):
             continue
         inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else ""
+        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
         text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}{cut}"
         contradiction = None
         if r.direction == "inside" and not r.misaligned:

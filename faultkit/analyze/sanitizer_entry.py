@@ -28,6 +28,7 @@ class SanitizerEntry:
     entry: bool | None = True        # False: no kernel; None: the kernel may be a device function
     cut: str | None = None           # entry None: what the cut record may have lost
     cloned_into: str | None = None   # kernel None: the K of `[clone K] f`, the kernel f was compiled into
+    told_by: str | None = None       # kernel named: the sign that shows it is the entry point
 
 
 def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
@@ -43,7 +44,8 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
             return SanitizerEntry(None, unclone(outer)[0], f"its outermost device frame is "
                                   f"{sign.removeprefix('not an entry point: ')}: no entry point is shown", entry=False)
         if r.device_frames_end:
-            return SanitizerEntry(outer, at if at != outer else None)
+            return SanitizerEntry(outer, at if at != outer else None,
+                                  told_by="the outermost `Device Frame:` of a record that goes on past its frames")
         return SanitizerEntry(None, outer, "the report ends in its device frames: the kernel's frame, the "
                                            "outermost, is not shown", entry=False)
     sign = helper_sign(r.kernel) if r.kernel else None
@@ -54,7 +56,8 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
         return SanitizerEntry(r.kernel, None, entry=None,
                               cut="the report is cut before its end: the `Device Frame:` lines that would show this "
                                   "function is a device function called by the kernel may be missing")
-    return SanitizerEntry(r.kernel, None)
+    return SanitizerEntry(r.kernel, None, told_by="the `at` function of a record that ended with no `Device Frame:` "
+                                                   "line under it, its name no helper's")
 
 
 def clone_claim(e: SanitizerEntry, what: str, ids: Identities, origin: str) -> Claim | None:

@@ -87,7 +87,7 @@ def claims(inc, setting) -> list[Claim]:
                                  for c in out):
             continue
         inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else ""
+        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
         out.append(Claim(e.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
                          f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
                          f"({f.origin}){cut}", ids, str(f.origin), entry=True if f.device_frames else None,
