@@ -87,6 +87,10 @@ def test_live_helper_run_with_host_backtrace_names_the_kernel_and_the_device_fun
     assert writes[0]["address"] == "0x7fe83e804000"
     assert (writes[0]["detail"]["allocation"], writes[0]["detail"]["allocation_size"]) == ("0x7fe83e800800", 1024)
     assert len(writes) == 32                 # threads (0,0,0) ... (31,0,0)
+    assert writes[0]["detail"]["device_function"] == "store_past_end(int *, int)"
+    assert writes[0]["detail"]["meaning"].startswith("compute-sanitizer caught an invalid 4-byte global write in "
+                                           "store_past_end(int *, int), a device function of helper_oob_kernel(int *): "
+                                           "13,313 bytes after the nearest allocation at 0x7fe83e800800")
 
 
 def test_live_helper_run_with_device_backtrace_only_names_the_kernel():

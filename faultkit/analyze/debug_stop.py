@@ -320,7 +320,15 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
                  f"({r.allocation_size:,} bytes)")
     else:
         where = "no allocation near it"
-    detail = {"kernel": r.kernel, "offset": f"0x{r.offset:x}" if r.offset is not None else None,
+    e = sanitizer_entry(r)
+    if e.kernel and e.device_function:
+        place = f"{e.device_function}, a device function of {e.kernel}"
+    elif e.device_function:
+        place = f"device function {e.device_function} (a helper of an unnamed kernel)"
+    else:
+        place = r.kernel or "a kernel it did not name"
+    detail = {"kernel": r.kernel, "device_function": e.device_function,
+              "offset": f"0x{r.offset:x}" if r.offset is not None else None,
               "source": f"{r.file}:{r.line}" if r.file else None,
               "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12],
               "allocation": f"0x{r.allocation:x}" if r.allocation is not None else None,
@@ -328,8 +336,7 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
               "misaligned": r.misaligned or None}
     return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
                  detail={k: v for k, v in detail.items() if v is not None},
-                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in "
-                         f"{r.kernel or 'a kernel it did not name'}: {where}.",
+                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in {place}: {where}.",
                  origin=r.origin, kernel=r.kernel, engine="shader")
 
 
