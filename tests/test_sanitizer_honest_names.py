@@ -280,3 +280,13 @@ def test_frames_ended_by_the_separator_name_the_kernel_of_an_inlined_frame():
                        "    Access to 0x7f10aa000400 is out of bounds",
                        "        Device Frame: _attn_fwd_inner+0x1100 in attn_v2_5d1e.py:140", ""))
     assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "_attn_fwd_inner")
+
+
+def test_a_helper_shaped_name_yields_to_a_format_that_shows_an_entry_point():
+    # ptxas names entry functions only: a kernel named like a helper (anonymous namespace, `warp...`) is
+    # still built; the shape of a name is a reading, the format is evidence
+    text = ("ptxas info    : Compiling entry function '_ZN12_GLOBAL__N_114warpReduceRowsEPfi' for 'sm_90'\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    doc = triage(text)
+    built = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "built"]
+    assert [c["kernel"] for c in built] == ["(anonymous namespace)::warpReduceRows(float*, int)"]

@@ -75,12 +75,14 @@ def _library_helper(name: str) -> bool:
     return internal and bool(_HELPER_VERB.match(base)) and not _SAYS_KERNEL.search(base)
 
 
-def helper_sign(name: str) -> str | None:
-    """Why `name` is a device function and not a kernel, or None where the name does not say."""
+def helper_sign(name: str, by_shape: bool = True) -> str | None:
+    """Why `name` is a device function and not a kernel, or None where the name does not say.
+    `by_shape=False` where the format itself shows an entry point (a dispatch row, a ptxas entry
+    function): the helper-shaped-name sign is a reading of a name, and yields to such a format."""
     for rx, why in HELPER_SIGNS:
         if rx.search(name):
             return f"not an entry point: {why}"
-    if _library_helper(name):
+    if by_shape and _library_helper(name):
         return "not an entry point: a helper-shaped name (load, store, reduce, warp ...) in an anonymous namespace or a library's internals"
     return None
 
