@@ -290,3 +290,23 @@ def test_a_helper_shaped_name_yields_to_a_format_that_shows_an_entry_point():
     doc = triage(text)
     built = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "built"]
     assert [c["kernel"] for c in built] == ["(anonymous namespace)::warpReduceRows(float*, int)"]
+
+
+# the same rule for a debugger: cuda-gdb opening a GPU core whose excepting warp is in a CUB helper (the layout of
+# tests/test_debug_stop_helper.py's core; the helper's name is CUB's LoadDirectBlocked, no frame above it)
+CORE_IN_CUB = ("(cuda-gdb) target cudacore /tmp/cuda_coredump_host.5151.1754898045\n"
+               "Opening GPU coredump: /tmp/cuda_coredump_host.5151.1754898045\n\n"
+               "CUDA Exception: Warp Illegal Address\n"
+               "The exception was triggered at PC 0x7f31abb9f6d0  void cub::CUB_200500_800_NS::LoadDirectBlocked"
+               "<float, (int)4>(int, float *, float (&)[4])\n"
+               "[Current focus set to CUDA kernel 0, grid 1, block (3,0,0), thread (64,0,0), device 0, sm 12, warp 2, lane 0]\n"
+               "#0  0x00007f31abb9f6e0 in cub::CUB_200500_800_NS::LoadDirectBlocked<float, 4> (linear_tid=64, "
+               "block_itr=0x7f3000000000, items=...) at /src/cub/cub/block/block_load.cuh:112\n")
+
+
+def test_a_core_stopped_in_a_library_helper_names_no_kernel():
+    doc = triage(CORE_IN_CUB)
+    assert doc["verdict"].get("kernel") is None and named(doc) == []
+    (c,) = unnamed(doc)
+    assert c["basis"]["kind"] == "device-function" and "LoadDirectBlocked" in c["device_function"]
+    assert "library's internals" in c["why"]
