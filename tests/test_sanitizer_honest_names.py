@@ -218,6 +218,23 @@ CUB_KERNEL = ("void cub::CUB_200200_800_NS::DeviceReduceSingleTileKernel<cub::CU
               "thrust::minimum<void>, short, short>(T2, T3, T4, T5, T6)")
 
 
+@pytest.mark.parametrize("name, ret", [
+    ("unsigned int hash_row<int>(const int *)", "unsigned int"),
+    ("float *pick_row<float>(float *, int)", "float"),
+    ("__half cub::CUB_200200_800_NS::BlockReduceWarpReductions<__half, (int)256, (int)1, (int)1, (int)0>::"
+     "ApplyWarpAggregates<(bool)1, cub::CUB_200200_800_NS::Max, (int)1>(T2, __half, int)", None),   # a member: said so first
+])
+def test_a_return_type_other_than_void_is_a_device_function(name, ret):
+    # a __global__ function returns void; demangled template functions print their return type (cccl#1229's
+    # `__half ...::ApplyWarpAggregates<...>`): any other type is a device function's, `void` tells nothing
+    from faultkit.analyze.entry_signs import helper_sign
+    sign = helper_sign(name)
+    assert sign is not None
+    if ret:
+        assert sign == f"not an entry point: it returns {ret} (a __global__ function returns void)"
+    assert helper_sign("void hash_rows<int>(const int *)") is None
+
+
 def test_template_placeholders_do_not_make_a_kernel_a_helper():
     # cudf#15258's shape: a CUB __global__ printed with placeholders; the record ends in its host backtrace
     doc = triage(lines("Invalid __shared__ read of size 16 bytes", f"    at 0x9670 in {CUB_KERNEL}",

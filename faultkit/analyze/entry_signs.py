@@ -51,9 +51,10 @@ _HELPER_VERB = re.compile(r"^(?:load|store|ld|st|fetch|read|write|reduce|warp|bl
 _SAYS_KERNEL = re.compile(r"kernel", re.I)
 
 
-def _scope_and_base(name: str) -> tuple[list[str], str]:
-    """The function's enclosing names and its own name, without return type, template arguments or
-    parameters: `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` -> (['<anon>'], 'loadGeneric')."""
+def _flat_words(name: str) -> list[str]:
+    """The signature without template arguments or parameters, in words: the return type's words
+    (if printed) then the qualified name. `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` ->
+    ['<anon>::loadGeneric'] (kernel_name drops a leading `void`)."""
     for anon in _ANON:
         name = name.replace(anon, "{anon}")
     flat, depth = [], 0
@@ -64,9 +65,25 @@ def _scope_and_base(name: str) -> tuple[list[str], str]:
             depth = max(depth - 1, 0)
         elif depth == 0:
             flat.append(ch)
-    words = "".join(flat).split()
-    parts = (words[-1] if words else "").replace("{anon}", "<anon>").split("::")
+    return "".join(flat).replace("{anon}", "<anon>").replace("*", " ").replace("&", " ").split()
+
+
+def _scope_and_base(name: str) -> tuple[list[str], str]:
+    """The function's enclosing names and its own name: (['<anon>'], 'loadGeneric')."""
+    words = _flat_words(name)
+    parts = (words[-1] if words else "").split("::")
     return parts[:-1], parts[-1]
+
+
+def _return_type(name: str) -> str | None:
+    """The return type a demangled template function's signature prints (`__half cub::...::Apply<...>(...)`),
+    None where none is printed or it is void. A `__global__` function returns void, so any other is a
+    device function's; `void` itself tells nothing."""
+    if "(" not in name or name.lstrip().startswith("["):
+        return None          # a bare name (a table's, a debugger's) or a clone's bracket: no type before it
+    words = _flat_words(name)
+    ret = " ".join(words[:-1])
+    return ret if ret and ret != "void" and "operator" not in words[-1] else None
 
 
 def _library_helper(name: str) -> bool:
@@ -82,6 +99,9 @@ def helper_sign(name: str, by_shape: bool = True) -> str | None:
     for rx, why in HELPER_SIGNS:
         if rx.search(name):
             return f"not an entry point: {why}"
+    ret = _return_type(name)
+    if ret:
+        return f"not an entry point: it returns {ret} (a __global__ function returns void)"
     if by_shape and _library_helper(name):
         return "not an entry point: a helper-shaped name (load, store, reduce, warp ...) in an anonymous namespace or a library's internals"
     return None
