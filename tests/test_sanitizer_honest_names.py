@@ -213,11 +213,6 @@ def test_a_jitted_reduction_helper_is_no_kernel(tmp_path, tail):
     assert (f["kind"], f["address"]) == ("invalid-local-write", "0xfffa94")
 
 
-CUB_KERNEL = ("void cub::CUB_200200_800_NS::DeviceReduceSingleTileKernel<cub::CUB_200200_800_NS::DeviceReducePolicy"
-              "<short, unsigned int, thrust::minimum<void>>::Policy600, short *, short *, unsigned int, "
-              "thrust::minimum<void>, short, short>(T2, T3, T4, T5, T6)")
-
-
 @pytest.mark.parametrize("name, ret", [
     ("unsigned int hash_row<int>(const int *)", "unsigned int"),
     ("float *pick_row<float>(float *, int)", "float"),
@@ -242,6 +237,11 @@ def test_template_placeholders_do_not_make_a_kernel_a_helper():
     assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", CUB_KERNEL)
 
 
+CUB_KERNEL = ("void cub::CUB_200200_800_NS::DeviceReduceSingleTileKernel<cub::CUB_200200_800_NS::DeviceReducePolicy"
+              "<short, unsigned int, thrust::minimum<void>>::Policy600, short *, short *, unsigned int, "
+              "thrust::minimum<void>, short, short>(T2, T3, T4, T5, T6)")
+
+
 @pytest.mark.parametrize("name, helper", [
     ("cub::CUB_200200_800_NS::LoadDirectBlocked<float, (int)4>(int, float *, float (&)[4])", True),
     ("at::native::memory::detail::vectorized_load_helper<float>(float *)", True),
@@ -260,8 +260,14 @@ def test_template_placeholders_do_not_make_a_kernel_a_helper():
     ("std::iterator_traits<T2>::value_type cub::CUB_200500_600_700_800_NS::ThreadLoad<(cub::CUB_200500_600_700_800_NS::"
      "CacheLoadModifier)5, const unsigned long long *>(T2)", True),
     ("void thrust::THRUST_200500_600_700_800_NS::cuda_cub::__uninitialized_copy::functor<int *, int *>::operator ()<long>(T1)", True),
+    # a member template of a class template returning void (the member pattern needs `(` after the name)
+    ("void cub::CUB_200500_800_NS::BlockScanRaking<int, (int)128>::ExclusiveScan<cub::Sum>(int, int &, cub::Sum)", True),
+    ("void WarpTile<(int)32>::stage<float>(float *)", True),
+    # a kernel whose template argument is a member of a class template (`Policy<...>::Policy600`)
+    (CUB_KERNEL, False),
 ], ids=["cub-load", "memory-detail", "anon-warp-reduce", "torch-index-kernel", "torch-reduce-kernel", "torch-softmax-kernel",
-        "cudf-decode-kernel", "cudf-generic-kernel", "nvfuser-kernel", "cub-threadload", "thrust-functor"])
+        "cudf-decode-kernel", "cudf-generic-kernel", "nvfuser-kernel", "cub-threadload", "thrust-functor",
+        "cub-member-template", "member-template", "cub-kernel-policy-arg"])
 def test_library_helper_shape_against_kernels_of_the_same_namespaces(name, helper):
     from faultkit.analyze.entry_signs import helper_sign
     assert (helper_sign(name) is not None) == helper

@@ -75,6 +75,23 @@ def _scope_and_base(name: str) -> tuple[list[str], str]:
     return parts[:-1], parts[-1]
 
 
+def _template_member(name: str) -> bool:
+    """A name qualified by a class template at the top level (`Foo<int>::bar<float>(...)`): the
+    table's pattern needs `(` right after the member's name and misses a member template; a template
+    argument's own `Policy<...>::Policy600` (inside a kernel's `<...>`) is not the kernel's scope."""
+    key, depth, start = kernel_name(name), 0, 0
+    for i, ch in enumerate(key):
+        if ch == "<":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+            if depth == 0 and key.startswith("::", i + 1) and not key.startswith("<unnamed>", start):
+                return True
+    return False
+
+
 def _return_type(name: str) -> str | None:
     """The return type a demangled template function's signature prints (`__half cub::...::Apply<...>(...)`),
     None where none is printed or it is void. A `__global__` function returns void, so any other is a
@@ -99,6 +116,8 @@ def helper_sign(name: str, by_shape: bool = True) -> str | None:
     for rx, why in HELPER_SIGNS:
         if rx.search(name):
             return f"not an entry point: {why}"
+    if _template_member(name):
+        return "not an entry point: a member of a class template (a kernel is never a class member)"
     ret = _return_type(name)
     if ret:
         return f"not an entry point: it returns {ret} (a __global__ function returns void)"
