@@ -57,8 +57,8 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None,
                    missing=list(inputs.missing))
-    if inputs.captured:
-        inc.log_clock = LogClock(inputs.stamps, inputs.manifest.start if inputs.manifest else None)
+    if inputs.captured or inputs.trial:     # a capture bundle, or a trial folder (its result.json's clocks)
+        inc.log_clock = LogClock(inputs.stamps, inputs.manifest.start if inputs.manifest else inputs.anchors)
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
