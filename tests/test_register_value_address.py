@@ -65,6 +65,9 @@ def test_a_register_value_is_not_made_the_decisive_finding(tmp_path):
     assert decisive(md) == ("Decisive finding: GPU core dump: the excepting warp in this kernel at PC 0x7eff037a3560, "
                             "block (300,0,0), thread (32,0,0), device 0, sm 40, warp 11, lane 0.")
     assert "**not-an-address**: the operand's base register pair R20:R21 holds 0x1" in md
+    # amplify's black box of such a crash names no block and says why
+    from faultkit.amplify.report import black_box_findings
+    assert black_box_findings([tmp_path / "uaf"], 1) == [f"name no block (uaf: no fault address ({o['text']}))"]
 
 
 def test_a_low_value_that_could_be_mapped_stays_in_no_allocation_with_a_note(tmp_path):
