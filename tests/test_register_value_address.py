@@ -5,8 +5,8 @@ On the H200 (session 9, the Done-when run's diagnosis) every release and caching
 (and 0x8000000091 from R20=0x81, R21=0x80): the register pair held a small value (loaded through the stale
 pointer, or reused), not where the warp's access went. Now an operand below 64 KiB gets the verdict not-an-address:
 it says what the registers hold and that one lane does not give the faulting address; "in no allocation"
-stays a note, and no claim is made of it. A value above 64 KiB (0x8000000091) may be mapped (host memory, a
-wild pointer): it stays "in no allocation", with a note when it is below every allocation of the map.
+stays a note, and no claim is made of it. A value above 64 KiB but below every allocation of the map
+(0x8000000091) could be a wild pointer: it stays "in no allocation", with the doubt said, and makes no claim.
 
 The evidence is the H200's captured bundle tests/data/live_h200_agent/uaf (its ring holds the 1 GiB KV pool
 freed and released before the stale gather), with the cuda-gdb transcript edited only in R20/R21."""
@@ -14,6 +14,7 @@ freed and released before the stale gather), with the cuda-gdb transcript edited
 import json
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -70,24 +71,38 @@ def test_a_register_value_is_not_made_the_decisive_finding(tmp_path):
     assert black_box_findings([tmp_path / "uaf"], 1) == [f"name no block (uaf: no fault address ({o['text']}))"]
 
 
-def test_a_low_value_that_could_be_mapped_stays_in_no_allocation_with_a_note(tmp_path):
-    """0x8000000081 (R20=0x81, R21=0x80, as in the H200's trial-003-release but for its +0x10) is below the
-    map's allocations but above 64 KiB: host memory or a wild pointer can be there, so it stays "in no
-    allocation", and a note says it may be a value rather than the address."""
+def test_a_low_value_that_could_be_mapped_stays_in_no_allocation_and_is_not_decisive(tmp_path):
+    """0x8000000081 (R20=0x81, R21=0x80, as in every H200 release and caching-off core but for its +0x10) is
+    below the map's allocations but above 64 KiB: a wild pointer can be there, so it stays "in no
+    allocation", with a note that it may be a value rather than the address, and it is not the finding."""
     rep, md = triage_with(tmp_path, 0x81, 0x80)
     o = rep["black_box"]["owners"][0]
     assert o["verdict"] == "none" and o["text"] == "0x8000000081 is in no allocation of this process (pid 616)"
     assert (f"0x8000000081 is below every allocation of this process (the lowest at 0x{LOWEST:x}) and was read from "
             "one lane's registers (R20:R21 = 0x8000000081): it may be a value the kernel loaded or reused there "
             "rather than the address the warp faulted on") in o["notes"]
-    assert decisive(md) == "Decisive finding: 0x8000000081 is in no allocation of this process (pid 616)."
+    assert o["address_doubt"] in o["notes"]
+    # shown, but no claim: the decisive finding is the core's stop
+    assert not any(c["basis"]["kind"] == "address-owner" for c in rep["verdict"]["claims"])
+    assert decisive(md).startswith("Decisive finding: GPU core dump: the excepting warp in this kernel at PC ")
 
 
 def test_the_real_operand_still_names_the_freed_pool(tmp_path):
-    """The transcript as recorded (R20=0x98025280, R21=0x7efe): inside the KV pool released 340.1 ms before."""
+    """The transcript as recorded (R20=0x98025280, R21=0x7efe): inside the KV pool released to the driver before
+    the fault: the ring's segment_free against the kernel log's Xid 13 (`[   77.096763]`, CLOCK_MONOTONIC, put
+    on CLOCK_BOOTTIME with the manifest's start clocks). The demo sleeps 200 ms after empty_cache()."""
     rep, md = triage_with(tmp_path, 0x98025280, 0x7EFE)
     o = rep["black_box"]["owners"][0]
-    assert o["verdict"] == "freed" and o["address"] == "0x7efe98025280" and round(o["freed_ms_before_fault"], 1) == 340.1
+    data = (UAF / "agent" / "616.alloc.ring").read_bytes()
+    mono, _, boot = struct.unpack_from("<QQQ", data, 40)
+    freed = next(r for r in (struct.unpack_from("<QIHhQQQQIIQ", data, at) for at in range(4096, len(data), 64))
+                 if r[2] == 5 and r[5] == 0x7EFE98000000)            # SEGMENT_FREE of the pool
+    start = json.loads((UAF / "manifest.json").read_text())["start"]
+    xid = int(77.096763 * 1e9) + start["boottime_ns"] - start["monotonic_ns"]
+    assert "[   77.096763] NVRM: Xid (PCI:0000:00:06): 13, " in (UAF / "kernel.log").read_text()
+    ms = round((xid - (freed[4] + boot - mono)) / 1e6, 3)
+    assert 200 < ms < 260
+    assert o["verdict"] == "freed" and o["address"] == "0x7efe98025280" and o["freed_ms_before_fault"] == ms
     assert decisive(md).startswith("Decisive finding: 0x7efe98025280 is 152,192 bytes into the 1,073,741,824-byte "
                                    "segment at 0x7efe98000000")
 
@@ -97,7 +112,7 @@ def test_an_address_above_every_allocation_stays_in_no_allocation(tmp_path):
     rep, md = triage_with(tmp_path, 0x0, 0x7FFF)
     o = rep["black_box"]["owners"][0]
     assert o["verdict"] == "none" and o["text"] == "0x7fff00000000 is in no allocation of this process (pid 616)"
-    assert not any("below every allocation" in n for n in o["notes"])
+    assert not any("below every allocation" in n for n in o["notes"]) and o["address_doubt"] is None
     assert decisive(md) == "Decisive finding: 0x7fff00000000 is in no allocation of this process (pid 616)."
 
 

@@ -106,9 +106,13 @@ class AllocationOwner:
     freed_ms_before: float | None = None
     released: bool | None = None   # the memory went back to the driver (else the allocator kept it)
     notes: list[str] = field(default_factory=list)
+    # why the address may not be where the fault was (one lane's register value below every allocation):
+    # then the owner is shown and makes no claim (sources/agent.py), so it is never the decisive finding
+    doubt: str | None = None
 
     def to_json(self) -> dict:
         return {"pid": self.pid, "address": f"0x{self.address:x}", "verdict": self.verdict, "text": self.text,
+                "address_doubt": self.doubt,
                 "address_basis": self.address_basis, "level": self.level,
                 "base": f"0x{self.base:x}" if self.base is not None else None, "size": self.size,
                 "offset": self.offset, "stream": f"0x{self.stream:x}" if self.stream is not None else None,
@@ -251,9 +255,12 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
     if since:
         o.notes.append("the map begins when the agent attached, at CUDA start")
     if operand is not None and address < lowest:
-        o.notes.append(f"0x{address:x} is below every allocation of this process (the lowest at 0x{lowest:x}) and was "
-                       f"read from one lane's registers ({operand.pair} = 0x{operand.base:x}): it may be a value the "
-                       f"kernel loaded or reused there rather than the address the warp faulted on")
+        # the H200's release and caching-off cores: 0x8000000091 from R20=0x81, R21=0x80 in four processes whose
+        # maps lay elsewhere. A wild pointer can be there too, so it stays "in no allocation", without a claim
+        o.doubt = (f"0x{address:x} is below every allocation of this process (the lowest at 0x{lowest:x}) and was "
+                   f"read from one lane's registers ({operand.pair} = 0x{operand.base:x}): it may be a value the "
+                   f"kernel loaded or reused there rather than the address the warp faulted on")
+        o.notes.append(o.doubt)
     return o
 
 
