@@ -92,10 +92,12 @@ MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?:
 # logPrefix) or ProcessGroupNCCL::createLogPrefix's `[PG ID N PG GUID G(desc) Rank N] ` (desc only for
 # named groups); some builds print none.
 anchored(RUNTIME, MEMORY_ERROR, 'Memory critical error by agent')
-PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
+PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |"
+             r"PG (?P<pg_old>\d+) (?:\((?P<desc_old>[^)\]]*)\) )?)?"      # 2.4's `[PG 0 (default_pg) Rank 12]`
              r"Rank (?P<rank>\d+)\] ")
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+                                r"(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?"
                                 r"(?:.*?Timeout\(ms\)=(?P<timeout>\d+))?.*?ran for (?P<ms>\d+) milliseconds")
 # ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself made no progress for the heartbeat
 # timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480 s by default): `{logPrefix()}ProcessGroupNCCL's watchdog got
@@ -108,14 +110,21 @@ WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
 # ProcessGroupNCCL's watchdog after an error or timeout: the work it stopped at and how far each side got
 anchored(RUNTIME, WATCHDOG_EXCEPTION, 'Process group watchdog thread terminated with exception: ')
-WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or timeout\) detected by watchdog at work: "
-                           r"(?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
+# in each version's words: 2.3 `Timeout at NCCL work: N, last enqueued NCCL work: E, last completed NCCL work:
+# C.`, 2.4-2.6 `Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL work: E,
+# ...`, 2.7+ ` failure detected by watchdog at work sequence id: N PG status: last enqueued work: E, last
+# completed work: C` (its prefix and text with two spaces between)
+WORK_HEADS = ("Exception (either an error or timeout) detected by watchdog at work: ", "Timeout at NCCL work: ",
+              "failure detected by watchdog at work sequence id: ")
+WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})? ?(?:" + "|".join(map(re.escape, WORK_HEADS)) + r")"
+                           r"(?P<work>\d+)(?:, | PG status: )last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+                           r"last completed (?:NCCL )?work: (?P<done>-?\d+)")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
 # prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
 # HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
 # The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
 # Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
-anchored(RUNTIME, WATCHDOG_WORK, 'detected by watchdog at work: ')
+anchored(RUNTIME, WATCHDOG_WORK, *WORK_HEADS)
 ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
 CUDA_ASSERT_HEAD = (ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
                     r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `")
@@ -574,7 +583,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     m = WATCHDOG_STUCK.search(rest)
     if m:
         stuck = {"stuck_s": int(m.group("s")), "rank": int(m.group("rank")) if m.group("rank") else None,
-                 "process_group": m.group("desc") or m.group("pg") or m.group("pg_old"), "monitor": m.group("cls")}
+                 "process_group": pg_name(m), "monitor": m.group("cls")}
         st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
                                           reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
                                           pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
@@ -908,7 +917,7 @@ def _rank_tag(m: re.Match) -> str | None:
     if not m.group("rank"):
         return None
     pg = m.group("pg") or m.group("pg_old")
-    group = m.group("desc") or (f"PG {pg}" if pg else None)
+    group = m.group("desc") or m.group("desc_old") or (f"PG {pg}" if pg else None)
     return f"rank {m.group('rank')}" + (f" ({group})" if group else "")
 
 
@@ -1147,12 +1156,19 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
                                                                       "runtime": "cuda"}))
 
 
+def pg_name(m: re.Match) -> str | None:
+    """The process group a watchdog line's prefix names: its description, else its number."""
+    return m.group("desc") or m.group("desc_old") or m.group("pg") or m.group("pg_old")
+
+
 def _collective(m: re.Match) -> dict:
     """The stated facts of a watchdog's timeout line (ProcessGroupNCCL's WorkNCCL(...) format)."""
     out = {"collective": m.group("op"), "seq": int(m.group("seq")), "ran_ms": int(m.group("ms")),
            "timeout_ms": int(m.group("timeout")) if m.group("timeout") else None,
+           "numel_in": int(m.group("numel_in")) if m.group("numel_in") else None,
+           "numel_out": int(m.group("numel_out")) if m.group("numel_out") else None,
            "rank": int(m.group("rank")) if m.group("rank") else None,
-           "process_group": m.group("desc") or m.group("pg") or m.group("pg_old")}
+           "process_group": pg_name(m)}
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -1161,7 +1177,7 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
     if m:
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
             "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
-            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+            "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
         return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:
