@@ -73,6 +73,7 @@ def test_torch27_rank_says_who_waits_where_on_what_and_that_the_other_is_unknown
     doc = triage(tmp_path, TORCH27)
     h = doc["hang"]
     assert (h["state"], h["level"]) == ("hung", "likely")
+    assert h["processes"] == []          # printTraceback's `#0 all_reduce from file:line` is no gdb stack
     w = waiting(doc)
     # the timeout line: rank, collective, number, size, timeout, how long
     assert (w["rank"], w["pid"], w["collective"], w["seq"], w["numel_in"], w["numel_out"], w["timeout_ms"],

@@ -59,6 +59,8 @@ class ThreadFinding:
 
     @property
     def label(self) -> str:
+        if self.tid is None and not self.name:     # a stack pasted without its thread's header
+            return "a thread (its header is not in the dump)"
         return f'thread {self.tid if self.tid is not None else "?"}' + (f' "{self.name}"' if self.name else "")
 
     def describe(self, gap: str = "") -> str:
