@@ -252,6 +252,19 @@ ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal P
 anchored(RUNTIME, ABORT, 'Aborted', 'Fatal Python error: ', 'SIGABRT received', 'exitcode')
 TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
                          r"(?P<text>[^\n]*[^\s])")
+# ggml's error record (ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_error; the CANN, SYCL and MUSA backends
+# print the same): `{CUDA|ROCm|MUSA} error: MSG`, `  current device: D, in function F at FILE:LINE`,
+# `  STMT` (the checked call; some forks print its name alone), and GGML_ABORT's `FILE:LINE: CUDA error`
+# before or after them. ggml's assert: GGML_ABORT("GGML_ASSERT(%s) failed") through ggml_abort's
+# `FILE:LINE: ` prefix; before mid-2024, `GGML_ASSERT: FILE:LINE: EXPR`.
+GGML_SITE = re.compile(r"^\s*current device: (?P<dev>-?\d+), in function (?P<func>\S+) at (?P<file>.+?):(?P<line>\d+)\s*$")
+GGML_CALL = re.compile(r"^\s*(?P<call>[A-Za-z_][\w:]*(?:\s?\(.*\))?)\s*$")
+GGML_ASSERT = re.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): (?P<what>GGML_ASSERT\((?P<expr>.*)\) failed)"
+                         r"|GGML_ASSERT: (?P<old_file>(?:[A-Za-z]:)?[^\s:]+):(?P<old_line>\d+): (?P<old_expr>.*\S)")
+anchored(RUNTIME, GGML_SITE, "current device: ")
+anchored(RUNTIME, GGML_ASSERT, ") failed", "GGML_ASSERT: ")
+
+
 # Triton's launchers (triton/backends/nvidia/driver.c gpuAssert: "Triton Error [CUDA]: %s" with
 # cuGetErrorString's text; the AMD backend's "%s Code: %d, Messsage: %s" after "Triton Error [HIP]: ",
 # spelled "Message" in later releases)
@@ -607,6 +620,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if not _match_device_assert(st, rest, org, pid, tag):
         # (a line that is a runtime fault already, `hipErrorX ... HSA_STATUS_...`, is that one event)
         _match_host_errors(st, rest, org, tag, general=len(st.out.faults) == faults_before)
+    _match_ggml(st, rest, org, tag, lines, i)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org, tag)
@@ -953,6 +967,32 @@ def _add(st: _State, err: HostError, line: str) -> None:
         err.code = hit.code
         err.enum = err.enum or hit.name
     st.out.host_errors.append(err)
+
+
+def _match_ggml(st: _State, rest: str, org: Origin, tag, lines, i: int) -> None:
+    """ggml's error check: the device, the reporting function and site and the checked call join
+    the error its line before stated; its assert is a report point (where the host aborted)."""
+    m = GGML_SITE.match(rest)
+    if m:
+        err = next((e for e in reversed(st.out.host_errors[-2:]) if org.line - e.origin.line <= 2), None)
+        site = f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+        call = None
+        if i + 1 < len(lines) and not lines[i + 1].boundary:
+            c = GGML_CALL.match(_split_prefix(lines[i + 1].text)[0])
+            call = c.group("call") if c else None
+        if err is not None and err.reported_in is None:
+            err.device, err.reported_in, err.call = int(m.group("dev")), site, call
+        exc = f"{err.api} error: {err.text}" if err is not None else None
+        st.out.report_points.append(ReportPoint(org, "ggml-error-check", site, exc + (f" at `{call}`" if call else "")
+                                                if exc else call, tag))
+        return
+    m = GGML_ASSERT.search(rest)
+    if m and m.group("what"):
+        st.out.report_points.append(ReportPoint(org, "ggml-assert", f"{m.group('file')}:{m.group('line')}",
+                                                m.group("what"), tag))
+    elif m:
+        st.out.report_points.append(ReportPoint(org, "ggml-assert", f"{m.group('old_file')}:{m.group('old_line')}",
+                                                f"GGML_ASSERT({m.group('old_expr')}) failed", tag))
 
 
 def _code_of(enum: str) -> int | None:
