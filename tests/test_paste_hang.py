@@ -239,3 +239,70 @@ def test_a_crashing_bt_is_no_hang(tmp_path):
     f = tmp_path / "crash.txt"
     f.write_text(CRASH_BT)
     assert triage_json(f)["hang"] is None
+
+
+# ---- the other ways a dump reaches a paste (#33 item 5, item 3 of the brief) ----
+
+def _child_of(ppid: int) -> int | None:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == ppid:
+            return int(stat.parent.name)
+    return None
+
+
+def test_gdb_run_interrupted_then_thread_apply_all_bt(tmp_path):
+    """The user ran it under gdb, it hung, Ctrl-C, `thread apply all bt`: the SIGINT stop is theirs,
+    the stacks are the hang's; thread 1's LWP is the process id (Linux: the first thread's id)."""
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    src = tmp_path / "deadlock.py"
+    src.write_text(PROGRAM)
+    exe = os.path.realpath(sys.executable)            # gdb needs the interpreter, not a shim script
+    g = subprocess.Popen(["gdb", "-batch", "-nx", "-ex", "run", "-ex", "thread apply all bt", "--args", exe, str(src)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in g.stdout:
+            lines.append(line)
+            if line.strip() == "ready":
+                break
+        pid = _child_of(g.pid)
+        if pid is None:
+            pytest.skip("the program under gdb was not found (gdb could not run it here)")
+        os.kill(pid, signal.SIGINT)
+        out = "".join(lines) + g.communicate(timeout=60)[0]
+    finally:
+        if g.poll() is None:
+            os.killpg(g.pid, signal.SIGKILL)
+            g.wait()
+    assert "received signal SIGINT" in out
+    f = tmp_path / "gdb-session.txt"
+    f.write_text(out)
+    doc = triage_json(f)
+    h = doc["hang"]
+    assert h["state"] == "one-sample" and "not hung" not in json.dumps(doc)
+    (proc,) = h["processes"]
+    assert proc["pid"] == pid and f"pid {pid}" in h["summary"]
+    assert len(proc["threads"]) == 4 and {t["kind"] for t in proc["threads"]} == {"park"}
+
+
+def test_pyspy_locals_pasted_in_a_code_block(hung, tmp_path):
+    p, _, _ = hung
+    f = tmp_path / "locals.md"
+    f.write_text("py-spy says:\n```\n" + pyspy(p.pid, "--locals") + "```\n")
+    t = threads_of(triage_json(f))
+    assert t["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+    assert t["worker"]["where"].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+
+
+def test_pyspy_json_pasted_between_words(hung, tmp_path):
+    p, src, _ = hung
+    f = tmp_path / "post.txt"
+    f.write_text("Here is `py-spy dump --json` while it hangs:\n" + pyspy(p.pid, "--json") + "\nAny idea?\n")
+    doc = triage_json(f)
+    assert doc["hang"]["state"] == "one-sample"
+    assert threads_of(doc)["two"]["where"] == f"{src}:{line_of('DEADLOCK-TWO')} two"

@@ -21,7 +21,7 @@ PYSPY_THREAD = re.compile(r'^Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?P<status>[^)]
 PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<loc>[^()]*)\)\s*$")
 PYSPY_PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
 # gdb: `Thread 4 (Thread 0x7fc2daf146c0 (LWP 11562) "python3"):`, `Thread 1 (process 4242):`
-GDB_THREAD = re.compile(r'^Thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\):\s*$')
+GDB_THREAD = re.compile(r'^Thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\):\s*$', re.M)
 GDB_LWP = re.compile(r"\b(?:LWP|process) (?P<lwp>\d+)\)?")
 GDB_NAME = re.compile(r'"(?P<name>[^"]*)"\)?$')
 # gdb's `thread 2` then `bt` opens the stack with `[Switching to thread 2 (Thread 0x7f.. (LWP 11562))]`
@@ -121,6 +121,12 @@ def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb")
                 cur = ThreadStack(tid=None)
                 out.threads.append(cur)
             cur.frames.append(_gdb_frame(f))
+    if not out.pid:
+        # gdb's thread 1 is the process's first thread, whose Linux thread id is the process id
+        first = next((m for m in GDB_THREAD.finditer(text) if m["num"] in ("1", "1.1")), None) if "Thread 1" in text \
+            else None
+        lwp = GDB_LWP.search(first["systag"]) if first else None
+        out.pid = small_int(lwp["lwp"]) if lwp else 0
     if not out.threads:
         problem = next((ln.strip() for ln in text.splitlines()
                         if re.search(r"ptrace: |Could not attach|No such process|not permitted", ln)), None)
@@ -203,6 +209,7 @@ STACK_MARKERS = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \([^)]*\)(?:: ".*")?
 
 # A file that is a py-spy dump from its first line: `py-spy dump` (each process opens with
 # `Process N: <command>`) or `py-spy dump --json` (a list of threads, each with its "pid").
+PYSPY_JSON_IN_TEXT = re.compile(r'^\[\s*\{\s*"pid":', re.M)
 PYSPY_DUMP = re.compile(r'\A\s*(?:Process \d+: |\[\s*\{\s*"pid":)')
 STACK_DUMP = "stack-dump"          # its input kind
 
@@ -232,6 +239,15 @@ def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
     if re.match(r"\s*\[\s*\{", text) and '"frames"' in text:
         d = parse_pyspy_json(text)
         return [d] if d.threads else []
+    if (m := PYSPY_JSON_IN_TEXT.search(text)) and '"frames"' in text:
+        # `py-spy dump --json` pasted between a post's words: the list where it opens, to where it closes
+        try:
+            dump, _ = json.JSONDecoder().raw_decode(text, m.start())
+        except ValueError:
+            dump = None
+        d = parse_pyspy_json(json.dumps(dump)) if isinstance(dump, list) else None
+        if d is not None and d.threads:
+            return [d]
     if not STACK_MARKERS.search(text):
         return _headerless(text)
     if "(most recent call first):" in text and not re.search(PYSPY_THREAD.pattern, text, re.M):
