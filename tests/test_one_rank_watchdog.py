@@ -142,3 +142,43 @@ def test_the_timeout_line_alone_quoted(tmp_path):
     (f,) = doc["faults"]
     assert (f["detail"]["numel_in"], f["detail"]["numel_out"]) == (1048576, 1048576)
     assert "unknown from one rank's log" in doc["verdict"]["why"]
+
+
+# A rank that did not time out, only got another rank's dump signal (getNCCLWatchdogTimeoutErrorMsg's
+# `from rank N`): https://github.com/lsdefine/simple_GRPO/issues/46 (2025), every collective it enqueued
+# completed; https://github.com/OpenRLHF/OpenRLHF/issues/1126 (2025), one in flight.
+SIGNAL = ("[rank5]:[E723 01:58:45.667329643 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 5] Received "
+          "a dump signal due to a collective timeout from  rank 2 and we will try our best to dump the debug info. Last "
+          "enqueued NCCL work: {enq}, last completed NCCL work: {done}.This is most likely caused by incorrect usages of "
+          "collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the "
+          "scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other "
+          "reasons such as network errors or bugs in the communications library (e.g. NCCL), etc. \n"
+          "[rank5]:[E723 01:58:45.667749122 ProcessGroupNCCL.cpp:1533] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+          "ProcessGroupNCCL preparing to dump debug info. Include stack trace: 1\n")
+
+
+def signalled(doc: dict) -> str:
+    (c,) = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]
+    assert c["kernel"] is None and doc["verdict"]["kernel"] is None
+    return c["why"]
+
+
+def test_a_rank_that_only_got_the_dump_signal_and_has_nothing_in_flight(tmp_path):
+    doc = triage(tmp_path, SIGNAL.format(enq=136, done=136))
+    why = signalled(doc)
+    assert why.startswith("a collective timed out on rank 2, a hang: its watchdog signalled every rank to dump")
+    assert ("rank 5 had completed every collective it enqueued of process group default_pg (last enqueued 136, last "
+            "completed 136): it waits in none of them, so it may be the rank rank 2 waits for") in why
+    assert "no GPU fault" not in doc["verdict"]["why"] and "TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in doc["verdict"]["why"]
+    assert any("Another rank's collective timed out" in s for s in doc["next_steps"])
+
+
+def test_a_signalled_rank_with_a_collective_in_flight(tmp_path):
+    why = signalled(triage(tmp_path, SIGNAL.format(enq=460631, done=460630)))
+    assert ("rank 5 has work 460631 of process group default_pg enqueued and not completed (last enqueued 460631): "
+            "it waits too") in why
+
+
+def test_its_own_timeout_makes_no_second_claim(tmp_path):
+    doc = triage(tmp_path, TORCH27)          # `from this local rank`: the hang's own record says it
+    assert len([c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]) == 1

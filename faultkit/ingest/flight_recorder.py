@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..hang_model import CollectiveEntry, RankCollectives, StackFrame, WatchdogWords
 from ..limits import fits_int, short_text, small_int
-from .runtime_log import COLLECTIVE_TIMEOUT, PG_PREFIX, WATCHDOG_WORK, WORKER_TAG, pg_name
+from .runtime_log import COLLECTIVE_TIMEOUT, DUMP_SIGNAL, WATCHDOG_WORK, WORKER_TAG, pg_name
 
 # torch::jit::Pickler writes typed lists through these (pushSpecializedList); each is a list.
 TORCH_LIST_BUILDERS = frozenset({"build_intlist", "build_doublelist", "build_boollist", "build_tensorlist",
@@ -159,12 +159,9 @@ def _entry(e) -> CollectiveEntry | None:
 
 
 # What a rank's watchdog prints after its timeout line (ProcessGroupNCCL.cpp, 2.4+): the dump it asks
-# for (getNCCLWatchdogTimeoutErrorMsg: `{logPrefix}Received a dump signal due to a collective timeout from
-# {this local rank | rank N} and we will try our best to dump the debug info.`), and the collective's
-# Python call as its flight recorder kept it (WorkNCCL::printTraceback: `Stack trace of the failed
-# collective: ` then `#K function from file:line` lines), or that it kept none.
-DUMP_SIGNAL = re.compile(rf"(?:{PG_PREFIX})?Received a dump signal due to a collective timeout from\s+"
-                         r"(?P<whom>this local rank|rank \d+)")
+# for (runtime_log.DUMP_SIGNAL), and the collective's Python call as its flight recorder kept it
+# (WorkNCCL::printTraceback: `Stack trace of the failed collective: ` then `#K function from file:line`
+# lines), or that it kept none.
 FAILED_CALL = re.compile(r"Stack trace of the failed collective: *\n(?P<frames>(?:#\d+ [^\n]*\n?)+)")
 CALL_FRAME = re.compile(r"^#\d+ (?P<func>\S+) from (?P<file>.+?):(?P<line>\d+)\s*$", re.M)
 RECORDER_OFF = "Stack trace of the failed collective not found"

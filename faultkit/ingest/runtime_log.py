@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
+from ..limits import small_int
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
                      RuntimeFault, RuntimeLog, Stamp, WaveDump)
 from . import gpu_errors
@@ -119,6 +120,14 @@ WORK_HEADS = ("Exception (either an error or timeout) detected by watchdog at wo
 WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})? ?(?:" + "|".join(map(re.escape, WORK_HEADS)) + r")"
                            r"(?P<work>\d+)(?:, | PG status: )last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
                            r"last completed (?:NCCL )?work: (?P<done>-?\d+)")
+# Every rank's heartbeat monitor after a collective timeout (ProcessGroupNCCL.cpp
+# getNCCLWatchdogTimeoutErrorMsg, 2.4+): `{logPrefix}Received a dump signal due to a collective timeout from
+# {this local rank | rank N} and we will try our best to dump the debug info. Last enqueued NCCL work: E, last
+# completed NCCL work: C.`: whose watchdog timed out, and how far this rank's group got.
+DUMP_SIGNAL = re.compile(rf"(?:{PG_PREFIX})?Received a dump signal due to a collective timeout from\s+"
+                         r"(?P<whom>this local rank|rank (?P<from>\d+))"
+                         r"(?:.*?Last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+))?")
+anchored(RUNTIME, DUMP_SIGNAL, "Received a dump signal due to a collective timeout")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
 # prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
 # HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
@@ -1218,6 +1227,13 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
             "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
             "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+        return
+    m = DUMP_SIGNAL.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "watchdog-dump", m.group(0), {
+            "rank": small_int(m.group("rank")), "process_group": pg_name(m), "from": m.group("whom"),
+            "from_rank": small_int(m.group("from")), "last_enqueued": small_int(m.group("enq")),
+            "last_completed": small_int(m.group("done"))}))
         return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:
