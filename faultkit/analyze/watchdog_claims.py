@@ -45,8 +45,8 @@ def _signalled_claims(runtime: RuntimeLog, timed_out: set) -> list[Claim]:
         seen.add((f.get("rank"), f.get("process_group")))
         who = f"rank {f['rank']}" if f.get("rank") is not None else "this rank"
         group = f" of process group {f['process_group']}" if f.get("process_group") else ""
-        why = (f"a collective timed out on rank {f['from_rank']}, a hang: its watchdog signalled every rank to dump its "
-               f"flight record ({n.origin}), and {who} did not time out itself in this log")
+        why = (f"a collective timed out on rank {f['from_rank']}, a hang: its watchdog signalled every rank to dump "
+               f"its flight record ({n.origin}), and {who} did not time out itself in this log")
         enq, done = f.get("last_enqueued"), f.get("last_completed")
         if enq is not None and done is not None and enq == done:
             why += (f"; {who} had completed every collective it enqueued{group} (last enqueued {enq}, last completed "

@@ -126,7 +126,8 @@ WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})? ?(?:" + "|".join(map(re.escape, W
 # completed NCCL work: C.`: whose watchdog timed out, and how far this rank's group got.
 DUMP_SIGNAL = re.compile(rf"(?:{PG_PREFIX})?Received a dump signal due to a collective timeout from\s+"
                          r"(?P<whom>this local rank|rank (?P<from>\d+))"
-                         r"(?:.*?Last enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+))?")
+                         r"(?:.*?Last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+                         r"last completed (?:NCCL )?work: (?P<done>-?\d+))?")
 anchored(RUNTIME, DUMP_SIGNAL, "Received a dump signal due to a collective timeout")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
 # prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
@@ -266,7 +267,8 @@ TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?
 # `  STMT` (the checked call; some forks print its name alone), and GGML_ABORT's `FILE:LINE: CUDA error`
 # before or after them. ggml's assert: GGML_ABORT("GGML_ASSERT(%s) failed") through ggml_abort's
 # `FILE:LINE: ` prefix; before mid-2024, `GGML_ASSERT: FILE:LINE: EXPR`.
-GGML_SITE = re.compile(r"^\s*current device: (?P<dev>-?\d+), in function (?P<func>\S+) at (?P<file>.+?):(?P<line>\d+)\s*$")
+GGML_SITE = re.compile(r"^\s*current device: (?P<dev>-?\d+), in function (?P<func>\S+) "
+                       r"at (?P<file>.+?):(?P<line>\d+)\s*$")
 GGML_CALL = re.compile(r"^\s*(?P<call>[A-Za-z_][\w:]*(?:\s?\(.*\))?)\s*$")
 GGML_ASSERT = re.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): (?P<what>GGML_ASSERT\((?P<expr>.*)\) failed)"
                          r"|GGML_ASSERT: (?P<old_file>(?:[A-Za-z]:)?[^\s:]+):(?P<old_line>\d+): (?P<old_expr>.*\S)")
@@ -1226,7 +1228,8 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
     if m:
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
             "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
-            "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+            "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")),
+            "last_completed": int(m.group("done"))}))
         return
     m = DUMP_SIGNAL.search(rest)
     if m:
