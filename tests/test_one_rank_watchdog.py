@@ -182,3 +182,14 @@ def test_a_signalled_rank_with_a_collective_in_flight(tmp_path):
 def test_its_own_timeout_makes_no_second_claim(tmp_path):
     doc = triage(tmp_path, TORCH27)          # `from this local rank`: the hang's own record says it
     assert len([c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]) == 1
+
+
+def test_several_timeouts_of_one_rank_start_from_the_first_reported(tmp_path):
+    # https://github.com/pytorch/pytorch/issues/118369 (2024): one rank's watchdog reports three works, their
+    # numbers not in order (several process groups number their own)
+    line = ("[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={}, "
+            "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for {} milliseconds before timing out.\n")
+    doc = triage(tmp_path, line.format(96120, 25624887) + line.format(96117, 25625613) + line.format(96125, 25625593))
+    w = waiting(doc)
+    assert (w["seq"], w["ran_ms"], w["numel_in"]) == (96120, 25624887, None)
+    assert "2 more timed out after it (allreduce #96117, allreduce #96125)" in doc["hang"]["summary"]

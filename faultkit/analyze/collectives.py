@@ -141,7 +141,9 @@ def one_rank_waits(rc: RankCollectives) -> CollectiveLag:
     """One rank's watchdog timed out in a collective: who waits (rank, pid), in what (the collective,
     its number and size, the group), how long, how far its group got; the rank it waits for is not
     in this log, and what would name it."""
-    e = min(rc.entries, key=lambda x: x.seq)       # its first stuck collective (later ones queue behind it)
+    # the first its watchdog reported (it checks its works in the order they were enqueued; later ones, of this
+    # group or another whose numbers are its own, queue behind it)
+    e, later = rc.entries[0], rc.entries[1:]
     w = rc.watchdog or WatchdogWords(rc.source)
     who = f"rank {rc.rank}" + (f" (pid {w.pid})" if w.pid else " (its pid is not in the log)")
     size = (f", {e.numel_in:,} elements in" + (f", {e.numel_out:,} out" if e.numel_out != e.numel_in else "")
@@ -163,6 +165,9 @@ def one_rank_waits(rc: RankCollectives) -> CollectiveLag:
         why += f"; {w.dump_from}'s watchdog signalled the dump (it timed out too)"
     if w.recorder_off:
         why += "; no flight record was kept (TORCH_NCCL_TRACE_BUFFER_SIZE is 0)"
+    if later:
+        why += f"; {len(later)} more timed out after it (" + ", ".join(f"{x.op} #{x.seq}" for x in later[:4]) + \
+            (", ..." if len(later) > 4 else "") + ")"
     return CollectiveLag(w.process_group or e.pg, [], {}, e, [rc.rank], why, [rc.source], w)
 
 
