@@ -306,3 +306,11 @@ def test_pyspy_json_pasted_between_words(hung, tmp_path):
     doc = triage_json(f)
     assert doc["hang"]["state"] == "one-sample"
     assert threads_of(doc)["two"]["where"] == f"{src}:{line_of('DEADLOCK-TWO')} two"
+
+
+def test_faulthandler_frames_of_a_crash_are_no_hang(tmp_path):
+    # faulthandler's crash report with its thread header cut off by the paste (the frames alone)
+    f = tmp_path / "crash.txt"
+    f.write_text('Fatal Python error: Segmentation fault\n\n  File "/srv/app/ext.py", line 12 in launch\n'
+                 '  File "/srv/app/main.py", line 40 in <module>\n')
+    assert triage_json(f)["hang"] is None

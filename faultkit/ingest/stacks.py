@@ -34,7 +34,8 @@ GDB_FRAME_LINE = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?[^\s(]+ \(.*\)(?: a
 CRASH_FUNCTIONS = frozenset({"raise", "__GI_raise", "gsignal", "abort", "__GI_abort", "__pthread_kill_implementation",
                              "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "__assert_fail",
                              "__assert_fail_base", "ggml_abort", "ggml_print_backtrace", "__libc_message"})
-CRASH_WORDS = re.compile(r"<signal handler called>|received signal SIG|Program terminated with signal")
+CRASH_WORDS = re.compile(r"<signal handler called>|received signal SIG|Program terminated with signal|"
+                         r"Fatal Python error|Segmentation fault|Aborted \(core dumped\)")
 # faulthandler
 FH_THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
                        r"\(most recent call first\):\s*$")
