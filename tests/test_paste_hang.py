@@ -314,3 +314,17 @@ def test_faulthandler_frames_of_a_crash_are_no_hang(tmp_path):
     f.write_text('Fatal Python error: Segmentation fault\n\n  File "/srv/app/ext.py", line 12 in launch\n'
                  '  File "/srv/app/main.py", line 40 in <module>\n')
     assert triage_json(f)["hang"] is None
+
+
+def test_dump_read_takes_a_lone_bt_and_says_what_a_crash_stack_is(tmp_path):
+    f = tmp_path / "bt.txt"
+    f.write_text(NCCL_ABORT_BT)
+    res = CliRunner().invoke(main, ["dump", "--read", str(f)])
+    assert res.exit_code == 0, res.output
+    assert "verdict: one-sample: one sample:" in res.output
+    assert "a thread (its header is not in the dump) waits in c10d::NCCLComm::ncclCommAbort (collective: nccl-call)" \
+        in res.output
+    c = tmp_path / "crash.txt"
+    c.write_text(CRASH_BT)
+    res = CliRunner().invoke(main, ["dump", "--read", str(c)])
+    assert "a crash's stack (where the program died, not where it waits)" in res.output

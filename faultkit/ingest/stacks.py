@@ -183,8 +183,12 @@ def parse_any(text: str, name: str) -> ProcessStacks:
     if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(", text, re.M):
         return parse_gdb_backtraces(text)
     out = parse_pyspy_text(text)
+    if not out.threads and (lone := _headerless(text)):
+        return lone[0]             # a lone gdb `bt`, faulthandler's frames without their header
     if not out.threads:
-        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump"]
+        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump" if not _crash_stack(text) else
+                        f"{name}: a crash's stack (where the program died, not where it waits): give it to "
+                        f"`faultkit triage`"]
     return out
 
 
@@ -228,9 +232,20 @@ def _headerless(text: str) -> list[ProcessStacks]:
         d.source = "faulthandler (pasted, no thread header)"
     else:
         return []
-    if CRASH_WORDS.search(text) or any(f.function in CRASH_FUNCTIONS for t in d.threads for f in t.frames):
+    if _crashed(text, d):
         return []
     return [d] if d.threads else []
+
+
+def _crashed(text: str, d: ProcessStacks) -> bool:
+    return CRASH_WORDS.search(text) is not None or any(f.function in CRASH_FUNCTIONS for t in d.threads for f in t.frames)
+
+
+def _crash_stack(text: str) -> bool:
+    """A headerless stack that `_headerless` left out because it is a crash's."""
+    if len(GDB_FRAME_LINE.findall(text)) >= 2:
+        return _crashed(text, parse_gdb_backtraces(text))
+    return len(re.findall(FH_FRAME.pattern, text, re.M)) >= 2 and _crashed(text, parse_faulthandler(text))
 
 
 def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
