@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
+from . import early_signals
+
+if early_signals.holding_for(sys.argv):     # before the imports: a signal in them must not lose the bundle
+    early_signals.hold()
+
 import json
 import math
 import os
 import platform
 import re
 import signal
-import sys
 from pathlib import Path
 
 import click
