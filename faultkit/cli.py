@@ -1112,6 +1112,9 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
     stopping = {"now": False}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.__setitem__("now", True))
+    # SIGHUP (a logrotate postrotate, a closed terminal) is no end for an agent: the logs are
+    # followed across rotation without it. Its default action lost the open incident.
+    signal.signal(signal.SIGHUP, lambda *_: None)
     opts = WatchOptions(node=node or platform.node(), spool=Path(spool or _default_spool()), kernel_log=kernel_log,
                         logs=tuple(logs), core_dirs=tuple(core_dirs), quiet_s=parse_duration(quiet_after),
                         from_start=from_start, metrics_port=metrics_port, metrics_addr=metrics_addr,
