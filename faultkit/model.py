@@ -521,6 +521,7 @@ class SanitizerFinding:
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
     device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
     device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
+    sites: list[str] = field(default_factory=list)   # racecheck: the function of each access, as printed (demangled)
 
 
 @dataclass

@@ -183,9 +183,57 @@ def test_the_sanitizers_lines_alone_give_the_assert_and_no_kernel():
     assert [c["device_function"] for c in unnamed(doc)] == ["__assertfail"]
 
 
-def test_live_racecheck_without_a_hazard_is_no_fault():
-    doc = triage(live("racecheck.txt"))        # `RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)`
+def test_live_racecheck_of_the_folded_kernel_is_no_fault():
+    doc = triage(live("racecheck_folded.txt"))   # `RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)`
     assert doc["faults"] == [] and doc["verdict"]["kernel"] is None
+
+
+def test_live_racecheck_race_names_the_kernel_and_its_hazards():
+    doc = triage(live("racecheck.txt"))
+    # `Race reported between Write access at shared_race_kernel(int *)+0x90 in sanitizer_formats.cu:16`
+    # `and Read access at shared_race_kernel(int *)+0xa0 in sanitizer_formats.cu:17 [256 hazards]`
+    (f,) = doc["faults"]
+    assert (f["kind"], f["detail"]["hazards"], f["detail"]["accesses"]) == ("racecheck-race", 256, ["Write", "Read"])
+    assert (f["detail"]["source"], f["detail"]["offset"]) == ("sanitizer_formats.cu:16", "0x90")
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("likely", "shared_race_kernel(int *)")
+
+
+def test_live_racecheck_hazard_mode_gives_each_hazard_its_address():
+    doc = triage(live("racecheck_hazard.txt"))
+    # `Potential RAW hazard detected at __shared__ 0x400 in block (0,0,0)`, 0x401 ..., 100 displayed
+    hazards = [f for f in doc["faults"] if f["kind"] == "racecheck-RAW-hazard"]
+    assert hazards[0]["address"] == "0x400" and hazards[0]["detail"]["block"] == [0, 0, 0]
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("likely", "shared_race_kernel(int *)")
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["as-printed", "accesses-swapped"])
+def test_live_race_with_a_helper_names_the_kernel_and_the_device_function(swap):
+    text = live("racecheck_helper.txt")
+    if swap:    # the same record with the clone's access first: the kernel is still the plain access's function
+        rows = text.splitlines(keepends=True)
+        a, b = rows[1], rows[2]
+        rows[1] = a.replace("Read access at race_helper_kernel(int *)+0xc0 in sanitizer_formats.cu:32",
+                            "Write access at [clone race_helper_kernel(int *)] publish(volatile int *, int)+0x140 in sanitizer_formats.cu:28")
+        rows[2] = b.replace("Write access at [clone race_helper_kernel(int *)] publish(volatile int *, int)+0x140 in sanitizer_formats.cu:28",
+                            "Read access at race_helper_kernel(int *)+0xc0 in sanitizer_formats.cu:32")
+        assert rows[1] != a and rows[2] != b
+        text = "".join(rows)
+    doc = triage(text)
+    # `Read access at race_helper_kernel(int *)+0xc0` / `Write access at [clone race_helper_kernel(int *)] publish(...)`
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("likely", "race_helper_kernel(int *)")
+    (c,) = named(doc)
+    assert c["device_function"] == "publish(volatile int *, int)"
+    assert "[clone" not in c["why"].split("; the kernel by")[0]
+
+
+def test_live_inlined_helper_names_the_kernel_of_its_device_frame():
+    doc = triage(live("memcheck_inline_helper.txt"))
+    # `at store_inline_past_end(int *, int)+0x60 in sanitizer_formats.cu:65` / `Device Frame: inline_helper_oob_kernel(int *)+0x20`
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "inline_helper_oob_kernel(int *)")
+    (c,) = named(doc)
+    assert c["device_function"] == "store_inline_past_end(int *, int)"
+    w = [f for f in doc["faults"] if f["kind"] == "invalid-global-write"]
+    assert w[0]["address"] == "0x7f98c8804000"
 
 
 # ---- public shapes, written here in compute-sanitizer's layout ----

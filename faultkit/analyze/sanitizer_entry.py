@@ -49,6 +49,15 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
         return SanitizerEntry(None, outer, "the report ends in its device frames: the kernel's frame, the "
                                            "outermost, is not shown", entry=False)
     sign = helper_sign(r.kernel) if r.kernel else None
+    # racecheck names the function of each access, all in one kernel (one block's shared memory): where one
+    # is a helper and another shows none, the other is the kernel's own code
+    sites = getattr(r, "sites", [])
+    plain = next((x for x in sites if not helper_sign(x)), None)
+    helper = next((x for x in sites if helper_sign(x)), None)
+    if plain and helper and r.device_frames_end:
+        function, into = unclone(helper)
+        named = " (the bracket of its `[clone ...]` names it too)" if into and into == plain else ""
+        return SanitizerEntry(plain, function, told_by=f"the function of the race's access that shows no helper{named}")
     if sign:
         cloned = f" (`[clone {into}]`: the function it was cloned into, whose frame is not shown)" if into else ""
         return SanitizerEntry(None, at, f"{sign}{cloned}", entry=False, cloned_into=into)

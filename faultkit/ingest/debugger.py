@@ -699,6 +699,9 @@ class _Parser:
         m = SAN_AT.match(text) or SAN_AT_OLD.match(text) or SAN_AT_BARE.match(text)
         if not m:
             return False
+        func = demangle(m["func"]) or m["func"]
+        if func not in f.sites:       # a race's accesses may be in different functions of one kernel
+            f.sites.append(func)
         if f.kernel is None:          # the first access names the report's place
             f.kernel, f.offset = m["func"], int(m["off"], 16) if m["off"] else None
             if (plain := demangle(f.kernel)):

@@ -11,6 +11,7 @@ watched, but it did not end the kernel the way a memcheck access error or a GPU 
 
 from __future__ import annotations
 
+from ..analyze.entry_signs import unclone
 from ..analyze.sanitizer_entry import clone_claim, sanitizer_entry
 from ..judge import Basis, Claim, Identities
 from ..judge.claims import in_device_function
@@ -86,11 +87,14 @@ def claims(inc, setting) -> list[Claim]:
         if not e.kernel or any(c.basis.kind == "sanitizer-finding" and kernel_key(c.kernel) == kernel_key(e.kernel)
                                  for c in out):
             continue
-        inside = f", in its device function {e.device_function}," if e.device_function else ""
+        # the offset and line are the first access's: the device function's only where it is that access's
+        at_it = bool(e.device_function) and unclone(f.kernel or "")[0] == e.device_function
+        inside = f", in its device function {e.device_function}," if at_it else ""
+        other = f"; the other access in its device function {e.device_function}" if e.device_function and not at_it else ""
         cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
         out.append(Claim(e.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
                          f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
-                         f"({f.origin}){cut}", ids, str(f.origin), entry=True if f.device_frames else None,
+                         f"({f.origin}){other}{cut}", ids, str(f.origin), entry=True if f.device_frames else None,
                          device_function=e.device_function))
     return out
 
