@@ -130,6 +130,11 @@ class HostError:
     exception: str | None = None
     enum: str | None = None
     code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
+    # where a library's error check reported it (ggml's `current device: D, in function F at FILE:LINE` and
+    # the call it checked): the reporting site and the device, never the faulting kernel
+    device: int | None = None
+    reported_in: str | None = None    # `FILE:LINE in FUNCTION`
+    call: str | None = None           # the checked call as printed (`cudaStreamSynchronize(cuda_ctx->stream())`)
 
 
 @dataclass

@@ -29,6 +29,18 @@ SIGNAL_MEANING = {
 }
 
 
+@dataclass(frozen=True)
+class Operand:
+    """A SASS address operand `[R20.64+0x10]` read from one lane: the pair R20:R21's value and the offset."""
+    register: str           # the pair's low register, `R20`
+    base: int               # (R21 << 32) | R20
+    offset: int
+
+    @property
+    def pair(self) -> str:
+        return f"{self.register}:R{int(self.register[1:]) + 1}"
+
+
 @dataclass
 class StopFinding:
     """One GPU (or host) stop with what it lets us say."""
@@ -53,6 +65,7 @@ class StopFinding:
     # address when that lane is the one that faulted; a warp exception does not say which lane did.
     lane_address: int | None = None
     lane_address_basis: str | None = None
+    lane_operand: Operand | None = None    # how it was made: the base register pair and the offset
     # The kernel is shown to be the launched entry point (a launch frame, a dispatch row, a kernel
     # symbol, the outermost frame of the wave's backtrace); None: it may be a device function.
     entry: bool | None = None
@@ -208,7 +221,8 @@ def examine(log: DebuggerLog, file: str, from_core: bool = False) -> list[StopFi
             f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
             f.coordinates = _coordinates(stop)
             if f.faulting is not None and f.precise:
-                f.lane_address, f.lane_address_basis = address_operand(f.faulting.instruction, log.registers)
+                f.lane_address, f.lane_address_basis, f.lane_operand = address_operand(f.faulting.instruction,
+                                                                                        log.registers)
         out.append(f)
     return out
 
@@ -228,21 +242,21 @@ def _unshown_entry(f: StopFinding) -> None:
 SASS_ADDRESS = re.compile(r"\[(?P<reg>R\d+)\.64(?:\+(?P<off>0x[0-9a-f]+|\d+))?\]")
 
 
-def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | None, str | None]:
+def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | None, str | None, Operand | None]:
     """`LDG.E R9,desc[UR4][R2.64]` reads through the 64-bit pair R2:R3 (plus any immediate offset)."""
     m = SASS_ADDRESS.search(instruction)
     if not m:
-        return None, None
+        return None, None, None
     n = int(m["reg"][1:])
     lo, hi = registers.get(f"R{n}"), registers.get(f"R{n + 1}")
     if lo is None or hi is None:
-        return None, None
+        return None, None, None
     off = int(m["off"], 0) if m["off"] else 0
     return ((hi << 32) | lo) + off, (f"the faulting instruction's address operand [{m['reg']}.64"
                                      + (f"+{m['off']}" if m["off"] else "") + f"] with R{n}=0x{lo:x}, "
                                      f"R{n + 1}=0x{hi:x} in the focused lane's registers: the faulting address only "
                                      f"if this lane faulted (a warp exception does not say which lane did) and no "
-                                     f"later instruction reused the registers")
+                                     f"later instruction reused the registers"), Operand(m["reg"], (hi << 32) | lo, off)
 
 
 def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: list[CodeObjectRef]) -> None:

@@ -446,7 +446,7 @@ def _hang_section(inc: Incident) -> Section | None:
         return None
     s = Section("Hang analysis")
     s.paragraphs.append(strong(h.state) + (f" ({h.level})" if h.level else "") + f": {h.summary}")
-    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
+    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags if lag.why != h.summary)]   # (not the summary twice)
     if h.processes:
         s.table = (["process", "state", "threads waiting (what on, where)"],
                    [[p.label, p.state, "; ".join(f"{t.label}: {t.wait.on}" + (f" at {t.wait.where.where}"

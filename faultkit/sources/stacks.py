@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..analyze.hang import hang_claims
 from ..ingest.flight_recorder import watchdog_collectives
+from ..ingest.normalize import for_runtime
 from ..ingest.prefilter import RUNTIME
 from ..ingest.stacks import PYSPY_DUMP, STACK_DUMP, stacks_in_text
 from .source import Source, anchors
@@ -14,7 +15,8 @@ WATCHDOG = "Watchdog caught collective"      # the watchdog's line in a rank's o
 
 def _parse(text):
     """The watchdog's lines, and the host stack dumps pasted in the text (py-spy, gdb, faulthandler)."""
-    return (watchdog_collectives(text.text, text.name) if WATCHDOG in text.text else [],
+    # (the runtime's own reading of the text: a launcher's worker tag, the rank's pid, stays on its lines)
+    return (watchdog_collectives(for_runtime(text.text), text.name) if WATCHDOG in text.text else [],
             stacks_in_text(text.text, text.name))
 
 
