@@ -381,3 +381,32 @@ def test_a_core_stopped_in_a_library_helper_names_no_kernel():
     (c,) = unnamed(doc)
     assert c["basis"]["kind"] == "device-function" and "LoadDirectBlocked" in c["device_function"]
     assert "library's internals" in c["why"]
+
+
+# ---- the same names however the report was pasted (#33 item 2's transforms on these texts) ----
+
+def _pasted_texts() -> dict[str, str]:
+    run1, run2 = helper_runs()
+    rec1 = first_record(run1)
+    return {"helper-host": "".join(rec1),
+            "helper-separator": "".join(first_record(run2)),
+            "clone-cut": "".join(s for s in rec1 if "Device Frame:" not in s),
+            "race-helper": live("racecheck_helper.txt"),
+            "jit-helper": lines(*NVFUSER, *HOST)}
+
+
+def _names(text: str) -> tuple:
+    doc = triage(text)
+    v = doc["verdict"]
+    return (v["level"], v.get("kernel"), sorted(str(c.get("device_function")) for c in v["claims"]),
+            sorted((f["kind"], f["address"]) for f in doc["faults"]))
+
+
+@pytest.mark.parametrize("transform", sorted(__import__("tests.paste_transforms", fromlist=["SIMPLE"]).SIMPLE))
+def test_names_hold_however_the_report_is_pasted(transform):
+    from tests.paste_transforms import SIMPLE
+    broke = []
+    for name, text in _pasted_texts().items():
+        if _names(SIMPLE[transform](text)) != _names(text):
+            broke.append(name)
+    assert broke == []
