@@ -19,6 +19,8 @@ from ..judge.names import kernel_name
 
 CLONE = re.compile(r"^\[clone (?P<into>[^\]]+)\]\s*(?P<function>\S.*)$")
 
+MEMBER = "a member of a class template (a kernel is never a class member)"
+
 # the sign, in words, for each way a name shows it is called, not launched
 HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"(?:^|::|\s)operator\s*\(\)|\{lambda|<lambda|\(lambda\)|__lambda"), "a lambda's operator(): called by the kernel around it"),
@@ -30,12 +32,11 @@ HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     # a __global__ function is never a class member: a name qualified by a class template
     # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
     # (`<unnamed>::k(...)` is the anonymous namespace, not a template: nvFuser's kernels, Fuser#2632)
-    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"),
-     "a member of a class template (a kernel is never a class member)"),
+    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"), MEMBER),
     (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
     # nvcc compiles a noinline device function into each kernel that calls it; compute-sanitizer prints
     # that copy as `[clone K(...)] f(...)` (H200, 2025.3.1: tests/data/live_h200_sanitizer)
-    (CLONE, "compute-sanitizer shows it as a device function cloned into another function"),
+    (CLONE, "compute-sanitizer shows it as a device function's copy compiled into the kernel in its bracket"),
 )
 
 # A helper of a library or of one file: a load/store/reduce/warp/block-shaped name inside an anonymous
@@ -117,7 +118,7 @@ def helper_sign(name: str, by_shape: bool = True) -> str | None:
         if rx.search(name):
             return f"not an entry point: {why}"
     if _template_member(name):
-        return "not an entry point: a member of a class template (a kernel is never a class member)"
+        return f"not an entry point: {MEMBER}"
     ret = _return_type(name)
     if ret:
         return f"not an entry point: it returns {ret} (a __global__ function returns void)"

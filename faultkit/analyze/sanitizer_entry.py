@@ -6,9 +6,10 @@ outermost frame is the launched kernel where the report visibly goes on past its
 backtrace, the `=========` separator that ends each record, the next report, the summary) and the
 frame is no helper by its name (entry_signs). Where the paste ends in the frames, the kernel's frame
 may be cut. With no `Device Frame:` line the `at` function stands for the kernel unless its name shows
-it is a helper (an inlined helper prints no frame of its own: NVIDIA/Fuser#2930's
-`<unnamed>::loadGeneric`), and only where the record visibly ended: a record cut before its end may
-have lost the frames that would show the `at` function is a device function.
+it is a helper (older versions printed an inlined helper's access with no frame under it:
+NVIDIA/Fuser#2930's `<unnamed>::loadGeneric`; 2025.3.1 prints the kernel's frame under it, H200), and
+only where the record visibly ended: a record cut before its end may have lost the frames that would
+show the `at` function is a device function. racecheck names a function per access, all of one kernel.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
         named = " (the bracket of its `[clone ...]` names it too)" if into and into == plain else ""
         return SanitizerEntry(plain, function, told_by=f"the function of the race's access that shows no helper{named}")
     if sign:
-        cloned = f" (`[clone {into}]`: the function it was cloned into, whose frame is not shown)" if into else ""
+        cloned = f" (`[clone {into}]`: the kernel it was compiled into, whose frame is not shown)" if into else ""
         return SanitizerEntry(None, at, f"{sign}{cloned}", entry=False, cloned_into=into)
     if r.kernel and not r.device_frames_end:
         return SanitizerEntry(r.kernel, None, entry=None,
