@@ -410,3 +410,17 @@ def test_names_hold_however_the_report_is_pasted(transform):
         if _names(SIMPLE[transform](text)) != _names(text):
             broke.append(name)
     assert broke == []
+
+
+@pytest.mark.parametrize("at, level", [("tma_issue_rows in tma_rows.h:88", "likely"),
+                                       ("tma_issue_rows(float *, int)+0x1a0 in tma_rows.cu:88", "certain")],
+                         ids=["no-offset-no-signature", "symbol-with-offset"])
+def test_a_name_without_offset_or_signature_may_be_an_inlined_helper(at, level):
+    # cccl#8288's 2026 layout `at cp_async_bulk_cp_mask in cp_async_bulk.h:236` named a helper inside a CUB kernel;
+    # here the record ends in its host backtrace and the program's API error (it did not go on)
+    doc = triage(lines("Invalid __shared__ read of size 16 bytes", f"    at {at}", "    by thread (128,0,0) in block (0,0,0)",
+                       "    Address 0x400 is out of bounds", *HOST, "",
+                       'Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API '
+                       "call to cudaDeviceSynchronize."))
+    v = doc["verdict"]
+    assert v["level"] == level and v["kernel"].startswith("tma_issue_rows")

@@ -62,6 +62,13 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
     if sign:
         cloned = f" (`[clone {into}]`: the kernel it was compiled into, whose frame is not shown)" if into else ""
         return SanitizerEntry(None, at, f"{sign}{cloned}", entry=False, cloned_into=into)
+    if r.kernel and r.offset is None and "(" not in r.kernel:
+        # `at NAME in FILE:LINE` (compute-sanitizer 2026, cccl#8288): neither the symbol's offset nor a signature,
+        # so a name from the line table, which names inlined functions too (that report's cp_async_bulk_cp_mask
+        # was a helper inside CUB's DeviceScanKernel)
+        return SanitizerEntry(r.kernel, None, entry=None,
+                              cut="named without an offset or a parameter list: a name from the line table, which "
+                                  "may be a device function inlined into the kernel")
     if r.kernel and not r.device_frames_end:
         return SanitizerEntry(r.kernel, None, entry=None,
                               cut="the report is cut before its end: the `Device Frame:` lines that would show this "
