@@ -424,3 +424,11 @@ def test_a_name_without_offset_or_signature_may_be_an_inlined_helper(at, level):
                        "call to cudaDeviceSynchronize."))
     v = doc["verdict"]
     assert v["level"] == level and v["kernel"].startswith("tma_issue_rows")
+
+
+def test_many_records_of_one_helper_make_one_claim_each():
+    # run 1 with every Device Frame line removed: 32 records of one store, each names the same helper and clone
+    run1, _ = helper_runs()
+    doc = triage("".join(s for s in run1 if "Device Frame:" not in s))
+    kinds = sorted(c["basis"]["kind"] for c in doc["verdict"]["claims"])
+    assert kinds == ["cloned-into", "device-function"]

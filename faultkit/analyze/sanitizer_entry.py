@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..judge.claims import Basis, Claim, Identities
+from typing import Any
+
+from ..judge.claims import Basis, Claim, Identities, in_device_function
+from ..judge.names import kernel_key
 from ..model import SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign, unclone
 
@@ -86,3 +89,34 @@ def clone_claim(e: SanitizerEntry, what: str, ids: Identities, origin: str) -> C
                  f"{what} in device function {e.device_function}, which compute-sanitizer shows as cloned into this "
                  f"kernel (`[clone {e.cloned_into}]`); the kernel's own frame is not shown ({origin})",
                  ids, origin, entry=None, device_function=e.device_function)
+
+
+def add_claims(out: list[Claim], e: SanitizerEntry, r: SanitizerReport | SanitizerFinding, what: str, where: str,
+               ids: Identities, basis: str, this: str = "kernel", entry: bool | None = True, **kw: Any) -> None:
+    """The claims one report makes, appended to the claims of the reports before it (`out`) unless one
+    of them says the same: the device function where no entry point is shown (and the kernel its
+    clone names, a candidate), else the kernel with the device function the access was in. `what` is
+    the finding in words, `where` its offset and line (the first access's); `kw` goes to the claims
+    (went_on, contradiction)."""
+    origin = str(r.origin)
+    if e.kernel is None:
+        if not e.device_function:
+            return
+        if not any(not c.named and c.device_function == e.device_function for c in out):
+            out.append(in_device_function(e.device_function, "compute-sanitizer",
+                                          f"{what} in device function {e.device_function}{where} ({origin}); {e.unshown}",
+                                          ids, origin, went_on=kw.get("went_on")))
+        cloned = clone_claim(e, what, ids, origin)
+        if cloned and not any(c.basis.kind == cloned.basis.kind and kernel_key(c.kernel) == kernel_key(cloned.kernel)
+                              for c in out):
+            out.append(cloned)
+        return
+    if any(c.basis.kind == basis and kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
+        return
+    # the offset and line are the `at` function's: the device function's only where it is that function
+    at_it = bool(e.device_function) and unclone(r.kernel or "")[0] == e.device_function
+    inside = f", in its device function {e.device_function}," if at_it else ""
+    other = f"; the other access in its device function {e.device_function}" if e.device_function and not at_it else ""
+    cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
+    out.append(Claim(e.kernel, Basis(basis, "compute-sanitizer"), f"{what} in this {this}{inside}{where} ({origin}){other}{cut}",
+                     ids, origin, entry=entry, device_function=e.device_function, **kw))
