@@ -299,6 +299,15 @@ CUB_KERNEL = ("void cub::CUB_200200_800_NS::DeviceReduceSingleTileKernel<cub::CU
      "at::cuda::detail::TensorInfo<const T2, T3>, int, int, T3, T3, long)", False),
     ("void at::native::<unnamed>::reduce_kernel<(int)512, (int)1, float>(float *)", False),
     ("void at::native::<unnamed>::softmax_warp_forward<float, float, float, (int)10, (bool)0, (bool)0>(T2 *, const T1 *, int, int, int, const bool *, int, bool)", False),
+    # kernels instantiated with types that carry a helper's sign: vLLM's bf16 kernels (`__nv_bfloat16` is a
+    # type, not a libdevice function) and ATen's elementwise kernels (a lambda is their template argument)
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>"
+     "(const T1 *, const T1 *, T2 *, T2 *, const long *, long, long, long, long, int, int, int)", False),
+    ("void at::native::elementwise_kernel<(int)128, (int)4, void at::native::gpu_kernel_impl_nocast<at::native::"
+     "direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) "
+     "(instance 1)]>(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)", False),
+    ("void at::native::<unnamed>::index_kernel_impl<float>::{lambda(int)#1}::operator()(int) const", True),
+    ("__nv_fast_sinf", True),
     # kernels in anonymous or detail namespaces (the shapes of cudf#16578, cudf PR#19995, Fuser#2632)
     ("void cudf::io::parquet::detail::<unnamed>::gpuDecodePageDataFixed<unsigned char>(cudf::io::parquet::detail::PageInfo *, "
      "unsigned long, unsigned long, unsigned int *)", False),
@@ -314,6 +323,7 @@ CUB_KERNEL = ("void cub::CUB_200200_800_NS::DeviceReduceSingleTileKernel<cub::CU
     # a kernel whose template argument is a member of a class template (`Policy<...>::Policy600`)
     (CUB_KERNEL, False),
 ], ids=["cub-load", "memory-detail", "anon-warp-reduce", "torch-index-kernel", "torch-reduce-kernel", "torch-softmax-kernel",
+        "vllm-bf16-kernel", "aten-elementwise-lambda-arg", "aten-lambda-operator", "libdevice",
         "cudf-decode-kernel", "cudf-generic-kernel", "nvfuser-kernel", "cub-threadload", "thrust-functor",
         "cub-member-template", "member-template", "cub-kernel-policy-arg"])
 def test_library_helper_shape_against_kernels_of_the_same_namespaces(name, helper):
@@ -432,3 +442,13 @@ def test_many_records_of_one_helper_make_one_claim_each():
     doc = triage("".join(s for s in run1 if "Device Frame:" not in s))
     kinds = sorted(c["basis"]["kind"] for c in doc["verdict"]["claims"])
     assert kinds == ["cloned-into", "device-function"]
+
+
+def test_a_kernel_instantiated_with_a_helpers_type_is_named():
+    # vLLM's cache kernel over bf16 (the shape of vLLM's memcheck pastes; names ours): `__nv_bfloat16` is a
+    # template argument, not the libdevice prefix of the function
+    k = ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>"
+         "(const T1 *, const T1 *, T2 *, T2 *, const long *, long, long, long, long, int, int, int)")
+    doc = triage(lines("Invalid __global__ write of size 2 bytes", f"    at {k}+0x3f0 in cache_kernels.cu:287",
+                       "    by thread (12,0,0) in block (931,0,0)", "    Address 0x7f21c0000010 is out of bounds", *HOST))
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", k)

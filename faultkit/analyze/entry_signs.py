@@ -52,6 +52,23 @@ _HELPER_VERB = re.compile(r"^(?:load|store|ld|st|fetch|read|write|reduce|warp|bl
 _SAYS_KERNEL = re.compile(r"kernel", re.I)
 
 
+def _top_level(name: str) -> str:
+    """The name without its template arguments: the signs are the function's own, not those of the
+    types it is instantiated with (vLLM's `reshape_and_cache_flash_kernel<__nv_bfloat16, ...>` is no
+    libdevice helper, ATen's `elementwise_kernel<128, 4, ...[lambda(int) (instance 1)]>` no lambda)."""
+    for anon in _ANON:
+        name = name.replace(anon, anon.replace("<", "{").replace(">", "}"))
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).replace("{unnamed}", "<unnamed>")
+
+
 def _flat_words(name: str) -> list[str]:
     """The signature without template arguments or parameters, in words: the return type's words
     (if printed) then the qualified name. `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` ->
@@ -114,8 +131,9 @@ def helper_sign(name: str, by_shape: bool = True) -> str | None:
     """Why `name` is a device function and not a kernel, or None where the name does not say.
     `by_shape=False` where the format itself shows an entry point (a dispatch row, a ptxas entry
     function): the helper-shaped-name sign is a reading of a name, and yields to such a format."""
+    top = _top_level(name)
     for rx, why in HELPER_SIGNS:
-        if rx.search(name):
+        if rx.search(top):
             return f"not an entry point: {why}"
     if _template_member(name):
         return f"not an entry point: {MEMBER}"
