@@ -44,7 +44,8 @@ UNIT = re.compile(
     r"|(?P<lineno>[ \t]*\d{1,7}\t)"                                      # `cat -n`'s and `nl`'s `     1\t`
     r"|(?P<diff>\+(?!\+)[ \t]?)"                                         # a ```diff block's `+` (an added line)
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
-    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
+    r"|(?P<facility>[a-z]{2,8} *:[a-z]{3,6} *: )"                       # dmesg -x `kern  :err   : `
+    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?(?: (?:[A-Z]{2}\d+ ?)+)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
     # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
     r"|(?P<wall>\[(?=[^\]\n]*\d\d:\d\d)[^\]\n]{4,40}\][ \t]?)")
 # The parsers' own heads, read where they are the innermost layer: a worker tag names its process
@@ -55,7 +56,7 @@ CLASSES = str.maketrans({c: "9" for c in "0123456789"})
 
 def _shape(kind: str, unit: str) -> str:
     """A unit's shape: digits and letters collapsed, so `[rank0]:` and `[rank7]:` are one shape."""
-    if kind in ("iso", "wall", "prio", "num", "diff", "lineno", "journal"):
+    if kind in ("iso", "wall", "prio", "num", "diff", "lineno", "journal", "facility"):
         return kind
     s = re.sub(r"[^\W\d_]+", "a", unit.translate(CLASSES))
     return kind + ":" + re.sub(r"9+", "9", re.sub(r"\s+", " ", s.strip()))
@@ -183,6 +184,11 @@ HEADERS = (HDR, V8_HDR, V8_DEC)
 BLOCK_LINES = (ADDR, STATUS, CID, FIELD, TASK, V8_REG, COOKIE)
 
 
+# a syslog line whose stamp (and host) were cut, or redacted to `...`: the kernel's ident opens it
+# (`kernel: NVRM: Xid (PCI:0000:3b:00): 79, ...`); the line from its driver prefix on is the kernel's
+# (and `dmesg -x`'s facility and level, `kern  :err   : `, on a line too few to show it as a wrapper)
+BARE_KERNEL = re.compile(r"^(?:(?:(?:\.{3}|\u2026|\[\.{3}\])[ \t]*)?(?:[\w.-]+[ \t]+)?kernel: [ \t]*(?=\S)"
+                         r"|[a-z]{2,8} *:[a-z]{3,6} *: )")
 # a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
 CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
 
@@ -226,9 +232,9 @@ def normalize(text: str) -> str:
     nonblank = [raw for _, raw in numbered if raw.strip() and not FENCE.match(raw)]
     if not nonblank:
         return text
-    outer = _common_indent(nonblank)       # a code block around the whole paste
+    outer = _common_indent(nonblank) or _block_indent(nonblank)    # a code block around the (whole) paste
     if outer:
-        nonblank = [raw[len(outer):] for raw in nonblank]
+        nonblank = [raw[len(outer):] if raw.startswith(outer) else raw for raw in nonblank]
     # 1. shapes of the first few units of every line
     first = Counter()
     for raw in nonblank:
@@ -256,6 +262,7 @@ def normalize(text: str) -> str:
     has_entities = ENTITY.search(text) is not None
     header_restored = False
     out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
+    headed: set[int] = set()        # lines whose kernel head (`kernel: `) was read off
     for no, raw in numbered:
         line = raw.rstrip("\r")
         if outer:
@@ -270,6 +277,11 @@ def normalize(text: str) -> str:
             peeled = "[...]"
         elif FENCE.match(peeled):
             peeled = ""            # a Markdown code fence is the paste's markup, never a log's line
+        m = BARE_KERNEL.match(peeled)
+        if m and MARKERS.match(peeled[m.end():]) is not None:
+            peeled = peeled[m.end():]
+            used["`kernel:` (a syslog line's stamp cut)" if "kernel:" in m.group(0) else "facility"] += 1
+            headed.add(len(out))       # the kernel's line: one without such a head after it is its rest
         m = CUT_KERNEL.match(peeled)
         if m:
             peeled = m.group("head") + "kernel: " + peeled[m.end():]
@@ -293,7 +305,7 @@ def normalize(text: str) -> str:
         out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
                 r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
     # 3. hard wraps
-    out = _join_wraps(out, numbered, wrappers, notes)
+    out = _join_wraps(out, numbered, wrappers, notes, headed)
     if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
             all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
         return text
@@ -334,6 +346,29 @@ def _common_indent(lines: list[str]) -> str:
     return ind or ""
 
 
+PROSE_LINES = 3     # a paste's own sentences around its code block ("here is dmesg:")
+
+
+def _block_indent(lines: list[str]) -> str:
+    """The indentation of a code block that all of a paste is but a few sentences of prose before or
+    after it (`here is dmesg:` then the log, each line indented by four): the block's common indent,
+    where a line of it is a log's line once that is off. '' where the unindented lines are more, are
+    records themselves, or stand between the block's lines (then they are the log's own)."""
+    flags = [t[:1] in (" ", "\t") for t in lines]
+    if True not in flags or False not in flags:
+        return ""
+    first, last = flags.index(True), len(flags) - 1 - flags[::-1].index(True)
+    block = lines[first:last + 1]
+    prose = lines[:first] + lines[last + 1:]
+    if not all(flags[first:last + 1]) or len(prose) > max(PROSE_LINES, len(block) // 4) or \
+            any(_record(t) or _kernel_line(t) for t in prose):
+        return ""          # (a record unindented: the log's own line, its indented lines its rest)
+    ind = _common_indent(block)
+    if not ind or not any(_kernel_line(t[len(ind):]) or _record(t[len(ind):]) for t in block):
+        return ""
+    return ind
+
+
 HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
 
 
@@ -351,7 +386,7 @@ def _stamped(t: str, own: str) -> bool:
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
 
 
-def _join_wraps(out, numbered, wrappers, notes):
+def _join_wraps(out, numbered, wrappers, notes, headed: set[int] = frozenset()):
     """Join a line's continuation that a terminal or a mail client cut onto the next line.
     A wrap shows as a width: the line cut ends at (a terminal's) or near (a mail client's, at a
     space) the longest line's length. In a file whose lines open with a stamp, a line without one
@@ -377,7 +412,8 @@ def _join_wraps(out, numbered, wrappers, notes):
     # the producer's own line head: the kernel's stamps, or a head of punctuation every line of
     # the producer opens with (compute-sanitizer's `=========`)
     lead = _line_head(out)
-    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead)) for _, t, _ in out]
+    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead) or k in headed)
+                for k, (_, t, _) in enumerate(out)]
     stamped = [a or b for a, b in zip(stamped, kstamped)]
     rests = [k for k, (_, t, _) in enumerate(out) if t.strip() and not kstamped[k]]
     after_long = sum(1 for k in rests if k and lengths[k - 1] >= width // 2)
@@ -539,6 +575,8 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple = (), 
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
                 continue
             alone, after = pattern.search(first), pattern.search(nxt)
+            if own_word and alone is not None and after is not None and _opens(after, nxt):
+                continue           # a record on each line, the next opening its own: two records, never a wrap
             if _fields(m) > max(_fields(alone), _fields(after)) or own_word and alone is None and after is None:
                 return True
             if own_word and alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
@@ -592,6 +630,11 @@ def _record_patterns(joined: str):
 
 
 WORD_LED = re.compile(r"\^(?:\\s\*)?[A-Za-z]{3,}")
+
+
+def _opens(m: re.Match, line: str) -> bool:
+    """A record's match that opens the line (but for blanks): its head was not cut off by a wrap."""
+    return not line[:m.start()].strip()
 
 
 def _fields(m: re.Match | None) -> int:

@@ -1,0 +1,161 @@
+"""Records the front end and the parsers missed on pasted evidence (issue 33, "every line read"): each
+test holds the real line shape, from the public report or the producer's source cited beside it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from faultkit.bundle import InputFile, Inputs
+from faultkit.export.report import to_json
+from faultkit.ingest.normalize import normalize
+from faultkit.triage import build
+
+
+def triage(text: str, name: str = "pasted.log") -> dict:
+    return to_json(build(Inputs(files=[InputFile(name, text.encode())])))
+
+
+def faults(text: str) -> list[tuple]:
+    return [(f["kind"], f["address"], f["gpu"], f["pid"]) for f in triage(text)["faults"]]
+
+
+# ---- 1. NVIDIA Xid lines under a bare `kernel:` ident; the fallen-off-the-bus record ----
+# NVIDIA/open-gpu-kernel-modules#507 (Xid 79 "GPU has fallen off the bus"), kernel_rc.c's format
+# "NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, <message>"; a syslog line keeps `kernel: ` when
+# the poster cut its stamp and host (`... kernel: NVRM: Xid ...`).
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2431, name=python3, GPU has fallen off the bus."
+
+
+def test_an_xid_line_under_a_bare_kernel_ident_is_read():
+    for head in ("kernel: ", "... kernel: ", "gpu-node-7 kernel: "):
+        got = triage(head + XID79 + "\n")["faults"]
+        assert [(f["kind"], f["pid"], f["process"]) for f in got] == [("xid-79", 2431, "python3")], head
+        assert got[0]["detail"]["text"] == XID79
+
+
+def test_a_bare_kernel_ident_after_a_sentence_of_prose_is_read():
+    got = triage("we got this in syslog right before the crash:\nkernel: " + XID79 + "\n")["faults"]
+    assert [(f["kind"], f["pid"], f["detail"]["origin"]) for f in got] == [("xid-79", 2431, "pasted.log:2")]
+
+
+def test_an_xid_line_hard_wrapped_under_a_bare_kernel_ident_is_joined():
+    text = "kernel: " + XID79[:XID79.index(" fallen")] + "\nfallen off the bus.\n"
+    (f,) = triage(text)["faults"]
+    assert (f["kind"], f["detail"]["text"]) == ("xid-79", XID79)
+
+
+def test_dmesg_x_facility_and_level_are_read_off():
+    # util-linux dmesg -x (--decode): the facility and level, padded, before the stamp
+    one = "kern  :err   : [ 1234.567890] " + XID79 + "\n"
+    assert faults(one) == [("xid-79", None, "PCI:0000:3b:00", 2431)]
+    two = "kern  :info  : [ 1234.000001] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n" + one
+    assert faults(two) == [("xid-79", None, "PCI:0000:3b:00", 2431)]
+
+
+# NVIDIA/NVSentinel#155 and open-gpu-kernel-modules nv.c (RmInitAdapter: "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\n
+# NVRM: (PCI ID: %04x:%04x) installed in this system has\nNVRM: fallen off the bus and is not responding to
+# commands.\n"), dmesg indenting the record's 2nd and 3rd lines; no Xid number is printed.
+LOST = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
+
+
+def test_the_fallen_off_the_bus_record_of_three_lines_is_a_fault_of_its_gpu():
+    (f,) = triage(LOST)["faults"]
+    assert (f["kind"], f["gpu"], f["detail"]["pci_id"]) == ("gpu-fallen-off-bus", "0000:b3:00.0", "10de:26b5")
+
+
+def test_the_fallen_off_the_bus_record_wrapped_on_two_lines_under_kernel_idents():
+    # an older driver's wording (PCI ID on the first line, cut after "in this"), in a journal
+    text = ("Mar 05 23:33:35 host kernel: NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:1e07) installed in this\n"
+            "Mar 05 23:33:35 host kernel: NVRM: system has fallen off the bus and is not responding to commands.\n")
+    (f,) = triage(text)["faults"]
+    assert (f["kind"], f["gpu"], f["detail"]["pci_id"]) == ("gpu-fallen-off-bus", "0000:01:00.0", "10de:1e07")
+
+
+def test_a_gpu_line_without_the_end_of_the_record_is_no_fault():
+    text = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+            "[ 1843.308150] NVRM: GPU Board Serial Number: 1234567890\n")
+    assert triage(text)["faults"] == []
+
+
+# ---- 2. AMD IOMMU IO_PAGE_FAULT events ----
+# drivers/iommu/amd/iommu.c amd_iommu_report_page_fault: pci_err(pdev, "Event logged [IO_PAGE_FAULT
+# domain=0x%04x address=0x%llx flags=0x%04x]") under the device's driver prefix (and pr_fmt `AMD-Vi: `), else
+# pr_err_ratelimited("Event logged [IO_PAGE_FAULT device=%04x:%02x:%02x.%x ...") (before 6.1: `device=%02x:%02x.%x`).
+# Lines: ROCm/ROCm#2642 (`amdgpu 0000:03:00.0: AMD-Vi: ...`), DIGImend/digimend-kernel-drivers#136 (the old
+# `device=20:00.0` form), Dasharo/dasharo-issues#1134 (a NIC's: `ath10k_pci 0000:01:00.0: AMD-Vi: ...`).
+
+def test_an_amdgpu_io_page_fault_is_a_fault_with_its_address_and_device():
+    text = "[  262.094625] amdgpu 0000:03:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 address=0x64a7f000 flags=0x0020]\n"
+    (f,) = triage(text)["faults"]
+    assert (f["kind"], f["address"], f["gpu"]) == ("iommu-io-page-fault", "0x64a7f000", "0000:03:00.0")
+    assert (f["detail"]["domain"], f["detail"]["flags"], f["detail"]["write"]) == ("0x10", "0x20", True)
+
+
+def test_the_io_page_fault_of_an_unknown_device_names_it_in_both_spellings():
+    old = "[    1.116842] AMD-Vi: Event logged [IO_PAGE_FAULT device=20:00.0 domain=0x0003 address=0x000000f4001eef80 flags=0x0010]\n"
+    new = ("[  123.456789] iommu ivhd0: AMD-Vi: Event logged [IO_PAGE_FAULT device=0000:c1:00.0 domain=0x000e "
+           "address=0x1fffe0000 flags=0x0000 vflags=0x0]\n")
+    assert faults(old) == [("iommu-io-page-fault", "0xf4001eef80", "0000:20:00.0", None)]
+    assert faults(new) == [("iommu-io-page-fault", "0x1fffe0000", "0000:c1:00.0", None)]
+
+
+def test_a_repeated_io_page_fault_is_one_fault_and_another_drivers_is_none():
+    line = "[  262.094688] amdgpu 0000:03:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 address=0x64a7f000 flags=0x0020]\n"
+    nic = "[   40.182570] ath10k_pci 0000:01:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000d address=0xcff49550 flags=0x0070]\n"
+    assert faults(line * 3 + nic) == [("iommu-io-page-fault", "0x64a7f000", "0000:03:00.0", None)]
+
+
+def test_an_io_page_fault_through_the_cli(tmp_path):
+    p = tmp_path / "dmesg.txt"
+    p.write_text("kernel: amdgpu 0000:03:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 address=0x64a7f000 "
+                 "flags=0x0000]\n")
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert [(f["kind"], f["address"], f["gpu"], f["detail"]["write"]) for f in doc["faults"]] == \
+        [("iommu-io-page-fault", "0x64a7f000", "0000:03:00.0", False)]
+
+
+# ---- 5. an indented block after a sentence of prose ----
+# QubesOS/qubes-issues#7648: the journal pasted as a Markdown code block (four spaces), a sentence before it
+BLOCK = ("    [ 4778.915423] amdgpu 0000:c6:00.0: amdgpu: [gfxhub0] no-retry page fault (src_id:0 ring:24 vmid:3 pasid:32769)\n"
+         "    [ 4778.916081] amdgpu 0000:c6:00.0: amdgpu:  for process pt_main_thread pid 12924 thread pt_main_thread pid 12924)\n"
+         "    [ 4778.916571] amdgpu 0000:c6:00.0: amdgpu:   in page starting at address 0x0000ae8570611000 from IH client 0x1b (UTCL2)\n"
+         "    [ 4778.917054] amdgpu 0000:c6:00.0: amdgpu: VM_L2_PROTECTION_FAULT_STATUS:0x00301031\n")
+
+
+def test_an_indented_dmesg_block_after_a_line_of_prose_is_read():
+    got = faults("here is dmesg:\n" + BLOCK)
+    assert got == [("page-fault", "0xae8570611000", "0000:c6:00.0", 12924)]
+    n = normalize("here is dmesg:\n" + BLOCK)
+    assert n.split("\n")[0] == "here is dmesg:" and n.split("\n")[1].startswith("[ 4778.915423] amdgpu")
+    assert "a common indentation of 4 character(s) was read off" in n.notes.sentences()
+    # and with a closing remark after it
+    assert faults("here is dmesg:\n" + BLOCK + "it happens every time.\n") == got
+
+
+def test_an_unindented_record_before_indented_lines_keeps_them_its_own():
+    # a traceback's indented frames under its unindented head: never a code block to dedent
+    text = ("Fatal Python error: Aborted\n\nThread 0x00007f0000000700 (most recent call first):\n"
+            "  File \"/srv/model.py\", line 88 in forward\n  File \"/srv/serve.py\", line 12 in step\n")
+    assert normalize(text) is text
+
+
+# ---- 6. two complete records of one length are never one wrapped line ----
+# kousw/stable-diffusion-webui-daam#4 (tests/data/source_shapes): PyTorch's Windows build, no function before `block:`
+WIN = ("C:\\ci\\_work\\pytorch\\pytorch\\builder\\windows\\pytorch\\aten\\src\\ATen\\native\\cuda\\IndexKernel.cu:91: "
+       "block: [12,0,0], thread: [{t},0,0] Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` "
+       "failed.\n")
+
+
+def test_two_assert_lines_of_one_length_stay_two_lines():
+    text = WIN.format(t=40) + WIN.format(t=41)
+    assert normalize(text) is text
+    (f,) = triage(text)["faults"]
+    assert (f["kind"], f["detail"]["threads"], f["detail"]["function"]) == ("device-assert", 2, None)
+    assert triage(text)["verdict"]["kernel"] is None
