@@ -130,6 +130,8 @@ class HostError:
     exception: str | None = None
     enum: str | None = None
     code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
+    pid: int | None = None            # from the line's worker tag (`(VllmWorker pid=..)`)
+    process_tag: str | None = None    # the worker tag or rank (`[rank3]:`, SGLang's `TP3`) on the line
 
 
 @dataclass

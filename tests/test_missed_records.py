@@ -159,3 +159,48 @@ def test_two_assert_lines_of_one_length_stay_two_lines():
     (f,) = triage(text)["faults"]
     assert (f["kind"], f["detail"]["threads"], f["detail"]["function"]) == ("device-assert", 2, None)
     assert triage(text)["verdict"]["kernel"] is None
+
+
+# ---- 7. a launcher's pid and rank reach the faults of its lines ----
+# vLLM V1's engine core tag (vllm-project/vllm-ascend#3395: `(EngineCore_DP0 pid=3452) ERROR 10-12 02:10:43
+# [core.py:710] ...`), torchrun's per-line `[rank3]:` (torch.distributed.elastic's default log line prefix),
+# both at once where vLLM runs torch's workers, and SGLang's `[2025-01-02 10:11:12 DP0 TP3]` (its logger's
+# rank suffix inside the stamp).
+TORCH_ERROR = ("Traceback (most recent call last):\n  File \"/srv/worker.py\", line 10, in execute_model\n"
+               "    out = self.model(x)\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+               "CUDA kernel errors might be asynchronously reported at some other API call.\n")
+MAF = ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f0000001000. Reason: Page not "
+       "present or supervisor privilege.\n")
+
+
+def _tagged(head: str, text: str) -> str:
+    return "".join(head + ln + "\n" for ln in text.splitlines())
+
+
+def _who(text: str) -> list[tuple]:
+    return [(f["kind"], f["code"], f["pid"], f["process"]) for f in triage(text)["faults"]]
+
+
+def test_torchs_rank_prefix_reaches_the_host_error():
+    assert _who(_tagged("[rank3]: ", TORCH_ERROR)) == [("cuda-error", "700", None, "rank3")]
+
+
+def test_a_worker_tag_outside_the_rank_prefix_gives_pid_and_rank():
+    text = _tagged("(EngineCore_DP0 pid=1234) [rank0]: ", TORCH_ERROR)
+    assert _who(text) == [("cuda-error", "700", 1234, "EngineCore_DP0 pid=1234, rank0")]
+    # and under a container's prefix too
+    assert _who(_tagged("vllm-1  | (EngineCore_DP0 pid=1234) [rank0]: ", TORCH_ERROR)) == _who(text)
+
+
+def test_a_vllm_worker_tag_reaches_a_host_error_and_a_runtime_fault():
+    head = "(VllmWorker rank=2 pid=5678) "
+    assert _who(_tagged(head, TORCH_ERROR)) == [("cuda-error", "700", 5678, "VllmWorker rank=2 pid=5678")]
+    assert _who(_tagged(head, "INFO starting\n" + MAF)) == \
+        [("memory-access-fault", None, 5678, "VllmWorker rank=2 pid=5678")]
+
+
+def test_sglangs_rank_inside_its_stamp_reaches_the_fault():
+    got = _who(_tagged("[2025-01-02 10:11:12 DP0 TP3] ", "INFO starting\n" + MAF))
+    assert got == [("memory-access-fault", None, None, "DP0 TP3")]
+    doc = triage(_tagged("[2025-01-02 10:11:12 TP1] ", "INFO starting\n" + MAF))
+    assert doc["faults"][0]["process"] == "TP1" and doc["faults"][0]["address"] == "0x7f0000001000"

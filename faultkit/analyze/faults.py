@@ -219,7 +219,7 @@ def host_error_fault(e: HostError) -> Fault:
                     if err.device else f" Error {err.code} ({err.runtime}).")
     elif e.enum in LIBRARY_STATUS:
         meaning += f" {e.enum}: {LIBRARY_STATUS[e.enum]}."
-    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True,
+    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True, pid=e.pid, process=e.process_tag,
                  detail={"text": e.text, "exception": e.exception, "enum": e.enum}, meaning=meaning, origin=e.origin)
 
 

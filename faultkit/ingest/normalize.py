@@ -30,7 +30,7 @@ from .text import BOUNDARY
 from .kernel_markers import MARKERS
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
-from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
+from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, RANK_TAG, ROCCLR_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
 QUOTE = re.compile(r"(?:>[ \t]?)+")
@@ -128,8 +128,8 @@ def _lines_with_numbers(text: str):
 def _native(kind: str, unit: str) -> bool:
     """The innermost unit the runtime log parser reads itself (its worker tag, its stamps): kept,
     so the pid and the time it gives stay with the line."""
-    if kind == "paren":
-        return WORKER_TAG.fullmatch(unit) is not None
+    if _tag(kind, unit):
+        return True
     if kind == "num":
         return True            # ctest's index: the runtime parser tags the line's process with it
     # a stamp: the runtime parser dates a line by the ones it knows and reads past the others
@@ -137,6 +137,14 @@ def _native(kind: str, unit: str) -> bool:
         m = ISO_PREFIX.match(unit) or BRACKET_TS_PREFIX.match(unit)
         return m is not None and m.end() == len(unit)
     return kind == "wall" or kind == "brack" and re.search(r"\d\d:\d\d", unit) is not None
+
+
+def _tag(kind: str, unit: str) -> bool:
+    """A launcher's tag the runtime parser reads (a worker's pid, a rank): kept for it at any depth
+    (vLLM's `(EngineCore_DP0 pid=1234) [rank0]: ...`), so the pid and rank reach the line's faults."""
+    if kind == "paren":
+        return WORKER_TAG.fullmatch(unit) is not None
+    return kind == "brack" and RANK_TAG.fullmatch(unit) is not None
 
 
 def _kernel_line(rest: str) -> bool:
@@ -150,7 +158,7 @@ def _kernel_line(rest: str) -> bool:
 def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
     """Take the file's wrapper units off one line, from the outside in; and the line from its
     innermost unit on where the runtime log parser reads that unit itself (else None)."""
-    pos, native = 0, None
+    pos, native, tags = 0, None, []
     for _ in range(6):
         q = QUOTE.match(line, pos)
         if q and "quote" in wrappers:
@@ -172,8 +180,13 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None
             native = pos           # the producer's own head, kept for the runtime parser: not a paste's
         else:
             used[shape] += 1
+            if _tag(kind, unit):
+                tags.append(unit)  # (a tag outside another head: the runtime parser reads both)
         pos = end
-    return (line[pos:] if pos else line), (line[native:] if native is not None else None)
+    own = line[native:] if native is not None else None
+    if tags:
+        own = "".join(tags) + (own if own is not None else line[pos:])
+    return (line[pos:] if pos else line), own
 
 
 # a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows

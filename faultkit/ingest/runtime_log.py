@@ -301,6 +301,10 @@ BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,
 continuation(RUNTIME, BRACKET_TS_PREFIX)
 WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
 continuation(RUNTIME, WORKER_TAG)
+# torchrun's per-line prefix (torch.distributed.elastic, `--tee`/`--log-line-prefix-template` default):
+# `[rank3]:` (2.2+), `[default3]:` (the role's local rank, before)
+RANK_TAG = re.compile(r"^\[(?P<tag>(?:rank|default)\d{1,5})\]:\s?")
+continuation(RUNTIME, RANK_TAG)
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
 # vLLM's logger (vllm/logger.py `_FORMAT`: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s",
 # datefmt "%m-%d %H:%M:%S"; 2024 builds without the `[`), repeated before every line of a multi-line
@@ -328,6 +332,11 @@ def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]
         m = WORKER_TAG.match(rest)
         if m:
             tag, pid = m.group("tag"), int(m.group("pid"))
+            rest = rest[m.end():]
+            continue
+        m = RANK_TAG.match(rest)
+        if m:
+            tag = f"{tag}, {m.group('tag')}" if tag else m.group("tag")      # the worker's process, and its rank
             rest = rest[m.end():]
             continue
         m = VLLM_PREFIX.match(rest)
@@ -597,7 +606,10 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     _match_dispatch_info(st, rest, org, line)
     if not _match_device_assert(st, rest, org, pid, tag):
         # (a line that is a runtime fault already, `hipErrorX ... HSA_STATUS_...`, is that one event)
+        seen = len(st.out.host_errors)
         _match_host_errors(st, rest, org, tag, general=len(st.out.faults) == faults_before)
+        for err in st.out.host_errors[seen:]:
+            err.pid, err.process_tag = pid, tag      # the launcher's worker tag or rank on the line
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org, tag)
