@@ -507,7 +507,7 @@ class SanitizerFinding:
     exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
     origin: Origin
     tool: str                        # memcheck | racecheck | initcheck | synccheck
-    kind: str                        # hardware-exception | uninitialized-read | race | hazard | barrier-error
+    kind: str                        # memcheck: the exception (illegal-instruction, invalid-pc, misaligned-address, double-free, ...) | uninitialized-read | race | hazard | barrier-error
     text: str                        # the report's head line, as printed
     kernel: str | None = None
     offset: int | None = None

@@ -204,3 +204,39 @@ def test_sglangs_rank_inside_its_stamp_reaches_the_fault():
     assert got == [("memory-access-fault", None, None, "DP0 TP3")]
     doc = triage(_tagged("[2025-01-02 10:11:12 TP1] ", "INFO starting\n" + MAF))
     assert doc["faults"][0]["process"] == "TP1" and doc["faults"][0]["address"] == "0x7f0000001000"
+
+
+# ---- 4. memcheck's error heads, each a fault of its kind, with or without compute-sanitizer's `=========` ----
+# the shape of a public report (a Marlin kernel's sanitizer run, 2025: "========= Illegal instruction /
+# =========     at void Marlin<256,1,8,8,4,8>(...)+0x1180 / =========     by thread (131,0,0) in block (45,0,0)"),
+# the hardware exceptions of the compute-sanitizer documentation and the CUDA-MEMCHECK manual's malloc/free errors
+MARLIN = "void Marlin<256,1,8,8,4,8>(const int4 *, int4 *)"
+HEADS = [("Illegal instruction", "memcheck-illegal-instruction"), ("Invalid PC", "memcheck-invalid-pc"),
+         ("Misaligned address", "memcheck-misaligned-address"),
+         ("Misaligned shared or local address", "memcheck-misaligned-shared-or-local-address"),
+         ("Warp Out-of-range Address", "memcheck-out-of-range-address"),
+         ("Hardware Stack Overflow", "memcheck-hardware-stack-overflow"),
+         ("Malloc/Free error encountered : Double free", "memcheck-double-free"),
+         ("Invalid __global__ read of size 4 bytes", "invalid-global-read")]
+
+
+def _report(head: str, mark: str) -> str:
+    return (f"{mark}{head}\n{mark}    at {MARLIN}+0x1180\n{mark}    by thread (131,0,0) in block (45,0,0)\n"
+            f"{mark}    Address 0x7f0000001000 is misaligned\n")
+
+
+def test_every_memcheck_head_is_a_fault_of_its_kind_that_claims_its_function():
+    for head, kind in HEADS:
+        for mark in ("========= ", ""):          # (a paste that cut compute-sanitizer's head off every line)
+            doc = triage(_report(head, mark))
+            assert [f["kind"] for f in doc["faults"]] == [kind], (head, mark)
+            assert doc["verdict"]["claims"][0]["kernel"] in (MARLIN, f"device function {MARLIN} (a helper of "
+                                                             "an unnamed kernel)"), (head, mark)
+
+
+def test_a_cut_sanitizer_head_is_restored_only_on_a_report():
+    text = "Illegal instruction\nthe run stopped there\n    at the end of the day\n"
+    assert normalize(text) is text
+    n = normalize(_report("Illegal instruction", ""))
+    assert n.split("\n")[:2] == ["========= Illegal instruction", f"=========     at {MARLIN}+0x1180"]
+    assert "compute-sanitizer's cut `=========` head was restored on 4 line(s)" in n.notes.sentences()

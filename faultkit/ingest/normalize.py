@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from . import prefilter
 from .text import BOUNDARY
 from .kernel_markers import MARKERS
+from .debugger import (SAN_ACCESS, SAN_ADDR, SAN_ADDR_ONLY, SAN_AT, SAN_AT_BARE, SAN_AT_OLD, SAN_BARRIER, SAN_BY,
+                       SAN_DEVICE_FRAME, SAN_FRAME, SAN_HAZARD, SAN_HW, SAN_INIT, SAN_MALLOC, SAN_NEAR, SAN_RACE,
+                       SANITIZER_HEAD)
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
 from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, RANK_TAG, ROCCLR_PREFIX, WORKER_TAG
@@ -86,6 +89,7 @@ class Notes:
     entities: int = 0
     joined: int = 0
     restored: int = 0
+    sanitizer: int = 0          # lines compute-sanitizer's cut `=========` was put back on
     indent: str = ""
 
     def sentences(self) -> list[str]:
@@ -100,6 +104,8 @@ class Notes:
             out.append(f"{self.joined} hard-wrapped line(s) were joined to the line they continue")
         if self.restored:
             out.append(f"a cut device prefix was restored on {self.restored} line(s)")
+        if self.sanitizer:
+            out.append(f"compute-sanitizer's cut `{SANITIZER_HEAD}` head was restored on {self.sanitizer} line(s)")
         return out
 
 
@@ -317,9 +323,11 @@ def normalize(text: str) -> str:
     if ind:
         out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
                 r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
-    # 3. hard wraps
+    # 3. compute-sanitizer's `=========` cut off a report's lines (the parser reads its lines by it)
+    out = _restore_sanitizer(out, notes)
+    # 4. hard wraps
     out = _join_wraps(out, numbered, wrappers, notes, headed)
-    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
+    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored or notes.sanitizer) and \
             all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
         return text
     total = getattr(text, "total_lines", len(numbered))
@@ -327,6 +335,39 @@ def normalize(text: str) -> str:
     n.runtime_text = _excerpt([(no, r) for no, _, r in out], notes, total) \
         if any(t is not r and t != r for _, t, r in out) else n
     return n
+
+
+# a compute-sanitizer report's first line, and the lines of its body (the debugger parser's patterns)
+SAN_HEADS = (SAN_ACCESS, SAN_HW, SAN_MALLOC, SAN_INIT, SAN_RACE, SAN_HAZARD, SAN_BARRIER)
+SAN_ATS = (SAN_AT, SAN_AT_OLD, SAN_AT_BARE)
+SAN_BODY = SAN_ATS + (SAN_BY, SAN_ADDR, SAN_ADDR_ONLY, SAN_DEVICE_FRAME, SAN_FRAME, re.compile(r"^Saved host backtrace"))
+
+
+def _restore_sanitizer(out, notes: Notes):
+    """compute-sanitizer's `========= ` put back on a report whose lines lost it (a paste that took it
+    for decoration): a report's first line (`Illegal instruction`, `Invalid __global__ read of size 4
+    bytes`) with its `at <function>` line next, and the body's lines after (`by thread`, `Address`,
+    frames). A head alone is no report: its words are common."""
+    if not any(t.lstrip().startswith("at ") for _, t, _ in out):
+        return out         # (no `at` line without its head: the common case, one scan)
+    res = list(out)
+    k = 0
+    while k < len(res) - 1:
+        no, t, own = res[k]
+        body = t.strip()
+        nxt = res[k + 1][1].strip()
+        if t.startswith("=") or not any(p.match(body) for p in SAN_HEADS) or not any(p.match(nxt) for p in SAN_ATS):
+            k += 1
+            continue
+        res[k] = (no, f"{SANITIZER_HEAD} {body}", f"{SANITIZER_HEAD} {body}")
+        notes.sanitizer += 1
+        k += 1
+        while k < len(res) and (b := res[k][1].strip()) and not res[k][1].startswith("=") and \
+                any(p.match(b) for p in SAN_BODY):
+            res[k] = (res[k][0], f"{SANITIZER_HEAD}     {b}", f"{SANITIZER_HEAD}     {b}")
+            notes.sanitizer += 1
+            k += 1
+    return res
 
 
 def _as_before(old: str, new: str) -> str:

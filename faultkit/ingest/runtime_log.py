@@ -578,7 +578,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
-                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          pid=pid, process_tag=_rank_tag(m) or tag, stamp=stamp,
                                           collective=_collective(m)))
     m = WATCHDOG_STUCK.search(rest)
     if m:
@@ -586,7 +586,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                  "process_group": m.group("desc") or m.group("pg") or m.group("pg_old"), "monitor": m.group("cls")}
         st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
                                           reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
-                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          pid=pid, process_tag=_rank_tag(m) or tag, stamp=stamp,
                                           collective={k: v for k, v in stuck.items() if v is not None}))
     m = MEMORY_ERROR.search(rest)
     if m:
@@ -1172,7 +1172,7 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
     m = WATCHDOG_WORK.search(rest)
     if m:
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
-            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
+            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": _rank_tag(m) or tag,
             "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
         return
     m = NEARBY_MAP_ROW.match(rest.strip())
