@@ -3,13 +3,16 @@
 # use-after-free of scripts/uaf_server.py on CUDA (torch's caching allocator, a Triton gather through a
 # stale table address), amplified by caching off and by the agent's poison and release, the agent's hold-back, and a
 # check that poison and hold-back change nothing a correct program computes. Prints what the docs need.
-# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten|done]   (OUTDIR defaults to $OUT)
+# Usage: scripts/live_amplify_nvidia.sh [OUTDIR] [build|uaf|hold|nochange|all|ten|done|diag]   (OUTDIR defaults to $OUT)
 # Budget: about 7 minutes on one H200 (build ~1 min once, uaf ~4 min, hold ~1.5 min, nochange ~30 s; a crashed
 # trial waits the few seconds the driver takes to write its core); the sections can be run one at a time.
 # `done` is issue 34's whole Done-when check in one device call (about 6 minutes, at most 9): a cold agent cache,
 # ten plain trials and ten of one amplified arm (ARM, default poison) without early stop, triage of every amplified
 # crash (its fault address, the faulting instruction and registers from the saved cuda-gdb transcript), and the
 # figures: plain <= 1/10, the arm >= 9/10, the block named, the wait against plain trials alone.
+# `diag` (about 5 minutes, at most 8): 2 rounds of poison, release and caching-off against plain, every crashed
+# trial triaged (triage.md), and ONE tarball $OUT/amplify-diag.tgz (< 15 MiB) of the crashed trials with their
+# rings cut to header and records (scripts/amplify_diag_pack.py), for a test to replay triage's block naming.
 set -u
 O=${1:-${OUT:?give an output folder}}
 mkdir -p "$O"
@@ -185,6 +188,39 @@ EOF2
     else
         stamp "done: no time left for the caching-off / release diagnosis"
     fi
+    ;; esac
+
+case "$what" in diag)    # not in "all": the rings the done run could not bring back, in one tarball
+    # ARMS and ROUNDS default to issue 34's diagnosis (2 rounds of poison, release and caching-off);
+    # DEVICE=cpu ARMS=caching-off ROUNDS=1 is how tests/test_amplify_diag_mode.py runs it here
+    ARMS=${ARMS:-poison release caching-off}
+    ROUNDS=${ROUNDS:-2}
+    arms=""; for a in $ARMS; do arms="$arms --arm $a"; done
+    rm -rf "$O/diag" "$O/amplify-diag.tgz"
+    stamp "diag: plain vs$arms, $ROUNDS round(s) (--no-early-stop), every crash triaged, one tarball"
+    timeout 400 $FK amplify run $arms --site uaf_server:decode_step -n "$ROUNDS" --no-early-stop --port 30128 \
+        --timeout 60s --client "$SAMPLE --client --port 30128 --requests 3" -o "$O/diag" -- \
+        $SAMPLE --port 30128 --device $DEVICE
+    echo "amplify rc=$?"
+    [ -f "$O/diag/amplify-report.md" ] || $FK amplify report "$O/diag" -o "$O/diag/amplify-report.md"
+    [ -f "$O/diag/amplify-report.json" ] || $FK amplify report "$O/diag" -f json -o "$O/diag/amplify-report.json"
+    summary "$O/diag"
+    for t in $(ls -d "$O"/diag/trial-* 2>/dev/null); do
+        grep -q '"outcome": "crash"' "$t/result.json" 2>/dev/null || continue
+        echo "--- TRIAGE $(basename "$t")"
+        timeout 90 $FK triage "$t" -o "$t/triage.md" >/dev/null 2>&1 || echo "  triage rc=$?"
+        grep -E "^Decisive finding|^\*\*(certain|likely|candidate|unknown)\*\*|^\*\*(freed|live|past-end|none|no-map|not-an-address)\*\*" \
+            "$t/triage.md" 2>/dev/null | head -6 | cut -c1-600 | sed 's/^/  /'
+        for x in "$t"/cores/*.txt; do
+            [ -f "$x" ] || continue
+            grep -E '^(\*>|=>)' "$x" | head -2 | sed 's/^/  SASS /'
+            grep -E '^R[0-9]+ ' "$x" | awk '{printf "%s=%s ", $1, $2} END {print ""}' | sed 's/^/  REGS /'
+        done
+    done
+    stamp "diag: the tarball"
+    $PY scripts/amplify_diag_pack.py "$O/diag" "$O/amplify-diag.tgz" --limit-mib 15
+    echo "pack rc=$?"
+    ls -la "$O/amplify-diag.tgz" 2>&1
     ;; esac
 
 case "$what" in all|hold)

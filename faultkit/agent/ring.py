@@ -178,3 +178,24 @@ def read_records(data: bytes, capacity: int) -> tuple[list[tuple], int]:
         out.append(RECORD.unpack(rec))
     out.sort(key=lambda r: r[0])
     return out, torn
+
+
+def cut(data: bytes) -> tuple[bytes, int, int]:
+    """The ring with what bears on a reading of it and nothing else: its header and every whole
+    record, each in its own slot, the slots never written after the last record left off. A ring is
+    allocated in full (64 MiB on the H200) and mostly never written; the cut reads back as the same
+    ring (read_records reads a short file as far as it goes; the header, its capacity and clock
+    anchors are unchanged, so every record keeps its slot and its time). A torn record is zeroed (the
+    reader would drop it anyway). Returns the bytes, the records kept and the torn ones dropped;
+    raises ValueError on a file that is not a ring."""
+    head, problem = read_header(data)
+    if head is None:
+        raise ValueError(problem or "not a ring")
+    cap = head["capacity"]
+    recs, torn = read_records(data, cap)
+    slots = [(r[0] - 1) % cap for r in recs]
+    out = bytearray(data[:HEADER_BYTES]) + bytearray((max(slots) + 1 if slots else 0) * RECORD_BYTES)
+    for i in slots:
+        at = HEADER_BYTES + i * RECORD_BYTES
+        out[at:at + RECORD_BYTES] = data[at:at + RECORD_BYTES]
+    return bytes(out), len(recs), torn

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from .._signals import FAULT_SIGNALS
 from ..codes import MEMORY_OPS
-from ..judge.claims import Basis, Claim, Identities
+from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign
+from .sanitizer_entry import sanitizer_entry
 
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
@@ -348,11 +349,11 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
             continue
         if not f.kernel:
             if f.helper:
-                out.append(Claim(f"device function {f.helper} (a helper of an unnamed kernel)",
-                                 Basis("device-function", f.debugger or "debugger"),
-                                 f"the debugger stopped a GPU {'warp' if st.kind == 'cuda-exception' else 'wave'} in "
-                                 f"device function {f.helper}; {f.helper_sign} ({st.origin})",
-                                 Identities(engine="shader"), str(st.origin), named=False, entry=False))
+                out.append(in_device_function(
+                    f.helper, f.debugger or "debugger",
+                    f"the debugger stopped a GPU {'warp' if st.kind == 'cuda-exception' else 'wave'} in "
+                    f"device function {f.helper}; {f.helper_sign} ({st.origin})",
+                    Identities(engine="shader"), str(st.origin)))
             continue
         core = st.kind == "core" or f.from_core
         pc = f" at PC 0x{f.pc:x}" if f.pc is not None else ""
@@ -378,56 +379,31 @@ def stop_claims(findings: list[StopFinding]) -> list[Claim]:
     return out
 
 
-def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> tuple[str | None, str | None, str | None]:
-    """(the kernel, the device function the access was in where that is another function, the sign
-    that the kernel is not shown), for a report of any compute-sanitizer tool. It prints the device
-    call stack under the access (`Device Frame:` lines, shown by default): the outermost is the
-    launched kernel where the report goes on past them (its host backtrace, the next report, the
-    summary) and the frame itself is no helper; where the paste ends in them the kernel's frame may
-    be cut, and a name that shows it is a helper (entry_signs) is never the kernel."""
-    if r.device_frames:
-        outer = r.device_frames[-1]
-        inner = r.kernel or next((f for f in r.device_frames if f), None)
-        if not outer:
-            return None, inner, "the report's outermost device frame is cut: the kernel's name is not shown"
-        sign = helper_sign(outer)
-        if sign:
-            return None, outer, f"its outermost device frame is {sign.removeprefix('not an entry point: ')}: no entry " \
-                                "point is shown"
-        if r.device_frames_end:
-            return outer, (r.kernel if r.kernel != outer else None), None
-        return None, outer, ("the report ends in its device frames: the kernel's frame, the "
-                             "outermost, is not shown")
-    sign = helper_sign(r.kernel) if r.kernel else None
-    if sign:
-        return None, r.kernel, sign
-    return r.kernel, None, None
-
-
 def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
     out: list[Claim] = []
     for r in log.sanitizer:
-        kernel, inner, unshown = sanitizer_entry(r)
+        e = sanitizer_entry(r)
         at = (f" at +0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})")
         ids = Identities(page=r.address >> 12 if r.address is not None else None, engine="shader")
-        if kernel is None and inner:
+        if e.kernel is None and e.device_function:
             # no entry point visible: the fault is placed in the device function, no kernel is claimed
-            out.append(Claim(f"device function {inner} (a helper of an unnamed kernel)",
-                             Basis("device-function", "compute-sanitizer"),
-                             f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device function "
-                             f"{inner}{at}; {unshown}", ids, str(r.origin), named=False,
-                             entry=False, went_on=went_on(log, r)))
+            out.append(in_device_function(e.device_function, "compute-sanitizer",
+                                          f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device "
+                                          f"function {e.device_function}{at}; {e.unshown}", ids, str(r.origin),
+                                          went_on=went_on(log, r)))
             continue
-        if not kernel or any(kernel_key(c.kernel) == kernel_key(kernel) for c in out):
+        if not e.kernel or any(kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
             continue
-        inside = f" (in its device function {inner})" if inner else ""
-        text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}"
+        inside = f", in its device function {e.device_function}," if e.device_function else ""
+        cut = f"; {e.cut}" if e.cut else ""
+        text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}{cut}"
         contradiction = None
         if r.direction == "inside" and not r.misaligned:
             contradiction = (f"it calls the access out of bounds, yet places 0x{r.address or 0:x} inside the "
                              f"allocation at 0x{r.allocation or 0:x} ({r.allocation_size or 0:,} bytes)")
-        out.append(Claim(kernel, Basis("sanitizer", "compute-sanitizer"), text, ids, str(r.origin),
-                         contradiction=contradiction, went_on=went_on(log, r)))
+        out.append(Claim(e.kernel, Basis("sanitizer", "compute-sanitizer"), text, ids, str(r.origin),
+                         contradiction=contradiction, went_on=went_on(log, r), entry=e.entry,
+                         device_function=e.device_function))
     return out
 
 

@@ -5,11 +5,19 @@ entry point; these are read where they appear (debug_stop, the sanitizer's claim
 name can show by itself is the other way round: that it is NOT an entry point. A lambda's
 `operator()` is called by the kernel PyTorch launched around it; the device libraries' helpers
 (ROCm's OCML/OCKL, CUDA's libdevice `__nv_`, the runtimes' assert handlers) are only ever called.
+
+Not a sign: a `void` return type (a `__global__` function returns void too) and template parameter
+placeholders in the parameter list (`(T1 *, T1 *)`: a CUB kernel prints them as well, NVIDIA/cudf#15258's
+`DeviceReduceSingleTileKernel<...>(T2, T3, T4, T5, T6)`).
 """
 
 from __future__ import annotations
 
 import re
+
+from ..judge.names import kernel_name
+
+CLONE = re.compile(r"^\[clone (?P<into>[^\]]+)\]\s*(?P<function>\S.*)$")
 
 # the sign, in words, for each way a name shows it is called, not launched
 HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
@@ -23,7 +31,46 @@ HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
     (re.compile(r">::~?\w+\s*\(|>::operator\b"), "a member of a class template (a kernel is never a class member)"),
     (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
+    # nvcc compiles a noinline device function into each kernel that calls it; compute-sanitizer prints
+    # that copy as `[clone K(...)] f(...)` (H200, 2025.3.1: tests/data/live_h200_sanitizer)
+    (CLONE, "compute-sanitizer shows it as a device function cloned into another function"),
 )
+
+# A helper of a library or of one file: a load/store/reduce/warp/block-shaped name inside an anonymous
+# namespace or a library's internals (nvFuser's jitted `<unnamed>::loadGeneric<float, (int)4>`, CUB's
+# `LoadDirectBlocked`, ATen's `memory::detail`). Kernels live in the same namespaces
+# (`at::native::<unnamed>::indexSelectLargeIndex`, `cub::DeviceReduceKernel`), so a name is put up as a
+# helper only by its verb, and never where it says it is a kernel.
+_ANON = ("<unnamed>", "(anonymous namespace)")                       # the sanitizer's and gdb's spellings
+_INTERNAL_SCOPES = {"<anon>", "detail", "internal", "impl", "memory"}     # anywhere in the scope
+_LIBRARIES = {"cub", "cute", "thrust", "cooperative_groups"}               # the scope's first name
+_HELPER_VERB = re.compile(r"^(?:load|store|ld|st|fetch|read|write|reduce|warp|block|thread|shfl|shuffle|atomic|"
+                          r"welford|vectorized_load|vectorized_store)(?:[A-Z0-9_]|$)", re.I)
+_SAYS_KERNEL = re.compile(r"kernel", re.I)
+
+
+def _scope_and_base(name: str) -> tuple[list[str], str]:
+    """The function's enclosing names and its own name, without return type, template arguments or
+    parameters: `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` -> (['<anon>'], 'loadGeneric')."""
+    for anon in _ANON:
+        name = name.replace(anon, "{anon}")
+    flat, depth = [], 0
+    for ch in kernel_name(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            flat.append(ch)
+    words = "".join(flat).split()
+    parts = (words[-1] if words else "").replace("{anon}", "<anon>").split("::")
+    return parts[:-1], parts[-1]
+
+
+def _library_helper(name: str) -> bool:
+    scope, base = _scope_and_base(name)
+    internal = bool(_INTERNAL_SCOPES.intersection(scope)) or bool(scope and scope[0] in _LIBRARIES)
+    return internal and bool(_HELPER_VERB.match(base)) and not _SAYS_KERNEL.search(base)
 
 
 def helper_sign(name: str) -> str | None:
@@ -31,4 +78,13 @@ def helper_sign(name: str) -> str | None:
     for rx, why in HELPER_SIGNS:
         if rx.search(name):
             return f"not an entry point: {why}"
+    if _library_helper(name):
+        return "not an entry point: a helper-shaped name (load, store, reduce, warp ...) in an anonymous namespace or a library's internals"
     return None
+
+
+def unclone(name: str) -> tuple[str, str | None]:
+    """(the function, the function it was cloned into) of compute-sanitizer's `[clone K(...)] f(...)`;
+    (name, None) for any other name."""
+    m = CLONE.match(name.strip())
+    return (m["function"].strip(), m["into"].strip()) if m else (name, None)

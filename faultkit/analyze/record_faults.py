@@ -12,7 +12,7 @@ kernel (its frames are the host's); its CUDA error number is kept apart from the
 from __future__ import annotations
 
 
-from ..judge.claims import Basis, Claim, Identities
+from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..model import DebuggerLog, DeviceAssert, Fault, RuntimeLog
 from .entry_signs import helper_sign
 
@@ -44,9 +44,7 @@ def assert_claims(runtime: RuntimeLog) -> list[Claim]:
                + f" ({at})")
         sign = helper_sign(a.function)
         if sign:
-            out.append(Claim(f"device function {a.function} (a helper of an unnamed kernel)",
-                             Basis("device-function", a.runtime), f"{why}; {sign}", Identities(pid=a.pid), at,
-                             named=False, entry=False))
+            out.append(in_device_function(a.function, a.runtime, f"{why}; {sign}", Identities(pid=a.pid), at))
         else:
             # the asserting function: the kernel itself, or a device function it called
             out.append(Claim(a.function, Basis("device-assert", a.runtime), why, Identities(pid=a.pid), at,

@@ -603,6 +603,10 @@ class _Parser:
         self.log.debugger = self.log.debugger or "compute-sanitizer"
         body = s.lstrip("=").strip()
         o = self.origin(no)
+        if not body:
+            # the bare `=========` line compute-sanitizer prints after every record: the record ended
+            self.close_reports()
+            return True
         m = SAN_ACCESS.match(body)
         if m:
             for open_report in (self.sanitizer, self.finding):

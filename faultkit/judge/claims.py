@@ -125,6 +125,9 @@ class Claim:
     ceiling_note: str | None = None    # why the basis's ceiling was lowered where it was (e.g. an old producer)
     alias: str | None = None           # an unnamed claim's likely name, from indirect evidence (said as such)
     headline: str | None = None        # the claim in one sentence, said first where it narrows the search most
+    # the device function the fault was in, where the evidence names one apart from the kernel (a
+    # sanitizer's `at` line under the kernel's frame, or the only function shown: see `in_device_function`)
+    device_function: str | None = None
     # Filled by the judge:
     id: str | None = None              # "<basis kind>-<n>": what candidates point at
     level: str | None = None           # the level this claim was allowed (<= ceiling)
@@ -154,5 +157,14 @@ class Claim:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "kernel": self.kernel, "named": self.named, "basis": self.basis.to_json(), "ceiling": self.ceiling,
                 "level": self.level, "strength": round(self.strength, 3), "entry_point": self.entry,
+                "device_function": self.device_function,
                 "identities": self.ids.to_json(), "origin": self.origin, "why": self.why, "notes": self.notes,
                 "limits": self.limits, "plausible": self.plausible}
+
+
+def in_device_function(function: str, producer: str, why: str, ids: Identities | None = None,
+                       origin: str | None = None, **kw: Any) -> Claim:
+    """The fault placed in a device function where no entry point is visible: said, never a kernel.
+    One wording for every producer (sanitizer reports, asserts, debugger stops)."""
+    return Claim(f"device function {function} (a helper of an unnamed kernel)", Basis("device-function", producer),
+                 why, ids or Identities(), origin, named=False, entry=False, device_function=function, **kw)

@@ -11,8 +11,9 @@ watched, but it did not end the kernel the way a memcheck access error or a GPU 
 
 from __future__ import annotations
 
-from ..analyze.debug_stop import sanitizer_entry
+from ..analyze.sanitizer_entry import sanitizer_entry
 from ..judge import Basis, Claim, Identities
+from ..judge.claims import in_device_function
 from ..judge.names import kernel_key
 from ..model import Fault, SanitizerFinding
 from .source import Source
@@ -66,24 +67,26 @@ def faults(inc) -> list[Fault]:
 def claims(inc, setting) -> list[Claim]:
     out: list[Claim] = []
     for f in _distinct(inc):
-        # the same rule as memcheck's: the outermost device frame of a report that went on past them is
-        # the kernel; a name that shows it is a helper, or a report cut in its frames, names none
-        kernel, inner, unshown = sanitizer_entry(f)
+        # the same rule as memcheck's (analyze/sanitizer_entry.py): the outermost device frame of a report
+        # that went on past them is the kernel; a name that shows it is a helper, or a report cut in its
+        # frames, names none
+        e = sanitizer_entry(f)
         ids = Identities(page=f.address >> 12 if f.address is not None else None, engine="shader")
-        if kernel is None and inner:
-            label = f"device function {inner} (a helper of an unnamed kernel)"
-            if any(c.kernel == label for c in out):
+        if e.kernel is None and e.device_function:
+            if any(c.device_function == e.device_function and not c.named for c in out):
                 continue
-            out.append(Claim(label, Basis("device-function", "compute-sanitizer"),
-                             f"{_what(f)} in device function {inner}{_where(f)} ({f.origin}); {unshown}", ids,
-                             str(f.origin), named=False, entry=False))
+            out.append(in_device_function(e.device_function, "compute-sanitizer",
+                                          f"{_what(f)} in device function {e.device_function}{_where(f)} ({f.origin}); "
+                                          f"{e.unshown}", ids, str(f.origin)))
             continue
-        if not kernel or any(c.named and kernel_key(c.kernel) == kernel_key(kernel) for c in out):
+        if not e.kernel or any(c.named and kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
             continue
-        inside = f" (in its device function {inner})" if inner else ""
-        out.append(Claim(kernel, Basis("sanitizer-finding", "compute-sanitizer"),
+        inside = f", in its device function {e.device_function}," if e.device_function else ""
+        cut = f"; {e.cut}" if e.cut else ""
+        out.append(Claim(e.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
                          f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
-                         f"({f.origin})", ids, str(f.origin), entry=True if f.device_frames else None))
+                         f"({f.origin}){cut}", ids, str(f.origin), entry=True if f.device_frames else None,
+                         device_function=e.device_function))
     return out
 
 
