@@ -240,3 +240,50 @@ def test_a_cut_sanitizer_head_is_restored_only_on_a_report():
     n = normalize(_report("Illegal instruction", ""))
     assert n.split("\n")[:2] == ["========= Illegal instruction", f"=========     at {MARLIN}+0x1180"]
     assert "compute-sanitizer's cut `=========` head was restored on 4 line(s)" in n.notes.sentences()
+
+
+# ---- 3. a 0x1016 queue error's `Kernel Name:` through a redaction and a mail client's wrap ----
+# ROCclr's queue analysis at an abort (rocvirtual.cpp AnalyzeAqlQueue, as in cms-sw/cmssw#50607 and #50391):
+# ` Kernel Name: <mangled>` then `VGPU=.. SWq=.., HWq=.., id=N` and the packet's tab-indented fields. A poster
+# cut lines (`...`) and a mail client wrapped at 80 columns: the mangled name, longer than a line, went alone
+# onto the line after its label. (The name here is made up in the shape of alpaka's.)
+NAME = ("_ZN6alpaka6detail9gpuKernelIN3foo13ScatterKernelENS_22AccGpuUniformCudaHipRtINS_8ApiHipRtESt17"
+        "integral_constantImLm1EEjEEJPfPKfjEEEvT0_T_DpT1_")
+QUEUE = [":0:rocdevice.cpp            :3020: 2208813034120 us: [pid:51022 tid:0x7f5a01ffe700] Callback: Queue "
+         "0x7f58e4a00000 aborting with error : HSA_STATUS_ERROR_EXCEPTION: An HSAIL operation resulted in a hardware "
+         "exception. code: 0x1016", "...", " Kernel Name: " + NAME,
+         "VGPU=0x149822731800 SWq=0x14a06a622000, HWq=0x14977a700000, id=4",
+         "\tDispatch Header =0xb02 (type=2, barrier=1, acquire=1, release=1), setup=0",
+         "\tgrid=[1024, 1, 1], workgroup=[256, 1, 1]", "\tprivate_seg_size=0, group_seg_size=0",
+         "\tkernel_obj=0x1512f5489a80, kernarg_address=0x0x1512c8306100", "\tcompletion_signal=0x0, correlation_id=0",
+         "Aborted (core dumped)"]
+
+
+def _mail(lines: list[str], width: int = 80) -> str:
+    """A mail client's wrap: words moved to the next line where they would pass the width."""
+    out = []
+    for ln in lines:
+        cur = ""
+        for w in ln.split(" "):
+            if cur and len(cur) + 1 + len(w) > width:
+                out.append(cur)
+                cur = w
+            else:
+                cur = f"{cur} {w}" if cur else w
+        out.append(cur)
+    return "\n".join(out) + "\n"
+
+
+def test_the_kernel_name_of_a_redacted_mail_wrapped_queue_error_is_kept():
+    text = _mail(QUEUE)
+    assert "Kernel Name:\n" + NAME in text          # (the wrap put the name alone on the next line)
+    doc = triage(text)
+    assert [(f["kind"], f["code"]) for f in doc["faults"]] == [("queue-error", "0x1016")]
+    assert [c["kernel"] for c in doc["verdict"]["candidates"]] == [NAME]
+    n = normalize(text)
+    assert "Kernel Name: " + NAME in n.split("\n")
+
+
+def test_a_label_line_is_joined_only_where_a_record_reads_the_two():
+    text = _mail(["Kernel Name:", "...", "config:", "x" * 90])
+    assert "config: " + "x" * 90 not in normalize(text)

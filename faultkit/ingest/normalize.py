@@ -501,6 +501,8 @@ def _join_wraps(out, numbered, wrappers, notes, headed: set[int] = frozenset()):
                 sep = " "
             elif not cut and TQDM_REST.match(t) and TQDM_OPEN.search(prev):
                 sep = " "      # tqdm's bar cut at its blanks: the line goes on after the bar (`| 5/20 [...]`)
+            elif not (cut or word) and _label_alone(prev, t, mail):
+                sep = " "      # a record's label whose value, one word too long for the line, went to the next
             elif cut or word:
                 want = "" if cut else " "
                 if heads and res[-1][4]:
@@ -550,6 +552,16 @@ def _join_wraps(out, numbered, wrappers, notes, headed: set[int] = frozenset()):
             and not _opens_record(t)
         res.append([no, t, h, len(raw.rstrip("\r")), kstamped[k], rest_like])
     return [(no, t, h) for no, t, h, _, _, _ in res]
+
+
+def _label_alone(prev: str, nxt: str, mail: int) -> bool:
+    """A mail client's wrap of a label and its one long value (ROCclr's `Kernel Name: _ZN6alpaka...`, a
+    mangled name longer than the line): the label ends the line, the value alone is the next (no
+    blank in it, too long to have fitted after the label), and a record reads the two as one."""
+    word = nxt.strip()
+    return prev.rstrip().endswith(":") and bool(word) and not nxt[0].isspace() and not any(
+        c.isspace() for c in word) and len(prev.rstrip()) + 1 + len(word) > mail and \
+        _continues(prev.rstrip(), word, " ", False)
 
 
 def cut_at(length: int, width: int, terminal: bool) -> bool:
