@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
+from ..find_patterns import PatternPrefilter
 from .text import BOUNDARY
 from .kernel_markers import MARKERS
 from .debugger import (SAN_ACCESS, SAN_ADDR, SAN_ADDR_ONLY, SAN_AT, SAN_AT_BARE, SAN_AT_OLD, SAN_BARRIER, SAN_BY,
@@ -603,6 +604,7 @@ def _line_head(out) -> str:
 PUNCT_HEAD = re.compile(r"[=*#|:~+-]{4,}(?= |$)")
 
 
+@functools.lru_cache(maxsize=4096)    # (a pure function: each line is asked at both of its junctions)
 def _message(line: str) -> str:
     """A kernel log line's message: its stamp and device prefix off (the kernel parser's
     patterns are anchored there)."""
@@ -640,23 +642,37 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple = (), 
             m = pattern.search(joined)
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
                 continue
-            alone, after = pattern.search(first), pattern.search(nxt)
+            alone, after = _search(pattern, first), _search(pattern, nxt)
             if own_word and alone is not None and after is not None and _opens(after, nxt):
                 continue           # a record on each line, the next opening its own: two records, never a wrap
             if _fields(m) > max(_fields(alone), _fields(after)) or own_word and alone is None and after is None:
                 return True
             if own_word and alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
                 return True
+    firsts = {prev, _message(prev)} | ({before + "\n" + prev} if before else set())
     for rest in more or ([""] if before else []):
-        for first in {prev, _message(prev)} | ({before + "\n" + prev} if before else set()):
+        # (only a record told by its own word counts here: the anchored guards whose anchor is in the
+        # longest of the texts, which holds every other as a part of it, and the word-led continuations,
+        # each `^`-anchored: one scan for all the ways the lines may join, not one per way)
+        longest = (before + "\n" + prev if before else prev) + sep + nxt + rest
+        candidates = [(prefilter.GUARDS[i].pattern.search, prefilter.GUARDS[i].pattern)
+                      for i in RECORD_PATTERNS.find(longest)[0]] + RECORD_PATTERNS.word_led()
+        for first in firsts:
             joined, junction = first + sep + nxt + rest, len(first)
-            for pattern, own_word in _record_patterns(joined):
-                if not own_word or pattern.search(first):
+            for find, pattern in candidates:
+                if find(first):
                     continue
-                m = pattern.search(joined)
+                m = find(joined)
                 if m is not None and m.start() < junction < m.end() and pattern.search(nxt + rest) is None:
                     return True
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _search(pattern: re.Pattern, line: str) -> re.Match | None:
+    """A record pattern on one line alone: each line is asked as the end of one junction and the
+    start of the next, with each separator (a pure function of its text)."""
+    return pattern.search(line)
 
 
 # a tqdm progress bar left open at the end of a line: `25%|████▊` (its blanks and closing `|` on the next)
@@ -672,9 +688,8 @@ def _words_run_on(prev: str, nxt: str) -> bool:
     window = joined[max(0, junction - 64):]
     if not any(prefilter.may_matter(r).search(window) for r in READERS):
         return False
-    for g in prefilter.GUARDS:
-        if g.pattern is None or not any(a in joined for a in g.anchors):
-            continue
+    for i in RECORD_PATTERNS.find(joined)[0]:
+        g = prefilter.GUARDS[i]
         m = g.pattern.search(joined)
         if m is not None and m.start() < junction < m.end() and g.pattern.search(prev) is None \
                 and g.pattern.search(nxt) is None:
@@ -682,17 +697,82 @@ def _words_run_on(prev: str, nxt: str) -> bool:
     return False
 
 
-def _record_patterns(joined: str):
+class _RecordPatterns:
+    """The parsers' record patterns that may match a text: the anchored guards with an anchor in it
+    and the lines read inside an open record (prefilter.CONTINUATION_PATTERNS) that may match it.
+    Asked one by one, a junction costs ~500 substring scans and ~95 searches (1-2 ms), and a paste of
+    many distinct lines of one width asks at every line: once a paste has asked often (`PAYS`), one
+    Hyperscan database of every anchor and pattern answers in one pass (find_patterns). It takes ~1 s
+    to build, so a paste that asks a few times, and a text the prefilter cannot answer for (no
+    Hyperscan, not all ASCII), are answered one by one. Rebuilt when a parser module registered more
+    (they register at import)."""
+
+    PAYS = 2000         # questions after which the database is worth its build
+
+    def __init__(self):
+        self.key, self.asked, self.pre = None, 0, None
+
+    def _table(self) -> None:
+        key = (len(prefilter.GUARDS), len(prefilter.CONTINUATION_PATTERNS))
+        if self.key == key:
+            return
+        self.key, self.pre = key, None
+        self.conts = [(p, WORD_LED.match(p.pattern) is not None) for p in prefilter.CONTINUATION_PATTERNS]
+        self.led = [(p.search if p.flags & re.M else p.match, p) for p, word in self.conts if word]
+        self.guards = [(i, g.anchors) for i, g in enumerate(prefilter.GUARDS) if g.pattern is not None and g.anchors]
+
+    def _prefilter(self) -> PatternPrefilter:
+        pats, self.rows = [], []          # (is a guard, its index)
+        for i, anchors in self.guards:
+            for a in anchors:
+                pats.append(re.compile(re.escape(a)))
+                self.rows.append((True, i))
+        for i, (p, _) in enumerate(self.conts):
+            pats.append(p)
+            self.rows.append((False, i))
+        return PatternPrefilter(pats)
+
+    def word_led(self) -> list[tuple]:
+        """The continuations a word of their own leads (`^Address: 0x`), every one, each with how to
+        find it: `^`-anchored, a match at the start is all a search could find (without re.M)."""
+        self._table()
+        return self.led
+
+    def find(self, text: str) -> tuple[list[int], list[tuple[re.Pattern, bool]]]:
+        """(the guards' indices, in order; the continuations that may match, in order)."""
+        self._table()
+        self.asked += 1
+        if self.pre is None and self.asked >= self.PAYS:
+            self.pre = self._prefilter()
+        hit = self.pre.may(text) if self.pre is not None else None
+        if hit is None:
+            return [i for i, anchors in self.guards if any(a in text for a in anchors)], self.conts
+        guards, conts = set(), []
+        for k in hit:
+            is_guard, i = self.rows[k]
+            if is_guard:
+                guards.add(i)
+            else:
+                conts.append(i)
+        return sorted(guards), [self.conts[i] for i in sorted(conts)]
+
+
+RECORD_PATTERNS = _RecordPatterns()
+
+
+def _record_patterns(joined: str, words_only: bool = False):
     """The parsers' record patterns that could match `joined`, each with whether it is told by a
     word of its own: the anchored ones whose anchor is in it (an anchor the cut split too), and
     the lines they read inside an open record. Of these, only those that open with a word
     (`Address: 0x...`) are a record by matching at all; the others (a bare frame, a numbered line)
-    match almost any text, so only reading more of their fields across the cut counts."""
-    for g in prefilter.GUARDS:
-        if g.pattern is not None and any(a in joined for a in g.anchors):
-            yield g.pattern, True
-    for p in prefilter.CONTINUATION_PATTERNS:
-        yield p, WORD_LED.match(p.pattern) is not None
+    match almost any text, so only reading more of their fields across the cut counts. `words_only`:
+    the word-led ones alone (a caller that counts no other)."""
+    guards, conts = RECORD_PATTERNS.find(joined)
+    for i in guards:
+        yield prefilter.GUARDS[i].pattern, True
+    for p, own_word in conts:
+        if own_word or not words_only:
+            yield p, own_word
 
 
 WORD_LED = re.compile(r"\^(?:\\s\*)?[A-Za-z]{3,}")
