@@ -209,6 +209,9 @@ continuation(DEBUGGER, SAN_HW)
 # encountered : Double free`, `... : Invalid pointer to free`), their `at`, `by thread` and `Address` after
 SAN_MALLOC = re.compile(r"^Malloc/Free [Ee]rror encountered\s*:\s*(?P<what>\S.*?)\s*$")
 continuation(DEBUGGER, SAN_MALLOC)
+# memcheck's report of a device-side assert (H200, 2025.3.1: `Warp assert` / `at __assertfail+0x19a0`)
+SAN_ASSERT = re.compile(r"^Warp assert$")
+continuation(DEBUGGER, SAN_ASSERT)
 SAN_ADDR_ONLY = re.compile(r"^Address (?P<addr>0x[0-9a-f]+)$")
 continuation(DEBUGGER, SAN_ADDR_ONLY)
 continuation(DEBUGGER, SAN_FRAME)
@@ -686,6 +689,8 @@ class _Parser:
         elif (m := SAN_HW.match(body)) or (m := SAN_MALLOC.match(body)):
             # (a fault of its kind: `illegal-instruction`, `misaligned-address`, `double-free`, ...)
             f = SanitizerFinding(o, "memcheck", _slug(m["what"]), body)
+        elif SAN_ASSERT.match(body):
+            f = SanitizerFinding(o, "memcheck", "device-assert", body)
         if f is None:
             return False
         for open_report in (self.sanitizer, self.finding):

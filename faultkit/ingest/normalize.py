@@ -29,8 +29,8 @@ from . import prefilter
 from ..find_patterns import PatternPrefilter
 from .text import BOUNDARY
 from .kernel_markers import MARKERS
-from .debugger import (SAN_ACCESS, SAN_ADDR, SAN_ADDR_ONLY, SAN_AT, SAN_AT_BARE, SAN_AT_OLD, SAN_BARRIER, SAN_BY,
-                       SAN_DEVICE_FRAME, SAN_FRAME, SAN_HAZARD, SAN_HW, SAN_INIT, SAN_MALLOC, SAN_NEAR, SAN_RACE,
+from .debugger import (SAN_ACCESS, SAN_ADDR, SAN_ADDR_ONLY, SAN_ASSERT, SAN_AT, SAN_AT_BARE, SAN_AT_OLD, SAN_BARRIER,
+                       SAN_BY, SAN_DEVICE_FRAME, SAN_FRAME, SAN_HAZARD, SAN_HW, SAN_INIT, SAN_MALLOC, SAN_RACE,
                        SANITIZER_HEAD)
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
@@ -339,7 +339,7 @@ def normalize(text: str) -> str:
 
 
 # a compute-sanitizer report's first line, and the lines of its body (the debugger parser's patterns)
-SAN_HEADS = (SAN_ACCESS, SAN_HW, SAN_MALLOC, SAN_INIT, SAN_RACE, SAN_HAZARD, SAN_BARRIER)
+SAN_HEADS = (SAN_ACCESS, SAN_HW, SAN_MALLOC, SAN_ASSERT, SAN_INIT, SAN_RACE, SAN_HAZARD, SAN_BARRIER)
 SAN_ATS = (SAN_AT, SAN_AT_OLD, SAN_AT_BARE)
 SAN_BODY = SAN_ATS + (SAN_BY, SAN_ADDR, SAN_ADDR_ONLY, SAN_DEVICE_FRAME, SAN_FRAME, re.compile(r"^Saved host backtrace"))
 
