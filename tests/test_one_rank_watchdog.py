@@ -113,9 +113,7 @@ def test_torch23_worker_tag_gives_the_pid_and_the_group(tmp_path):
             w["last_enqueued"], w["last_completed"]) == (1, 4009, "gather", 158046, 2867200, 0, "1", 158046, 158045)
 
 
-@pytest.mark.xfail(strict=True, reason="ingest/normalize.py strips Ray's `(RayWorkerWrapper pid=N) ` when torchrun's "
-                                       "`[rankN]:` follows it (only the innermost head is kept for the runtime "
-                                       "reader), so the pid is lost: lines9's file, reported to the lead")
+# (a worker tag outside torchrun's `[rankN]:` is kept for the runtime reader: normalize's _tag)
 def test_ray_tag_before_torchruns_rank_tag_keeps_the_pid(tmp_path):
     text = "".join("(RayWorkerWrapper pid=4009) [rank1]:" + ln.split(") ", 1)[1] + "\n"
                    for ln in VLLM_23.splitlines())
