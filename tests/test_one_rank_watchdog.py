@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 # torch 2.7+ (a tensor-parallel server's rank 3, 2025): the status line in 2.7's words, the
 # dump signal from this rank, the collective's Python call from the flight recorder.
