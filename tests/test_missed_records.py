@@ -287,3 +287,9 @@ def test_the_kernel_name_of_a_redacted_mail_wrapped_queue_error_is_kept():
 def test_a_label_line_is_joined_only_where_a_record_reads_the_two():
     text = _mail(["Kernel Name:", "...", "config:", "x" * 90])
     assert "config: " + "x" * 90 not in normalize(text)
+
+
+def test_words_about_an_io_page_fault_are_no_fault():
+    # a note that quotes the record's shape with its values elided (as an issue's prose does)
+    text = "# seen: 'AMD-Vi: Event logged [IO_PAGE_FAULT domain=... address=... flags=...]' lines on the device\n"
+    assert triage(text)["faults"] == []

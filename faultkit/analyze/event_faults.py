@@ -17,6 +17,8 @@ def _iommu_fault(e: KernelEvent) -> Fault | None:
         return None
     dev = f.get("device")
     addr = f.get("address")
+    if addr is None:
+        return None        # (words about such a line, `address=...`, are no record of one)
     rw = "write" if f.get("write") else "read" if "flags" in f else "access"
     meaning = (f"The IOMMU (AMD-Vi) blocked a DMA {rw} by device {dev or '?'} to I/O virtual address "
                f"{hex(addr) if addr is not None else '?'} (domain {hex(f['domain']) if 'domain' in f else '?'}): "
