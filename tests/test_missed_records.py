@@ -291,5 +291,7 @@ def test_a_label_line_is_joined_only_where_a_record_reads_the_two():
 
 def test_words_about_an_io_page_fault_are_no_fault():
     # a note that quotes the record's shape with its values elided (as an issue's prose does)
-    text = "# seen: 'AMD-Vi: Event logged [IO_PAGE_FAULT domain=... address=... flags=...]' lines on the device\n"
-    assert triage(text)["faults"] == []
+    text = ("# seen: 'AMD-Vi: Event logged [IO_PAGE_FAULT domain=... address=... flags=...]' lines on the device\n"
+            "[  262.094625] amdgpu 0000:03:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 address=0x64a7f000 "
+            "flags=0x0000]\n")
+    assert faults(text) == [("iommu-io-page-fault", "0x64a7f000", "0000:03:00.0", None)]
