@@ -655,11 +655,11 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple = (), 
         # longest of the texts, which holds every other as a part of it, and the word-led continuations,
         # each `^`-anchored: one scan for all the ways the lines may join, not one per way)
         longest = (before + "\n" + prev if before else prev) + sep + nxt + rest
-        candidates = [(prefilter.GUARDS[i].pattern.search, prefilter.GUARDS[i].pattern)
-                      for i in RECORD_PATTERNS.find(longest)[0]] + RECORD_PATTERNS.word_led()
+        guards = [(prefilter.GUARDS[i].pattern.search, prefilter.GUARDS[i].pattern)
+                  for i in RECORD_PATTERNS.find(longest)[0]]
         for first in firsts:
             joined, junction = first + sep + nxt + rest, len(first)
-            for find, pattern in candidates:
+            for find, pattern in guards + RECORD_PATTERNS.word_led(joined):
                 if find(first):
                     continue
                 m = find(joined)
@@ -718,7 +718,16 @@ class _RecordPatterns:
             return
         self.key, self.pre = key, None
         self.conts = [(p, WORD_LED.match(p.pattern) is not None) for p in prefilter.CONTINUATION_PATTERNS]
-        self.led = [(p.search if p.flags & re.M else p.match, p) for p, word in self.conts if word]
+        self.led_always, self.led_at, self.led_blank = [], {}, {}
+        for p, word in self.conts:
+            if not word:
+                continue
+            m = LED_HEAD.match(p.pattern)
+            if p.flags & (re.M | re.I) or m is None:
+                self.led_always.append((p.search, p))
+            else:        # (`^\s*Word`: after the text's blanks; `^Word`: at its start)
+                table = self.led_blank if m.group("blank") else self.led_at
+                table.setdefault(m.group("word"), []).append((p.match, p))
         self.guards = [(i, g.anchors) for i, g in enumerate(prefilter.GUARDS) if g.pattern is not None and g.anchors]
 
     def _prefilter(self) -> PatternPrefilter:
@@ -732,11 +741,13 @@ class _RecordPatterns:
             self.rows.append((False, i))
         return PatternPrefilter(pats)
 
-    def word_led(self) -> list[tuple]:
-        """The continuations a word of their own leads (`^Address: 0x`), every one, each with how to
-        find it: `^`-anchored, a match at the start is all a search could find (without re.M)."""
+    def word_led(self, text: str) -> list[tuple]:
+        """The continuations a word of their own leads (`^Address: 0x`) that may match `text`, each with
+        how to find it: `^`-anchored, a match at the start is all a search could find (without re.M),
+        so only those whose first three letters open the text (after its blanks, where the pattern
+        allows them) can; a pattern the table cannot tell so (re.M, re.I) is always named."""
         self._table()
-        return self.led
+        return self.led_always + self.led_at.get(text[:3], []) + self.led_blank.get(text.lstrip()[:3], [])
 
     def find(self, text: str) -> tuple[list[int], list[tuple[re.Pattern, bool]]]:
         """(the guards' indices, in order; the continuations that may match, in order)."""
@@ -776,6 +787,8 @@ def _record_patterns(joined: str, words_only: bool = False):
 
 
 WORD_LED = re.compile(r"\^(?:\\s\*)?[A-Za-z]{3,}")
+# a word-led pattern's first three letters, literal (no quantifier on the third)
+LED_HEAD = re.compile(r"\^(?P<blank>\\s\*)?(?P<word>[A-Za-z]{3})(?![?*+{])")
 
 
 def _opens(m: re.Match, line: str) -> bool:
