@@ -80,3 +80,23 @@ def test_distinct_lines_of_one_width_normalize_fast():
     assert str(out).count("\n") == text.count("\n")      # none of them is a record's rest
     # (every pattern asked one by one took ~2.5 ms a line on this machine: 7 s here)
     assert spent < 3.0, f"{spent:.1f} s for 3000 lines"
+
+
+def test_the_word_led_table_names_every_word_led_pattern_that_matches():
+    # every corpus line (and each with a blank before it): a word-led continuation that matches it is named
+    texts = corpus_texts()
+    if not texts:
+        pytest.skip("the shared corpus (../shared/corpus) is not here")
+    front.RECORD_PATTERNS.find("")
+    led = [p for p, word in front.RECORD_PATTERNS.conts if word]
+    seen = 0
+    for _, _, text in texts:
+        for line in text.splitlines():
+            body = line.lstrip("= ")           # (compute-sanitizer's lines, read without their head)
+            for t in (body, "  " + body):
+                named = {p for _, p in front.RECORD_PATTERNS.word_led(t)}
+                for p in led:
+                    if p.search(t):
+                        seen += 1
+                        assert p in named, (p.pattern[:40], t[:80])
+    assert seen > 50
