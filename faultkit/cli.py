@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
+from . import early_signals
+
+if early_signals.holding_for(sys.argv):     # before the imports: a signal in them must not lose the bundle
+    early_signals.hold()
+
 import json
 import math
 import os
 import platform
 import re
 import signal
-import sys
 from pathlib import Path
 
 import click
@@ -1110,6 +1116,9 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
     stopping = {"now": False}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.__setitem__("now", True))
+    # SIGHUP (a logrotate postrotate, a closed terminal) is no end for an agent: the logs are
+    # followed across rotation without it. Its default action lost the open incident.
+    signal.signal(signal.SIGHUP, lambda *_: None)
     opts = WatchOptions(node=node or platform.node(), spool=Path(spool or _default_spool()), kernel_log=kernel_log,
                         logs=tuple(logs), core_dirs=tuple(core_dirs), quiet_s=parse_duration(quiet_after),
                         from_start=from_start, metrics_port=metrics_port, metrics_addr=metrics_addr,
