@@ -41,3 +41,15 @@ def test_a_cut_archive_exits_1_with_the_reason_and_keeps_what_was_read(tmp_path)
     # the member before the damage was read: its Device Frame line names the kernel
     # (`Device Frame: helper_oob_kernel(int *)+0x30 in sanitizer_formats.cu:40`)
     assert rep["verdict"]["kernel"] == "helper_oob_kernel(int *)"
+
+
+def test_timeline_of_inputs_not_read_whole_exits_1_and_says_why(tmp_path):
+    empty = tmp_path / "emptydir"
+    empty.mkdir()
+    for src in (empty, _cut_archive(tmp_path)):
+        out = tmp_path / f"{src.name}.pftrace"
+        p = subprocess.run([sys.executable, "-m", "faultkit.cli", "timeline", str(src), "-o", str(out)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, (src, p.returncode, p.stderr)
+        assert f"error: {src}:" in p.stderr
+        assert out.exists()                    # the trace of what could be read is still written
