@@ -31,6 +31,7 @@ BLOCK = 4 << 20           # bytes scanned at once (memory: a few blocks)
 
 @dataclass
 class Guard:
+    """A parser pattern's anchors: the literal words every line it matches holds."""
     reader: str
     pattern: re.Pattern | None     # None: a word that matters by itself (an excerpt mark)
     anchors: tuple[str, ...]
@@ -135,6 +136,7 @@ class Excerpt(str):
 
 @dataclass
 class Scan:
+    """The lines of a big file the anchors kept, with where they were in the file."""
     data: bytes = b""                                 # the kept lines, newline-joined
     stretches: list[tuple[int, int]] = field(default_factory=list)
     lines: int = 0                                    # lines in the file
