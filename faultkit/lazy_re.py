@@ -17,11 +17,12 @@ import sys
 from re import *  # noqa: F401,F403 - the flags, escape, error, Pattern, Match: re's own
 from typing import Any
 
-from . import re_cache
-
 # what a compiled pattern answers, bound on the instance at its first use
 _BOUND = ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner", "flags",
           "groups", "groupindex")
+# how the program's own patterns (`own`) compile: re's compile, until faultkit.re_cache (the parsers'
+# prefilter imports it) puts its compile from the cache here; re_cache imports this module, not the reverse
+own_compile = _re.compile
 # every lazy pattern made, so that tests/test_lazy_re.py can compile them all (a bad pattern fails there)
 MADE: list[LazyPattern] = []
 
@@ -42,7 +43,7 @@ class LazyPattern:
     def compiled(self) -> _re.Pattern:
         c = self.__dict__.get("_compiled")
         if c is None:
-            c = re_cache.compile(self.pattern, self._flags) if self._own else _re.compile(self.pattern, self._flags)
+            c = (own_compile if self._own else _re.compile)(self.pattern, self._flags)
             for name in _BOUND:
                 self.__dict__[name] = getattr(c, name)
             self.__dict__["_compiled"] = c

@@ -23,6 +23,9 @@ import os
 import re
 import sys
 
+from . import lazy_re
+from .private_files import cache_dir, write_private
+
 try:                                  # CPython's matcher and the compiler steps `re.compile` runs
     import _sre
     from re import _compiler, _parser
@@ -45,7 +48,6 @@ def path() -> str | None:
     if TAG is None:
         return None
     try:
-        from .private_files import cache_dir
         return os.path.join(cache_dir(), f"re-{TAG}.marshal")
     except OSError:
         return None
@@ -111,17 +113,14 @@ def _save() -> None:
     p = path()
     if p is None:
         return
-    tmp = f"{p}.{os.getpid()}.tmp"
     try:
         data = marshal.dumps(_entries)
         if len(data) > MAX_BYTES:
             data = marshal.dumps({k: _entries[k] for k in _used if k in _entries})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
+        write_private(p, data)                        # whole or not at all, 0600
     except (OSError, ValueError):                     # a full or read-only disk: next run compiles again
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
+
+
+# the parsers' own lazy patterns compile through the cache from here on (lazy_re.compile says which are own)
+lazy_re.own_compile = compile
