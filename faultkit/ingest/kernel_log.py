@@ -202,6 +202,7 @@ MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
 @dataclass
 class _Parsed:
+    """One kernel log line split into its stamp and message before the records are built."""
     no: int
     raw: str
     stamp: Stamp | None
