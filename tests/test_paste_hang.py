@@ -328,3 +328,17 @@ def test_dump_read_takes_a_lone_bt_and_says_what_a_crash_stack_is(tmp_path):
     c.write_text(CRASH_BT)
     res = CliRunner().invoke(main, ["dump", "--read", str(c)])
     assert "a crash's stack (where the program died, not where it waits)" in res.output
+
+
+def test_a_watchdog_timeout_and_a_pyspy_dump_in_one_paste_give_both(hung, tmp_path):
+    """The rank's watchdog line and its py-spy dump pasted together: the hang holds the collective it
+    waits in and every thread's wait (the stacks were dropped once the watchdog line made a hang)."""
+    p, _, _ = hung
+    f = tmp_path / "issue.txt"
+    f.write_text("[rank3]:[E1201 10:00:00.123456 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=12345, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+                 "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n" + pyspy(p.pid))
+    doc = triage_json(f)
+    (lag,) = doc["hang"]["collectives"]
+    assert (lag["waiting"]["rank"], lag["waiting"]["seq"]) == (3, 12345)
+    assert threads_of(doc)["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
