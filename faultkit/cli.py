@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
+from . import early_signals
+
+if early_signals.holding_for(sys.argv):     # before the imports: a signal in them must not lose the bundle
+    early_signals.hold()
+
 import json
 import math
 import os
 import platform
 import re
 import signal
-import sys
 from pathlib import Path
 
 import click
@@ -16,6 +22,7 @@ import click
 from . import __version__
 from .demangle import display_name
 from .judge.levels import CERTAIN, LIKELY, reaches
+from .lazy_commands import LazyGroup
 from .terminal import clean
 
 
@@ -33,7 +40,7 @@ def verbose_option(f):
     return click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)(f)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faultkit")
 def main() -> None:
     """GPU fault forensics for ROCm and CUDA crashes."""
@@ -618,9 +625,12 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
     click.echo(f"  method: {s['method']}")
 
 
-from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
+def _amplify() -> click.Command:
+    from .amplify.command import registered       # the verb lives in its package; imported when used
+    return registered(parse_duration, parse_regex, emit, output_format)
 
-main.add_command(_amplify(parse_duration, parse_regex, emit, output_format))
+
+main.add_lazy("amplify", _amplify)
 
 
 @main.command()
@@ -1106,6 +1116,9 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
     stopping = {"now": False}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.__setitem__("now", True))
+    # SIGHUP (a logrotate postrotate, a closed terminal) is no end for an agent: the logs are
+    # followed across rotation without it. Its default action lost the open incident.
+    signal.signal(signal.SIGHUP, lambda *_: None)
     opts = WatchOptions(node=node or platform.node(), spool=Path(spool or _default_spool()), kernel_log=kernel_log,
                         logs=tuple(logs), core_dirs=tuple(core_dirs), quiet_s=parse_duration(quiet_after),
                         from_start=from_start, metrics_port=metrics_port, metrics_addr=metrics_addr,

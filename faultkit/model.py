@@ -510,7 +510,7 @@ class SanitizerFinding:
     exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
     origin: Origin
     tool: str                        # memcheck | racecheck | initcheck | synccheck
-    kind: str                        # hardware-exception | uninitialized-read | race | hazard | barrier-error
+    kind: str                        # hardware-exception | device-assert | uninitialized-read | race | hazard | barrier-error
     text: str                        # the report's head line, as printed
     kernel: str | None = None
     offset: int | None = None

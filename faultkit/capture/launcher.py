@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import layout
+from .. import early_signals, layout
+from ..early_signals import STOP_SIGNALS
 from ..private_files import private_dir
 from .recorder import BLOCK, LineTee, clocks  # noqa: F401 - the recorder has its own module; launches use it
 
@@ -358,23 +359,34 @@ class DeferredSigint:
 
     # SIGTERM (a supervisor), SIGHUP (the terminal closed) and SIGQUIT end a capture the same way:
     # the tree is stopped and the manifest finished, never left `running`.
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    SIGNALS = STOP_SIGNALS
 
     def __init__(self):
         self.hit = False
         self.signal: str | None = None
         self.stopping = False                 # the tree is being stopped: another signal forces it
         self.forced = threading.Event()
+        self.late: int | None = None          # a signal that came only while stopping (not the interrupt)
         self.on_ctrl_c = None                 # called at the first SIGINT: passes it to the target at once
         self._old: dict = {}
 
     def __enter__(self) -> "DeferredSigint":
         for s in self.SIGNALS:
+            if early_signals.inherited_ignore(s):
+                continue                      # `nohup faultkit capture`: the caller asked for it ignored
             self._old[s] = signal.signal(s, self._on)
+        # What came while faultkit started (held by the command line) is this capture's interrupt;
+        # taken after our handlers are in, so none falls between the two.
+        pending, original = early_signals.take()
+        self._old.update({s: h for s, h in original.items() if s in self._old})
+        for s in pending:
+            self._on(s, None)
         return self
 
     def _on(self, signum, frame) -> None:
         if self.hit or self.stopping:
+            if not self.hit and self.late is None:
+                self.late = signum
             self.forced.set()
             return
         self.hit = True

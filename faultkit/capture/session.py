@@ -283,6 +283,8 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         manifest.tree_held_by = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
                                     "subreaper": subreaper, "marker": watchdog.MARKER}
     _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
+    if sigint.hit:                  # a signal while faultkit itself started: the target is never launched
+        return _never_launched(out, manifest, sigint, group, lock, subreaper, console)
 
     before = kmsg.snapshot(out / layout.KERNEL_BEFORE)
     follower = kmsg.KmsgFollower(out / layout.KERNEL_FOLLOW)
@@ -407,7 +409,6 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if group and not group.remove():
             manifest.warn(f"cgroup {group.path} could not be removed")
         set_subreaper(False) if subreaper else None
-        sigint.__exit__()
         if console is not None:
             dropped = console.drain(2.0)
             if dropped:
@@ -441,7 +442,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
                           if agent_vars else
                           Agent(enabled=False, note="--no-agent" if not opts.agent else "a running server (--pid)"))
         if arming:
-            manifest.cores = _cores(out, opts, records, manifest, echo)
+            manifest.cores = _cores(out, opts, records, manifest, echo, sigint.forced)
         if ended_by == "hang":
             manifest.note = (f"the target printed nothing for {opts.hang_after_s:g} s: treated as a hang"
                                 + ("; each GPU process was asked for a core dump first" if arming and arming.cuda else ""))
@@ -465,7 +466,7 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if backend.output.disk_error:
             manifest.warn(f"disk full: {backend.output.disk_error}")
         (out / RESERVE).unlink(missing_ok=True)        # the room kept for this last write
-        manifest.files = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+        manifest.files = _files_of(out)
         try:
             _write_manifest(out, manifest)
         except OSError as exc:
@@ -475,9 +476,52 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         guard.done()
         (out / layout.LOCK).unlink(missing_ok=True)     # bookkeeping, not evidence: gone with the capture
         lock.close()
+        # Held to here, so a signal while the evidence is written never leaves it half-written.
+        sigint.__exit__()
+    _end_as_asked(sigint)
     if check and not check["ok"]:
         echo(f"WARNING: requested environment {describe_env_check(check)}")
     return manifest
+
+
+def _never_launched(out: Path, manifest: Manifest, sigint: DeferredSigint, group, lock, subreaper: bool,
+                    console: Console | None) -> Manifest:
+    """A signal came before the target was launched (while faultkit started): nothing ran, and the
+    bundle, finished, says so (`ended_by` interrupted, the signal, no exit status)."""
+    if console is not None:
+        console.close()
+    if group:
+        group.remove()
+    if subreaper:
+        set_subreaper(False)
+    manifest.set(state="finished", end=Clocks(**clocks()), ended_by="interrupted", exit_code=None)
+    manifest.interrupted_by = sigint.signal
+    manifest.exit = "never started"
+    manifest.note = f"{sigint.signal} came while faultkit was starting: the target was never launched"
+    (out / RESERVE).unlink(missing_ok=True)
+    manifest.files = _files_of(out)
+    try:
+        _write_manifest(out, manifest)
+    except OSError as exc:
+        manifest.warn(f"the final manifest could not be written ({exc.strerror or exc})")
+    private_tree(out)
+    (out / layout.LOCK).unlink(missing_ok=True)
+    lock.close()
+    sigint.__exit__()
+    _end_as_asked(sigint)
+    return manifest
+
+
+def _files_of(out: Path) -> dict[str, int]:
+    """The manifest's list of the bundle's top files and their sizes."""
+    return {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+
+
+def _end_as_asked(sigint: DeferredSigint) -> None:
+    """A signal that came while the capture was finishing (not the one that ended it) was held until
+    the bundle was written; now faultkit ends as it asked (SIGINT: 130; SIGTERM: killed by it)."""
+    if sigint.late is not None:
+        signal.raise_signal(sigint.late)
 
 
 AGENT_STACKS_WAIT_S = 1.0
@@ -550,8 +594,9 @@ def _status(elapsed: float, sampler: TreeSampler, backend, follower, out: Path) 
             + f", {cores} core(s) | {out}")
 
 
-def _cores(out: Path, opts: CaptureOptions, records, manifest: Manifest, echo) -> list[Core]:
-    """Every core the run left, each opened in its debugger where one is installed."""
+def _cores(out: Path, opts: CaptureOptions, records, manifest: Manifest, echo, stop=None) -> list[Core]:
+    """Every core the run left, each opened in its debugger where one is installed; once `stop` is
+    set (a signal while finishing) the rest are listed with how to open them, not opened."""
     triggered = {p for p, r in (manifest.hang_dumps or {}).items() if r.startswith("dumped")}
     found = coredump.find_cores(out, [r.pid for r in records], os.getcwd(), manifest.start.wall, triggered,
                                 manifest.root_pid)
@@ -566,7 +611,7 @@ def _cores(out: Path, opts: CaptureOptions, records, manifest: Manifest, echo) -
         if core is not None and core.platform != "host":
             exe = _exe(cmdlines.get(c.pid))
             tool = debugger_for(core, opts.debugger)
-            if tool:
+            if tool and not (stop is not None and stop.is_set()):
                 echo(f"opening {c.path} in {os.path.basename(tool)}")
                 op = open_core(core, tool, exe, hosts.get(c.pid), out / layout.CORES_DIR)
                 entry.update(analysed_with=tool, transcript=op.transcript_path, seconds=op.seconds,

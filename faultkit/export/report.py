@@ -177,6 +177,10 @@ def _verdict_section(inc: Incident) -> Section:
     else:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
+        # where only device functions are visible, where the fault was is still said (never as the kernel)
+        s.paragraphs += [f"The fault was in device function {kernel(f)} (a helper of an unnamed kernel)."
+                         for f in dict.fromkeys(c.device_function for c in v.claims
+                                                if not c.named and c.device_function)][:3]
     s.paragraphs.append(f"Why: {v.why}.")
     if not inc.faults and inc.capture is not None and not v.kernel \
             and (crash := host_crash_signal(inc.capture.exit_code)):
