@@ -342,3 +342,28 @@ def test_a_watchdog_timeout_and_a_pyspy_dump_in_one_paste_give_both(hung, tmp_pa
     (lag,) = doc["hang"]["collectives"]
     assert (lag["waiting"]["rank"], lag["waiting"]["seq"]) == (3, 12345)
     assert threads_of(doc)["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+
+
+def test_gdb_py_bt_gives_the_python_waits_and_two_give_the_deadlock(hung, tmp_path):
+    """`thread apply all py-bt` (CPython's gdb extension, Tools/gdb/libpython.py): each thread's Python
+    frames with their source lines, a builtin the thread is in on top; read like py-spy's dump."""
+    p, _, _ = hung
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    files = []
+    for k in (1, 2):
+        out = tool_output(["gdb", "-p", str(p.pid), "-batch", "-nx", "-iex", "add-auto-load-safe-path /",
+                           "-ex", "thread apply all py-bt"])
+        if "Traceback (most recent call first):" not in out:
+            pytest.skip("this interpreter has no python-gdb extension (py-bt)")
+        files.append(tmp_path / f"pybt{k}.txt")
+        files[-1].write_text(out)
+    one = triage_json(files[0])
+    (proc,) = one["hang"]["processes"]
+    assert one["hang"]["state"] == "one-sample" and proc["pid"] == p.pid
+    where = {t["where"].rsplit(" ", 1)[-1]: (t["kind"], t["where"]) for t in proc["threads"] if t["where"]}
+    assert where["one"] == ("lock", f"{files[0].parent / 'deadlock.py'}:{line_of('DEADLOCK-ONE')} one")
+    assert where["worker"][0] == "queue" and where["worker"][1].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+    both = triage_json(*files)
+    assert (both["hang"]["state"], both["hang"]["sign"]) == ("hung", "blocked")
+    assert "a lock-wait deadlock" in both["hang"]["summary"]
