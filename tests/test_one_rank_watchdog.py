@@ -206,3 +206,11 @@ def test_the_watchdogs_rethrow_alone_names_the_group(tmp_path):
     w = waiting(triage(tmp_path, text))
     assert (w["rank"], w["collective"], w["seq"], w["numel_in"], w["numel_out"], w["process_group"], w["ran_ms"]) == \
         (5, "_allgather_base", 9141, 19008, 152064, "3", 600020)
+
+
+def test_the_wait_keeps_every_digit_of_its_milliseconds(tmp_path):
+    doc = triage(tmp_path, TORCH27)
+    (f,) = doc["faults"]
+    assert f["detail"]["reason"] == "ALLREDUCE #59958 waited 1800.077 s"      # `ran for 1800077 milliseconds`
+    (c,) = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]
+    assert "rank 3 waited in ALLREDUCE #59958 for 1800.077 s (timeout 1800 s)" in c["why"]
