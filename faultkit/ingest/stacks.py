@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..hang_model import ProcessStacks, StackFrame, ThreadStack
 from ..limits import small_int
-from .debugger import parse_frame
+from .debugger import TERMINATED, parse_frame
 from .source_lines import add_source_lines
 
 # py-spy text: `Thread 11025 (idle): "MainThread"` (a hex id where the OS id is unknown)
@@ -38,8 +38,11 @@ GDB_FRAME_LINE = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?[^\s(]+ \(.*\)(?: a
 CRASH_FUNCTIONS = frozenset({"raise", "__GI_raise", "gsignal", "abort", "__GI_abort", "__pthread_kill_implementation",
                              "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "__assert_fail",
                              "__assert_fail_base", "ggml_abort", "ggml_print_backtrace", "__libc_message"})
-CRASH_WORDS = re.compile(r"<signal handler called>|received signal SIG|Program terminated with signal|"
-                         r"Fatal Python error|Segmentation fault|Aborted \(core dumped\)")
+# (gdb's and a shell's marks; the lines that say a process died are the sources' stop words: sources/stacks.py
+# drops a headerless stack under one of them)
+CRASH_WORDS = re.compile(rf"<signal handler called>|received signal SIG|Aborted \(core dumped\)|"
+                         rf"{TERMINATED.pattern.split(' (?P')[0]}")
+HEADERLESS = "(pasted, no thread header)"       # the source of a stack read without its thread header
 # faulthandler
 FH_THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
                        r"\(most recent call first\):\s*$")
@@ -248,10 +251,10 @@ def _headerless(text: str) -> list[ProcessStacks]:
     the debugger's reader has it, no hang is read from it."""
     if len(GDB_FRAME_LINE.findall(text)) >= 2:
         d = parse_gdb_backtraces(text)
-        d.source = "gdb bt (pasted, no thread header)"
+        d.source = f"gdb bt {HEADERLESS}"
     elif len(re.findall(FH_FRAME.pattern, text, re.M)) >= 2 and "Traceback (most recent call last)" not in text:
         d = parse_faulthandler(text)
-        d.source = "faulthandler (pasted, no thread header)"
+        d.source = f"faulthandler {HEADERLESS}"
     else:
         return []
     if _crashed(text, d):
