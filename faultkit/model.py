@@ -130,6 +130,8 @@ class HostError:
     exception: str | None = None
     enum: str | None = None
     code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
+    pid: int | None = None            # from the line's worker tag (`(VllmWorker pid=..)`)
+    process_tag: str | None = None    # the worker tag or rank (`[rank3]:`, SGLang's `TP3`) on the line
     # where a library's error check reported it (ggml's `current device: D, in function F at FILE:LINE` and
     # the call it checked): the reporting site and the device, never the faulting kernel
     device: int | None = None
@@ -510,7 +512,7 @@ class SanitizerFinding:
     exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
     origin: Origin
     tool: str                        # memcheck | racecheck | initcheck | synccheck
-    kind: str                        # hardware-exception | device-assert | uninitialized-read | race | hazard | barrier-error
+    kind: str                        # memcheck: the exception (illegal-instruction, invalid-pc, misaligned-address, double-free, ...) or device-assert | uninitialized-read | race | hazard | barrier-error
     text: str                        # the report's head line, as printed
     kernel: str | None = None
     offset: int | None = None
@@ -526,6 +528,7 @@ class SanitizerFinding:
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
     device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
     device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
+    sites: list[str] = field(default_factory=list)   # racecheck: the function of each access, as printed (demangled)
 
 
 @dataclass
