@@ -273,6 +273,7 @@ def test_gdb_run_interrupted_then_thread_apply_all_bt(tmp_path):
         pid = _child_of(g.pid)
         if pid is None:
             pytest.skip("the program under gdb was not found (gdb could not run it here)")
+        time.sleep(0.5)              # its main thread from `print("ready")` into its Event().wait()
         os.kill(pid, signal.SIGINT)
         out = "".join(lines) + g.communicate(timeout=60)[0]
     finally:
