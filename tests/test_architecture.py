@@ -15,7 +15,8 @@ MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faul
                "faultkit.limits", "faultkit.manifest",     # manifest: the bundle's typed record, written and read
                "faultkit.demangle",       # demangle: a pure function of a name, used by readers and exporters alike
                "faultkit.lazy_re",        # lazy_re: re with compile() at first use (a leaf, standard library only)
-               "faultkit.find_patterns"}  # find_patterns: which of many patterns may match (a leaf: re, hyperscan)
+               "faultkit.find_patterns",  # find_patterns: which of many patterns may match (a leaf: re, hyperscan)
+               "faultkit.durations"}      # durations: times as people read them (a leaf: pure functions of numbers)
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 
