@@ -13,6 +13,7 @@ from typing import Any
 
 @dataclass
 class Origin:
+    """Where a record came from: a file and line, quoted in every report."""
     file: str
     line: int | None = None  # 1-based line in that file
 
@@ -204,6 +205,7 @@ class DeviceAssert:
 
 @dataclass
 class RuntimeLog:
+    """Everything a runtime log says: faults, dispatches, wave dumps, host errors."""
     faults: list[RuntimeFault] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     waves: list[WaveDump] = field(default_factory=list)
@@ -296,6 +298,7 @@ class KernelEvent:
 
 @dataclass
 class KernelLog:
+    """Everything the kernel log says: GPU faults, Xids, events, and its timestamp style."""
     faults: list[VMFault] = field(default_factory=list)
     xids: list[Xid] = field(default_factory=list)
     events: list[KernelEvent] = field(default_factory=list)
@@ -334,6 +337,7 @@ class GpuPlace:
 
 @dataclass
 class Frame:
+    """One frame of a debugger backtrace."""
     text: str
     level: int | None = None
     pc: int | None = None
@@ -370,6 +374,7 @@ class DebugStop:
 
 @dataclass
 class AgentRow:
+    """One GPU agent as the debugger's `info agents` lists it."""
     origin: Origin
     id: str
     state: str
@@ -382,6 +387,7 @@ class AgentRow:
 
 @dataclass
 class QueueRow:
+    """One GPU queue as the debugger's `info queues` lists it."""
     origin: Origin
     id: str
     agent: int
@@ -431,6 +437,7 @@ class ThreadRow:
 
 @dataclass
 class CudaKernelRow:
+    """One kernel as cuda-gdb's `info cuda kernels` lists it."""
     origin: Origin
     kernel_id: int
     device: int
@@ -457,6 +464,7 @@ class CodeObjectRef:
 
 @dataclass
 class DisasmLine:
+    """One line of a debugger's disassembly around a stop."""
     origin: Origin
     text: str
     pc: int | None = None
@@ -542,6 +550,7 @@ class DebugEvent:
 
 @dataclass
 class DebuggerLog:
+    """Everything a debugger's output says: stops, agents, queues, dispatches."""
     debugger: str | None = None      # rocgdb | gdb | cuda-gdb | compute-sanitizer (best guess)
     stops: list[DebugStop] = field(default_factory=list)
     agents: list[AgentRow] = field(default_factory=list)
@@ -636,6 +645,7 @@ class Fault:
 
 @dataclass
 class Candidate:
+    """A kernel the verdict names as possible, with its score and why."""
     kernel: str
     score: float
     why: str
@@ -670,6 +680,7 @@ def hex_or_none(value: int | None) -> str | None:
 
 @dataclass
 class KernelArg:
+    """One argument of a kernel as the code object's metadata declares it."""
     name: str | None
     offset: int
     size: int
@@ -680,6 +691,7 @@ class KernelArg:
 
 @dataclass
 class Kernel:
+    """One kernel of a code object: its symbol, entry and descriptor."""
     name: str                        # the symbol (mangled where the language mangles)
     address: int                     # ELF virtual address of the entry
     size: int
@@ -696,6 +708,7 @@ class Kernel:
 
 @dataclass
 class Resolved:
+    """A PC resolved to a kernel and offset, with its source line where known."""
     kernel: str
     offset: int
     vaddr: int
@@ -709,6 +722,7 @@ class Resolved:
 
 @dataclass
 class CodeObject:
+    """A GPU code object's kernels and functions: what a PC is resolved against."""
     target: str                      # e.g. gfx90a:sramecc+:xnack-
     kernels: list[Kernel] = field(default_factory=list)
     functions: list[tuple[int, int, str]] = field(default_factory=list)   # every FUNC symbol: (addr, size, name)

@@ -26,6 +26,7 @@ from .entry_signs import helper_sign, unclone
 
 @dataclass(frozen=True)
 class SanitizerEntry:
+    """The entry point a sanitizer report names, or why it names none."""
     kernel: str | None               # the entry point the report shows (None: it shows none)
     device_function: str | None      # the function the access was in, where that is not the kernel
     unshown: str | None = None       # kernel None: why no entry point is shown (the sign used)

@@ -26,7 +26,9 @@ from .prefilter import RUNTIME, anchored
 def _message_alternation(own: bool) -> str:
     """The table's messages, longest first (so `operation not supported on global/shared address space`
     wins over `operation not supported`), the first letter in either case (a caller's capital)."""
-    msgs = sorted({e.message for e in GPU_ERRORS if e.own == own}, key=len, reverse=True)
+    # (ties by their text: a set's order changes with each process's hash seed, and the pattern's
+    # text must not, or re_cache compiles it anew every run)
+    msgs = sorted({e.message for e in GPU_ERRORS if e.own == own}, key=lambda m: (-len(m), m))
     return "|".join(f"[{re.escape(m[0].lower())}{re.escape(m[0].upper())}]{re.escape(m[1:])}" if m[0].isalpha()
                     else re.escape(m) for m in msgs)
 

@@ -126,6 +126,7 @@ IOMMU = re.compile(r"(?:(?P<drv>[\w-]+) (?P<dev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]
                    r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 anchored(KERNEL, IOMMU, 'AMD-Vi: Event logged [')
 IOMMU_FIELD = re.compile(r"(?P<k>device|domain|address|flags|vflags|pasid)=(?P<v>[0-9a-fA-Fx:.]+)")
+continuation(KERNEL, IOMMU_FIELD)       # read inside an IOMMU record's brackets, never alone
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
 anchored(KERNEL, DEVICE_ID, 'IP DISCOVERY 0x1002:0x', 'Topology: Add dGPU node [0x', 'added device 1002:', 'detected ip block number ')
@@ -202,6 +203,7 @@ MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
 @dataclass
 class _Parsed:
+    """One kernel log line split into its stamp and message before the records are built."""
     no: int
     raw: str
     stamp: Stamp | None

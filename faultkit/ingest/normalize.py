@@ -6,8 +6,8 @@ People paste logs through containers (`ollama  | `), launchers (`(VllmWorker ran
 web pages (`&lt;`), terminals and mail clients (a long line hard-wrapped, its end on the next
 line), and cut what they thought was noise (`amdgpu 0000:03:00.0: `, `kernel: `). None of these is
 listed here as a format: a *wrapper unit* is any leading quote, tag or stamp of a generic shape
-(a bracketed or parenthesised token with a digit in it, a token before a `|`, a numbered `N: `, a
-date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
+(a bracketed token with a digit or a `/` in it, a parenthesised one with a digit, a token before a
+`|`, a numbered `N: `, a date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
 letters and digits collapsed to classes) opens at least half of the file's lines. Units are peeled
 from the outside in while another head follows; the innermost one stays when a parser reads it
 natively (a worker tag names its process; a stamp dates the line).
@@ -41,7 +41,8 @@ QUOTE = re.compile(r"(?:>[ \t]?)+")
 UNIT = re.compile(
     r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
     r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)(?:[ \t]*:(?=\s|$))?[ \t]?)"  # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
-    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
+    # `[rank1]:` `[1,0]<stderr>:` `[pod/node-agent/dmesg] ` (a digit or a path's `/` in it, not a word: `[INFO]`)
+    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*[\d/])[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"
     r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
     # `journalctl -o short`/`short-precise`: a program's line under its ident (the kernel's own is kept)
     r"|(?P<journal>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S+ [\w.@/-]+(?:\[\d+\])?: )"
