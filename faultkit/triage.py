@@ -136,7 +136,7 @@ def _hang(inputs: Inputs, inc: Incident) -> None:
             if isinstance(c, dict)]
     order = [f"samples-{t}.json" for t in tags if f"samples-{t}.json" in rounds] or sorted(rounds)
     lags = lagging_ranks(inc.collectives)
-    if order or lags:
+    if order or lags and not inc.pasted_stacks:    # (no samples, stacks pasted: _pasted_hang joins them)
         samples, interval = rounds[order[-1]] if order else ([], None)
         inc.hang = analyse_hang(samples, interval, lags, inc.running)
 

@@ -16,7 +16,8 @@ MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faul
                "faultkit.demangle",       # demangle: a pure function of a name, used by readers and exporters alike
                "faultkit.lazy_re",        # lazy_re: re with compile() at first use (standard library and re_cache)
                "faultkit.re_cache",       # re_cache: the own patterns' compiled code across runs (in the user's cache)
-               "faultkit.find_patterns"}  # find_patterns: which of many patterns may match (a leaf: re, hyperscan)
+               "faultkit.find_patterns",  # find_patterns: which of many patterns may match (a leaf: re, hyperscan)
+               "faultkit.durations"}      # durations: times as people read them (a leaf: pure functions of numbers)
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 

@@ -190,3 +190,24 @@ def test_several_timeouts_of_one_rank_start_from_the_first_reported(tmp_path):
     w = waiting(doc)
     assert (w["seq"], w["ran_ms"], w["numel_in"]) == (96120, 25624887, None)
     assert "2 more timed out after it (allreduce #96117, allreduce #96125)" in doc["hang"]["summary"]
+
+
+def test_the_watchdogs_rethrow_alone_names_the_group(tmp_path):
+    # https://github.com/sgl-project/sglang/issues/1693 (2024): c10's terminate message, the only line of it
+    text = ("terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "  what():  [PG 3 Rank 5] Process group watchdog thread terminated with exception: [Rank 5] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=9141, OpType=_ALLGATHER_BASE, NumelIn=19008, "
+            "NumelOut=152064, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n"
+            "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:609 (most "
+            "recent call first):\n")
+    w = waiting(triage(tmp_path, text))
+    assert (w["rank"], w["collective"], w["seq"], w["numel_in"], w["numel_out"], w["process_group"], w["ran_ms"]) == \
+        (5, "_allgather_base", 9141, 19008, 152064, "3", 600020)
+
+
+def test_the_wait_keeps_every_digit_of_its_milliseconds(tmp_path):
+    doc = triage(tmp_path, TORCH27)
+    (f,) = doc["faults"]
+    assert f["detail"]["reason"] == "ALLREDUCE #59958 waited 1800.077 s"      # `ran for 1800077 milliseconds`
+    (c,) = [c for c in doc["verdict"]["claims"] if c["basis"]["kind"] == "watchdog-timeout"]
+    assert "rank 3 waited in ALLREDUCE #59958 for 1800.077 s (timeout 1800 s)" in c["why"]

@@ -273,6 +273,7 @@ def test_gdb_run_interrupted_then_thread_apply_all_bt(tmp_path):
         pid = _child_of(g.pid)
         if pid is None:
             pytest.skip("the program under gdb was not found (gdb could not run it here)")
+        time.sleep(0.5)              # its main thread from `print("ready")` into its Event().wait()
         os.kill(pid, signal.SIGINT)
         out = "".join(lines) + g.communicate(timeout=60)[0]
     finally:
@@ -328,3 +329,42 @@ def test_dump_read_takes_a_lone_bt_and_says_what_a_crash_stack_is(tmp_path):
     c.write_text(CRASH_BT)
     res = CliRunner().invoke(main, ["dump", "--read", str(c)])
     assert "a crash's stack (where the program died, not where it waits)" in res.output
+
+
+def test_a_watchdog_timeout_and_a_pyspy_dump_in_one_paste_give_both(hung, tmp_path):
+    """The rank's watchdog line and its py-spy dump pasted together: the hang holds the collective it
+    waits in and every thread's wait (the stacks were dropped once the watchdog line made a hang)."""
+    p, _, _ = hung
+    f = tmp_path / "issue.txt"
+    f.write_text("[rank3]:[E1201 10:00:00.123456 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=12345, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, "
+                 "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n" + pyspy(p.pid))
+    doc = triage_json(f)
+    (lag,) = doc["hang"]["collectives"]
+    assert (lag["waiting"]["rank"], lag["waiting"]["seq"]) == (3, 12345)
+    assert threads_of(doc)["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+
+
+def test_gdb_py_bt_gives_the_python_waits_and_two_give_the_deadlock(hung, tmp_path):
+    """`thread apply all py-bt` (CPython's gdb extension, Tools/gdb/libpython.py): each thread's Python
+    frames with their source lines, a builtin the thread is in on top; read like py-spy's dump."""
+    p, _, _ = hung
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    files = []
+    for k in (1, 2):
+        out = tool_output(["gdb", "-p", str(p.pid), "-batch", "-nx", "-iex", "add-auto-load-safe-path /",
+                           "-ex", "thread apply all py-bt"])
+        if "Traceback (most recent call first):" not in out:
+            pytest.skip("this interpreter has no python-gdb extension (py-bt)")
+        files.append(tmp_path / f"pybt{k}.txt")
+        files[-1].write_text(out)
+    one = triage_json(files[0])
+    (proc,) = one["hang"]["processes"]
+    assert one["hang"]["state"] == "one-sample" and proc["pid"] == p.pid
+    where = {t["where"].rsplit(" ", 1)[-1]: (t["kind"], t["where"]) for t in proc["threads"] if t["where"]}
+    assert where["one"] == ("lock", f"{files[0].parent / 'deadlock.py'}:{line_of('DEADLOCK-ONE')} one")
+    assert where["worker"][0] == "queue" and where["worker"][1].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+    both = triage_json(*files)
+    assert (both["hang"]["state"], both["hang"]["sign"]) == ("hung", "blocked")
+    assert "a lock-wait deadlock" in both["hang"]["summary"]

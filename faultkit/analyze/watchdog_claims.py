@@ -12,6 +12,7 @@ collective's own kernel waits, it did not fault.
 
 from __future__ import annotations
 
+from ..durations import exact_seconds
 from ..judge.claims import Basis, Claim, Identities
 from .collectives import COLLECT_EVERY_RANK
 from ..model import RuntimeLog
@@ -76,7 +77,7 @@ def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
             continue
         who = f"rank {c['rank']}" if "rank" in c else (f.process_tag or "a rank")
         what = f"{c['collective']} #{c['seq']}"
-        waited = f"{c['ran_ms'] / 1000:g} s" + (f" (timeout {c['timeout_ms'] / 1000:g} s)" if "timeout_ms" in c else "")
+        waited = exact_seconds(c["ran_ms"]) + (f" (timeout {exact_seconds(c['timeout_ms'])})" if "timeout_ms" in c else "")
         why = f"a collective timed out, a hang: {who} waited in {what} for {waited} ({f.origin})"
         note = work.get((c.get("rank"), c["seq"])) or work.get((None, c["seq"]))   # (a note without its prefix)
         if note is not None:

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..hang_model import CollectiveEntry, RankCollectives, StackFrame, WatchdogWords
 from ..limits import fits_int, short_text, small_int
-from .runtime_log import COLLECTIVE_TIMEOUT, DUMP_SIGNAL, WATCHDOG_WORK, WORKER_TAG, pg_name
+from .runtime_log import COLLECTIVE_TIMEOUT, DUMP_SIGNAL, WATCHDOG_EXCEPTION, WATCHDOG_WORK, WORKER_TAG, pg_name
 
 # torch::jit::Pickler writes typed lists through these (pushSpecializedList); each is a list.
 TORCH_LIST_BUILDERS = frozenset({"build_intlist", "build_doublelist", "build_boollist", "build_tensorlist",
@@ -208,8 +208,15 @@ def _watchdog_words(rc: RankCollectives, text: str, alone: bool) -> None:
     for m in DUMP_SIGNAL.finditer(text):
         if small_int(m.group("rank")) in (rc.rank, None):
             fields["dump_from"] = m.group("whom")
-            fields.setdefault("process_group", pg_name(m))
+            if fields.get("process_group") is None:
+                fields["process_group"] = pg_name(m)
             break
+    for m in WATCHDOG_EXCEPTION.finditer(text):
+        # the watchdog thread's rethrow names the group: `[PG 3 Rank 5] Process group watchdog thread terminated
+        # with exception: [Rank 5] Watchdog caught ... WorkNCCL(SeqNum=9141, ...`
+        if fields.get("process_group") is None and small_int(m.group("rank")) == rc.rank and \
+                f"SeqNum={seq}," in m.group("text"):
+            fields["process_group"] = pg_name(m)
     if alone:
         fields["recorder_off"] = RECORDER_OFF in text
         m = FAILED_CALL.search(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
+from ..durations import exact_seconds
 from ..limits import small_int
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
                      RuntimeFault, RuntimeLog, Stamp, WaveDump)
@@ -611,7 +612,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     m = COLLECTIVE_TIMEOUT.search(rest)
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
-                                          reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
+                                          reason=f"{m.group('op')} #{m.group('seq')} waited {exact_seconds(int(m.group('ms')))}",
                                           pid=pid, process_tag=_rank_tag(m) or tag, stamp=stamp,
                                           collective=_collective(m)))
     m = WATCHDOG_STUCK.search(rest)

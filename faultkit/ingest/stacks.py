@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from ..hang_model import ProcessStacks, StackFrame, ThreadStack
 from ..limits import small_int
@@ -26,6 +27,9 @@ GDB_LWP = re.compile(r"\b(?:LWP|process) (?P<lwp>\d+)\)?")
 GDB_NAME = re.compile(r'"(?P<name>[^"]*)"\)?$')
 # gdb's `thread 2` then `bt` opens the stack with `[Switching to thread 2 (Thread 0x7f.. (LWP 11562))]`
 GDB_SWITCH = re.compile(r'^\[Switching to thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\)\]\s*$')
+# CPython's gdb extension (Tools/gdb/libpython.py py-bt, after `Traceback (most recent call first):`)
+GDB_PY_FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+), in (?P<func>.*?)\s*$', re.M)
+GDB_PY_BUILTIN = re.compile(r"^\s+<built-in (?:method|function) ")
 # A gdb frame line, not another `#N` list (torch's `#0 all_reduce from file.py:3174`): gdb prints the
 # arguments' parentheses after the function, and a PC or a place (` at file:line`, ` from lib`) or both.
 GDB_FRAME_LINE = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?[^\s(]+ \(.*\)(?: at \S+:\d+| from \S+)?\s*$", re.M)
@@ -104,9 +108,12 @@ def parse_pyspy_text(text: str, pid: int | None = None, source: str = "py-spy") 
 
 
 def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb") -> ProcessStacks:
-    """`thread apply all bt` (gdb -batch): one block per thread, `#N` frames innermost first."""
+    """`thread apply all bt` (gdb -batch): one block per thread, `#N` frames innermost first; or
+    `thread apply all py-bt` (CPython's gdb extension): `File "F", line N, in FUNC` frames, each with
+    its source line under it, innermost first, a builtin the thread is in on top."""
     out = ProcessStacks(pid=pid or 0, source=source)
     cur: ThreadStack | None = None
+    code_of = -1                       # the Python frame (py-bt) whose source line may follow
     for line in text.splitlines():
         if (m := GDB_THREAD.match(line) or GDB_SWITCH.match(line)):
             systag = m["systag"]
@@ -125,6 +132,14 @@ def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb")
                 cur = ThreadStack(tid=None)
                 out.threads.append(cur)
             cur.frames.append(_gdb_frame(f))
+        elif cur is not None and (m := GDB_PY_FRAME.match(line)):
+            cur.frames.append(StackFrame(m["func"], m["file"], small_int(m["line"])))
+            code_of = len(cur.frames) - 1
+        elif cur is not None and GDB_PY_BUILTIN.match(line) and not cur.frames:
+            cur.active = False        # inside a builtin, the GIL released: its caller's line says which
+        elif cur is not None and cur.frames and code_of == len(cur.frames) - 1 and line.startswith("    "):
+            cur.frames[-1] = replace(cur.frames[-1], code=line.strip())   # py-bt prints the frame's source line
+            code_of = -1
     if not out.pid:
         # gdb's thread 1 is the process's first thread, whose Linux thread id is the process id
         first = next((m for m in GDB_THREAD.finditer(text) if m["num"] in ("1", "1.1")), None) if "Thread 1" in text \
@@ -177,14 +192,21 @@ def _base(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def _gdb_dump(text: str) -> bool:
+    """gdb's `thread apply all bt` (`#N` frames) or `py-bt` (CPython's `Traceback (most recent call first):`
+    under each thread: faulthandler's words, but gdb's thread headers)."""
+    return re.search(r"^Thread \d+(?:\.\d+)? \(.*\):\s*$", text, re.M) is not None and (
+        re.search(r"^#\d+\s", text, re.M) is not None or GDB_PY_FRAME.search(text) is not None)
+
+
 def parse_any(text: str, name: str) -> ProcessStacks:
     """A saved stack dump of any of the four kinds, told apart by its content."""
     if re.match(r"\s*\[\s*(?:\{|\])", text):          # a JSON list of threads (gdb's start with "[New LWP")
         return parse_pyspy_json(text)
+    if _gdb_dump(text):
+        return parse_gdb_backtraces(text)
     if "(most recent call first):" in text:
         return parse_faulthandler(text)
-    if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(", text, re.M):
-        return parse_gdb_backtraces(text)
     out = parse_pyspy_text(text)
     if not out.threads and (lone := _headerless(text)):
         return lone[0]             # a lone gdb `bt`, faulthandler's frames without their header
@@ -269,12 +291,12 @@ def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
             return [d]
     if not STACK_MARKERS.search(text):
         return _headerless(text)
-    if "(most recent call first):" in text and not re.search(PYSPY_THREAD.pattern, text, re.M):
-        d = parse_faulthandler(text)
-        return [d] if d.threads else []
-    if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(.*\):\s*$", text, re.M):
+    if _gdb_dump(text):
         d = parse_gdb_backtraces(text)
         d.source = "gdb (pasted)"
+        return [d] if d.threads else []
+    if "(most recent call first):" in text and not re.search(PYSPY_THREAD.pattern, text, re.M):
+        d = parse_faulthandler(text)
         return [d] if d.threads else []
     out = []
     starts = [m.start() for m in re.finditer(r"^Process \d+: ", text, re.M)] or [0]

@@ -1,6 +1,6 @@
-# On a machine with 2 GPUs (nvidia-h200-x2), from the repo root: sh scripts/nccl_timeout/run.sh
-# One rank's NCCL watchdog timeout as torch prints it today, with the flight recorder on and off,
-# and faultkit's triage of each rank's log alone, both logs, and the logs with the flight records.
+# From the repo root: sh scripts/nccl_timeout/run.sh [one|two]. `one` (one GPU, nvidia-h200): one NCCL rank whose
+# all_reduce is queued behind a spinning kernel, so its watchdog times out; `two` (nvidia-h200-x2): two ranks,
+# rank 1 skips an all_reduce. Both with the flight recorder on and off, then faultkit's triage of each log.
 set -x
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -15,9 +15,15 @@ for fr in on off; do
     else
         export TORCH_NCCL_TRACE_BUFFER_SIZE=0; unset TORCH_NCCL_DUMP_ON_TIMEOUT TORCH_NCCL_DEBUG_INFO_TEMP_FILE
     fi
-    timeout 150 python3 scripts/nccl_timeout/ranks.py $W > $W/spawn.log 2>&1; echo "ranks rc=$?" >> $W/spawn.log
+    if [ "${1:-one}" = two ]; then
+        timeout 150 python3 scripts/nccl_timeout/ranks.py $W > $W/spawn.log 2>&1; echo "ranks rc=$?" >> $W/spawn.log
+    else
+        timeout 150 python3 scripts/nccl_timeout/one_gpu.py $W > $W/spawn.log 2>&1; echo "one rc=$?" >> $W/spawn.log
+        : > $W/rank1.log
+    fi
     ls -la $W $W/fr
     for r in 0 1; do
+        [ -s $W/rank$r.log ] || continue
         python3 -m faultkit.cli triage $W/rank$r.log -f json > $W/triage_rank$r.json 2>$W/triage_rank$r.err
         python3 -m faultkit.cli triage $W/rank$r.log > $W/triage_rank$r.md 2>>$W/triage_rank$r.err
     done
