@@ -38,7 +38,7 @@ from .ingest.core_file import EM_AMDGPU, EM_CUDA, is_core_header
 from .ingest.flight_recorder import looks_like_flight_record
 from .ingest.logtext import LogRead, read_log
 from .ingest.schema import check_manifest, load_json, records
-from .manifest import Manifest
+from .manifest import Clocks, Manifest
 from .model import Problem
 
 OWN_REPORT = '"schema": "faultkit.triage/'
@@ -90,6 +90,10 @@ class Inputs:
     # lines capture read at one moment, sorted by line.
     stamps: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)         # inputs named that do not exist or cannot be read
+    # A trial folder of faultkit trials / amplify (its result.json), and the clocks it took at its start:
+    # what a capture's manifest.start is to a bundle (its lines' arrival stamps time the fault)
+    trial: bool = False
+    anchors: Clocks | None = None
     agent: list[InputFile] = field(default_factory=list)     # the in-process agent's files (rings are binary)
     hang: list[InputFile] = field(default_factory=list)      # stack samples and flight records (layout.HANG)
     shown: dict[str, str] = field(default_factory=dict)      # a copy out of an archive -> its name in the archive
@@ -665,6 +669,12 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
             if value is not None:
                 out.manifest = value
     captured = out.captured and manifest is not None
+    trial = None if manifest is not None or loose else _trial_record(entries, out)
+    if trial is not None:
+        # a trial folder (faultkit trials / amplify): capture's names, read as a capture's, so that its
+        # output's arrival stamps time the fault; its result.json is faultkit's record, not evidence
+        captured = out.trial = True
+        out.anchors = out.anchors or trial[1]
     if manifest is not None and out.manifest is None and layout.written_by_capture(e.rel for e in entries):
         # a damaged manifest does not make a bundle a plain folder (its kernel-before.log, the boot's
         # history, would be read as evidence): its files are known by their names
@@ -673,6 +683,8 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
                                                    "names; how the capture ended and what it checked are not known"))
     by_rel: dict[str, _Entry] = {}
     for e in entries:
+        if trial is not None and e is trial[0]:
+            continue
         role = layout.classify(e.rel, captured)
         if loose and role == layout.OUTPUT:
             role = layout.EVIDENCE       # a file named on the command line is read whatever its suffix
@@ -717,6 +729,28 @@ def _load(entries: list[_Entry], out: Inputs, loose: bool = False) -> None:
         snapshot = by_rel.get(layout.KERNEL_AFTER)
         if snapshot is not None:
             _new_kernel_lines(snapshot, by_rel.get(layout.KERNEL_FOLLOW), by_rel.get(layout.KERNEL_BEFORE), out)
+
+
+def _trial_record(entries: list[_Entry], out: Inputs) -> tuple[_Entry, Clocks | None] | None:
+    """The folder's top-level result.json when it is a trial's (its schema), with the clocks the trial
+    took at its start (None where they are missing or not numbers: the folder is still a trial's)."""
+    e = next((e for e in entries if e.rel.replace("\\", "/").lstrip("./") == layout.TRIAL_RESULT), None)
+    if e is None or (e.size or 0) > 1 << 20:
+        return None
+    value, _ = load_json(_text(e, out), e.name)
+    if not isinstance(value, dict) or value.get("schema") != layout.TRIAL_RESULT_SCHEMA:
+        return None
+    start = (value.get("clocks") or {}).get("start") if isinstance(value.get("clocks"), dict) else None
+    if not isinstance(start, dict):
+        return e, None
+    wall, mono, boot = start.get("wall"), start.get("monotonic_ns"), start.get("boottime_ns")
+    ok = isinstance(wall, (int, float)) and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
+                                                for v in (mono, boot))
+    if not ok:
+        out.problems.append(Problem(e.name, "the trial's start clocks are missing or not numbers: its lines' "
+                                            "arrival stamps cannot be put on the kernel's clock"))
+        return e, None
+    return e, Clocks(wall=float(wall), monotonic_ns=mono, boottime_ns=boot)
 
 
 def _head(e: _Entry) -> bytes:

@@ -22,6 +22,7 @@ import click
 from . import __version__
 from .demangle import display_name
 from .judge.levels import CERTAIN, LIKELY, reaches
+from .lazy_commands import LazyGroup
 from .terminal import clean
 
 
@@ -39,7 +40,7 @@ def verbose_option(f):
     return click.option("-v", "--verbose", is_flag=True, help=VERBOSE_HELP)(f)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="faultkit")
 def main() -> None:
     """GPU fault forensics for ROCm and CUDA crashes."""
@@ -630,9 +631,12 @@ def trials_plan(rates, alpha, target, n, fmt, alternative=None, verbose=False, q
     click.echo(f"  method: {s['method']}")
 
 
-from .amplify.command import registered as _amplify  # noqa: E402  (the verb lives in its package)
+def _amplify() -> click.Command:
+    from .amplify.command import registered       # the verb lives in its package; imported when used
+    return registered(parse_duration, parse_regex, emit, output_format)
 
-main.add_command(_amplify(parse_duration, parse_regex, emit, output_format))
+
+main.add_lazy("amplify", _amplify)
 
 
 @main.command()

@@ -19,3 +19,8 @@ def relative(ns: int) -> str:
 def when(ns: int, fault_ns: int | None) -> str:
     """A trace time said relative to the fault where the fault time is known, else as it is."""
     return f"{relative(ns - fault_ns)} from the fault" if fault_ns is not None else f"{ns} ns"
+
+
+def exact_seconds(ms: int) -> str:
+    """A producer's milliseconds in seconds with every digit it printed: 1800077 -> 1800.077 s."""
+    return f"{ms / 1000:.3f}".rstrip("0").rstrip(".") + " s"

@@ -86,6 +86,27 @@ class CollectiveEntry:
     op: str                          # profiling_name: nccl:all_reduce, gloo:all_reduce ...
     state: str                       # scheduled (enqueued, not begun on the device) | started | completed
     p2p: bool = False
+    # what a watchdog's timeout line states of the collective (WorkNCCL(..., NumelIn=, NumelOut=, Timeout(ms)=)
+    # ran for M milliseconds); None where the record does not say
+    numel_in: int | None = None
+    numel_out: int | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class WatchdogWords:
+    """What one rank's watchdog printed beside its timeout (ProcessGroupNCCL.cpp): how far its
+    process group got, whether it asked for a flight-recorder dump and from whom, and the Python
+    call that issued the collective (its flight recorder's stack, where one was kept)."""
+    origin: str                      # file:line of the timeout line
+    pid: int | None = None           # a launcher's worker tag (`(RayWorkerWrapper pid=4009)`), where the line kept it
+    process_group: str | None = None    # `[PG ID 0 PG GUID 0(default_pg) Rank 3]`: its name, else its id
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    dump_from: str | None = None     # `this local rank` | `rank N`: whose timeout signalled the dump
+    recorder_off: bool = False       # `Stack trace of the failed collective not found ... FlightRecorder is disabled`
+    call: list[StackFrame] = field(default_factory=list)     # `Stack trace of the failed collective:`, innermost first
 
 
 @dataclass
@@ -95,5 +116,6 @@ class RankCollectives:
     entries: list[CollectiveEntry] = field(default_factory=list)
     version: str | None = None
     timed_out: bool = False          # a watchdog line: the rank's watchdog gave up on its last entry
+    watchdog: WatchdogWords | None = None   # the rest of what its watchdog printed (watchdog lines only)
     problems: list[str] = field(default_factory=list)
     internal: list[str] = field(default_factory=list)   # the reader's own bugs, caught (tests assert there is none)

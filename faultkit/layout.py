@@ -30,6 +30,11 @@ COLLECTIVES_DIR = "collectives"          # PyTorch's flight-recorder dumps, one 
 FLIGHT_RECORD_PREFIX = "nccl_trace_rank_"   # TORCH_NCCL_DEBUG_INFO_TEMP_FILE's file name: torch appends the rank
 FACT_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "nvidia-smi", "lspci")   # system facts: <tool>.txt
 FACT_FILES = frozenset(f"{t}.txt" for t in FACT_TOOLS)
+# A trial folder of `faultkit trials` / `amplify` (trials/runner.py) is written with capture's names
+# above (server.log and its .times.tsv, kernel.log, environ.json, cores/, agent/) and no manifest:
+# its record of the run, with the clocks at its start, is result.json.
+TRIAL_RESULT = "result.json"
+TRIAL_RESULT_SCHEMA = "faultkit.trials.result/1"
 PACK_MANIFEST = "pack-manifest.json"     # `faultkit pack`: what the shareable copy left out, and why
 LOCK = ".lock"                           # held while a capture writes the bundle; removed at its end
 RESERVE = ".reserve"                     # disk kept for the capture's final manifest; removed at its end

@@ -130,6 +130,11 @@ class HostError:
     exception: str | None = None
     enum: str | None = None
     code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
+    # where a library's error check reported it (ggml's `current device: D, in function F at FILE:LINE` and
+    # the call it checked): the reporting site and the device, never the faulting kernel
+    device: int | None = None
+    reported_in: str | None = None    # `FILE:LINE in FUNCTION`
+    call: str | None = None           # the checked call as printed (`cudaStreamSynchronize(cuda_ctx->stream())`)
 
 
 @dataclass
@@ -505,7 +510,7 @@ class SanitizerFinding:
     exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
     origin: Origin
     tool: str                        # memcheck | racecheck | initcheck | synccheck
-    kind: str                        # hardware-exception | uninitialized-read | race | hazard | barrier-error
+    kind: str                        # hardware-exception | device-assert | uninitialized-read | race | hazard | barrier-error
     text: str                        # the report's head line, as printed
     kernel: str | None = None
     offset: int | None = None

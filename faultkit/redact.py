@@ -316,6 +316,21 @@ def text(s: str) -> str:
     flags and their values, key=value and key: value pairs."""
     if not s:
         return s
+    return _short_text(s) if len(s) <= MEMO_CHARS else _text(s)
+
+
+# A report's strings repeat (a file's name, a kind, one kernel in every fault and claim): each short
+# one is redacted once per process. In the metamorphic harness's triages, 6,178 strings redacted were
+# 1,881 distinct, and redaction was 0.17 s of 0.57. (The redaction is a pure function of the text.)
+MEMO_CHARS = 1024
+
+
+@functools.lru_cache(maxsize=8192)
+def _short_text(s: str) -> str:
+    return _text(s)
+
+
+def _text(s: str) -> str:
     s = value(s)
     low = s.lower()
     if any(h in low for h in NAME_HINTS):

@@ -57,8 +57,8 @@ def triage(paths: list[str], opts: TriageOptions = TriageOptions()) -> Incident:
 def build(inputs: Inputs, opts: TriageOptions = TriageOptions()) -> Incident:
     inc = Incident(problems=list(inputs.problems), capture=inputs.manifest if inputs.captured else None,
                    missing=list(inputs.missing))
-    if inputs.captured:
-        inc.log_clock = LogClock(inputs.stamps, inputs.manifest.start if inputs.manifest else None)
+    if inputs.captured or inputs.trial:     # a capture bundle, or a trial folder (its result.json's clocks)
+        inc.log_clock = LogClock(inputs.stamps, inputs.manifest.start if inputs.manifest else inputs.anchors)
     transcripts = _open_cores(inputs, inc, opts)
     kinds_seen, objects, logs = _parse_files(inputs.files + transcripts, inc)
     inc.running = running_kernels([(c, logs[c.transcript]) for c in inc.cores if c.transcript in logs])
@@ -107,7 +107,7 @@ def _join_black_box(inputs: Inputs, inc: Incident) -> None:
     log = parse_agent([(f.name, f.data) for f in inputs.agent])
     inc.problems.extend(log.problems)
     pid_of = {c.transcript: c.pid for c in inc.cores if c.transcript}
-    lanes = [(s.lane_address, pid_of.get(s.file), s.lane_address_basis or "") for s in inc.stops
+    lanes = [(s.lane_address, pid_of.get(s.file), s.lane_address_basis or "", s.lane_operand) for s in inc.stops
              if s.lane_address is not None]
     at = fault_time(inc.runtime, inc.kernel, inc.log_clock, None).boottime_ns
     if at is None and inc.log_clock is not None:       # the CUDA driver's exception line, stamped on arrival

@@ -208,6 +208,9 @@ case "$what" in diag)    # not in "all": the rings the done run could not bring 
     for t in $(ls -d "$O"/diag/trial-* 2>/dev/null); do
         grep -q '"outcome": "crash"' "$t/result.json" 2>/dev/null || continue
         echo "--- TRIAGE $(basename "$t")"
+        # a trial keeps its cores but no transcript: saved beside each core as a capture does (the tarball
+        # carries the transcripts, not the 80 MB cores), and triage reads the saved one
+        timeout 120 $PY scripts/save_core_transcripts.py "$t" | sed 's/^/  /'
         timeout 90 $FK triage "$t" -o "$t/triage.md" >/dev/null 2>&1 || echo "  triage rc=$?"
         grep -E "^Decisive finding|^\*\*(certain|likely|candidate|unknown)\*\*|^\*\*(freed|live|past-end|none|no-map|not-an-address)\*\*" \
             "$t/triage.md" 2>/dev/null | head -6 | cut -c1-600 | sed 's/^/  /'

@@ -8,9 +8,9 @@
 // Two warps share one array with no barrier between the write and the read: each thread reads the word
 // a thread of the other warp writes (RAW/WAR hazards between warps). `volatile` keeps both accesses.
 // The first version (every thread wrote one __shared__ int and read it back, `race_folded` below) gave
-// racecheck nothing on the H200 (2025.3.1, 0 hazards): the compiler may forward the stored value to the
-// read, leaving no shared read to race; `cuobjdump -sass` of both kernels (scripts/live_sanitizer_formats.sh,
-// sass.txt) shows what was kept.
+// racecheck nothing on the H200 (2025.3.1, 0 hazards): nvcc 13.0's PTX of it has no shared load or store at
+// all (the read is folded into the value written, then the store is dead: `out[i] = threadIdx.x`);
+// `cuobjdump -sass` of both kernels (scripts/live_sanitizer_formats.sh, sass.txt) shows it in SASS.
 __global__ void shared_race_kernel(int *out) {
     volatile __shared__ int slots[64];
     slots[threadIdx.x] = threadIdx.x;

@@ -131,3 +131,59 @@ def test_over_the_limit_nothing_is_written(tmp_path):
 def test_the_cut_refuses_what_is_not_a_ring():
     with pytest.raises(ValueError, match="not a faultkit ring"):
         ring.cut(b"\x00" * 8192)
+
+
+H200_CORE = ROOT / "tests" / "data" / "cores" / "h200_fault.cuda.vm.518.1796071374.xz"
+H200_TRANSCRIPT = ROOT / "tests" / "data" / "live_h200_coredump" / "fault" / "cores" / \
+    "cuda.vm.518.1796071374.cuda-gdb.txt"
+SAVE = ROOT / "scripts" / "save_core_transcripts.py"
+
+
+def test_a_trials_core_gets_its_transcript_saved_packed_and_read(tmp_path):
+    """The done run brought back no transcript: a trial keeps its core, and triage of a folder that is not a
+    capture opens it in memory only. The diag mode saves each transcript beside its core first. Here the
+    H200's real CUDA core in a trial folder, and a cuda-gdb stand-in (a `#!` script) that checks the batch
+    command and prints what the real cuda-gdb printed for this very core."""
+    import lzma
+    import textwrap
+    run = tmp_path / "diag"
+    run.mkdir()
+    (run / "plan.json").write_text("{}")
+    t = crashed_trial(run, "trial-002-caching-off", "caching-off")
+    (t / "cores").mkdir()
+    core = t / "cores" / "cuda.vm.518.1796071374"
+    core.write_bytes(lzma.decompress(H200_CORE.read_bytes()))
+    (t / "cores" / "pipe.vm.518").write_text("")              # the driver's FIFO's name: passed over
+    body = H200_TRANSCRIPT.read_text().split("\n", 1)[1]
+    (tmp_path / "recorded.txt").write_text(body)
+    calls = tmp_path / "calls"
+    gdb = tmp_path / "bin" / "cuda-gdb"
+    gdb.parent.mkdir()
+    gdb.write_text("#!" + sys.executable + "\n" + textwrap.dedent(f"""
+        import sys
+        args = sys.argv[1:]
+        assert args[:2] == ["-batch", "-nx"] and "target cudacore {core}" in args, args
+        open({str(calls)!r}, "a").write("called\\n")
+        sys.stdout.write(open({str(tmp_path / 'recorded.txt')!r}).read())
+    """))
+    gdb.chmod(0o755)
+    r = subprocess.run([sys.executable, str(SAVE), str(t), "--debugger", str(gdb)], capture_output=True, text=True,
+                       timeout=60)
+    saved = t / "cores" / "cuda.vm.518.1796071374.cuda-gdb.txt"
+    assert r.returncode == 0 and r.stdout.startswith(f"SAVED {saved} ("), r.stdout + r.stderr
+    text = saved.read_text()
+    assert text.startswith(f"$ {gdb} -batch -nx ") and text.endswith(body)
+    again = subprocess.run([sys.executable, str(SAVE), str(t), "--debugger", str(gdb)], capture_output=True,
+                           text=True, timeout=60)
+    assert again.stdout == f"KEPT {saved}\n" and calls.read_text() == "called\n"      # opened once
+    # packed (the core is not), and triage reads the saved transcript with no debugger on PATH
+    out = tmp_path / "d.tgz"
+    assert subprocess.run([sys.executable, str(PACK), str(run), str(out)], capture_output=True, timeout=60).returncode == 0
+    got = tar_members(out)
+    assert got["diag/trial-002-caching-off/cores/cuda.vm.518.1796071374.cuda-gdb.txt"] == saved.read_bytes()
+    assert not any(n.endswith("cuda.vm.518.1796071374") for n in got)
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(t), "-f", "json"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    doc = json.loads(r.stdout)
+    assert (doc["verdict"]["level"], doc["verdict"]["kernel"]) == ("certain", "gather_kernel")
+    assert doc["cores"][0]["transcript"] == str(saved) and calls.read_text() == "called\n"

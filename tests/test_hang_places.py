@@ -55,11 +55,16 @@ def test_every_rank_timed_out_in_one_collective_is_a_hang_with_no_first_mover(tm
     assert (v["level"], v.get("kernel")) == ("likely", None)
 
 
-def test_one_ranks_timeout_alone_stays_the_watchdogs_claim(tmp_path):
-    # one rank's line: who waits where is the watchdog claim's (tests/test_watchdog_claims.py), no stall
+def test_one_ranks_timeout_alone_is_a_hang_whose_other_rank_is_unknown(tmp_path):
+    # one rank's line: it waits (its watchdog measured 600 s), whom it waits for is not in its log
+    # (tests/test_one_rank_watchdog.py has the other shapes)
     log = tmp_path / "rank1.log"
     log.write_text(watchdog_line(1, 600012))
-    assert triage(log)["hang"] is None
+    h = triage(log)["hang"]
+    assert (h["state"], h["sign"]) == ("hung", "stalled")
+    (c,) = h["collectives"]
+    assert (c["ahead"], c["behind"], c["ahead_at"][:2]) == ([1], [], [31, "allreduce"])
+    assert "unknown from one rank's log" in h["waits_on"][0]
 
 
 # ---- gdb: a real deadlock ----

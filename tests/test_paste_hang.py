@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,180 @@ def test_faulthandler_dump_later_gives_the_waits(hung):
     assert t["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
     assert t["worker"]["where"].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
     assert doc["hang"]["state"] == "one-sample"
+
+
+# ---- stacks pasted without their thread headers (#33 item 5: a lone `bt`, faulthandler's frames alone) ----
+
+def only_thread(doc: dict) -> dict:
+    (proc,) = doc["hang"]["processes"]
+    (t,) = proc["threads"]
+    return t
+
+
+def test_a_lone_gdb_bt_is_one_unnamed_threads_stack(hung, tmp_path):
+    p, _, _ = hung
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    out = tool_output(["gdb", "-p", str(p.pid), "-batch", "-nx", "-ex", "bt"])     # the selected (main) thread only
+    assert "\n#0  " in out and "\nThread 1 (" not in out
+    f = tmp_path / "bt.txt"
+    f.write_text(out)
+    doc = triage_json(f)
+    assert doc["hang"]["state"] == "one-sample" and "not hung" not in json.dumps(doc)
+    t = only_thread(doc)
+    assert (t["tid"], t["name"], t["kind"]) == (None, None, "park")     # the main thread's Event().wait() lock
+    assert "a thread (its header is not in the dump) waits in" in doc["hang"]["summary"]
+
+
+def test_gdb_thread_then_bt_takes_the_switching_line_for_its_header(hung, tmp_path):
+    p, _, _ = hung
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    out = tool_output(["gdb", "-p", str(p.pid), "-batch", "-nx", "-ex", "thread 2", "-ex", "bt"])
+    lwp = int(re.search(r"^\[Switching to thread 2 \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)\)\]$", out, re.M).group(1))
+    f = tmp_path / "thread2.txt"
+    f.write_text(out)
+    t = only_thread(triage_json(f))      # gdb's echo of the selected frame is not a second thread
+    assert (t["tid"], t["kind"]) == (lwp, "park")
+
+
+def test_faulthandler_frames_without_their_header(hung, tmp_path):
+    _, _, fh = hung
+    for _ in range(50):
+        if fh.exists() and "most recent call first" in fh.read_text():
+            break
+        time.sleep(0.1)
+    blocks = fh.read_text().split("\n\n")
+    one = next(b for b in blocks if "in one\n" in b + "\n")
+    f = tmp_path / "frames.txt"
+    f.write_text("".join(ln + "\n" for ln in one.splitlines() if ln.lstrip().startswith("File ")))
+    doc = triage_json(f)
+    assert doc["hang"]["state"] == "one-sample"
+    assert only_thread(doc)["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+
+
+# https://github.com/NVIDIA/nccl/issues/1013 (2023): "the backtrace of rank 0 is like", gdb's frames alone
+NCCL_ABORT_BT = """\
+the backtrace of rank 0 is like
+#0  __futex_abstimed_wait_common64 (private=128, cancel=true, abstime=0x0, op=265, expected=397683, futex_word=0x7f2188c90910) at ./nptl/futex-internal.c:57
+#1  __futex_abstimed_wait_common (cancel=true, private=128, abstime=0x0, clockid=0, expected=397683, futex_word=0x7f2188c90910) at ./nptl/futex-internal.c:87
+#2  __GI___futex_abstimed_wait_cancelable64 (futex_word=futex_word@entry=0x7f2188c90910, expected=397683, clockid=clockid@entry=0, abstime=abstime@entry=0x0, private=private@entry=128) at ./nptl/futex-internal.c:139
+#3  0x00007f22220966a4 in __pthread_clockjoin_ex (threadid=139782005524032, thread_return=0x0, clockid=0, abstime=0x0, block=<optimized out>) at ./nptl/pthread_join_common.c:105
+#4  0x00007f21a5251def in ?? () from /lib/x86_64-linux-gnu/libnccl.so.2
+#5  0x00007f21a525d862 in pncclCommAbort () from /lib/x86_64-linux-gnu/libnccl.so.2
+#6  0x00007f21c7a5fc7a in c10d::NCCLComm::ncclCommAbort(c10::optional<std::string>) () from /home/u/torch/lib/libtorch_cuda.so
+"""
+
+# what ggml_abort prints through gdb (llama.cpp's ggml_print_backtrace), or any crash: raise, abort
+CRASH_BT = """\
+#0  __pthread_kill_implementation (no_tid=0, signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:44
+#1  __pthread_kill_internal (signo=6, threadid=<optimized out>) at ./nptl/pthread_kill.c:78
+#2  __GI___pthread_kill (threadid=<optimized out>, signo=signo@entry=6) at ./nptl/pthread_kill.c:89
+#3  0x00007f0f8d44527e in __GI_raise (sig=sig@entry=6) at ../sysdeps/posix/raise.c:26
+#4  0x00007f0f8d4288ff in __GI_abort () at ./stdlib/abort.c:79
+#5  0x00007f0f8dc4a1b3 in ggml_abort () from /opt/llama.cpp/build/bin/libggml-base.so
+"""
+
+
+def test_a_public_lone_bt_waits_in_the_nccl_call(tmp_path):
+    f = tmp_path / "bt.txt"
+    f.write_text(NCCL_ABORT_BT)
+    doc = triage_json(f)
+    t = only_thread(doc)
+    assert (t["category"], t["on"]) == ("collective", "c10d::NCCLComm::ncclCommAbort(c10::optional<std::string>)")
+    assert doc["hang"]["state"] == "one-sample"
+
+
+def test_a_crashing_bt_is_no_hang(tmp_path):
+    f = tmp_path / "crash.txt"
+    f.write_text(CRASH_BT)
+    assert triage_json(f)["hang"] is None
+
+
+# ---- the other ways a dump reaches a paste (#33 item 5, item 3 of the brief) ----
+
+def _child_of(ppid: int) -> int | None:
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == ppid:
+            return int(stat.parent.name)
+    return None
+
+
+def test_gdb_run_interrupted_then_thread_apply_all_bt(tmp_path):
+    """The user ran it under gdb, it hung, Ctrl-C, `thread apply all bt`: the SIGINT stop is theirs,
+    the stacks are the hang's; thread 1's LWP is the process id (Linux: the first thread's id)."""
+    if not collector.GdbSource().binary:
+        pytest.skip("GNU gdb is not installed")
+    src = tmp_path / "deadlock.py"
+    src.write_text(PROGRAM)
+    exe = os.path.realpath(sys.executable)            # gdb needs the interpreter, not a shim script
+    g = subprocess.Popen(["gdb", "-batch", "-nx", "-ex", "run", "-ex", "thread apply all bt", "--args", exe, str(src)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        for line in g.stdout:
+            lines.append(line)
+            if line.strip() == "ready":
+                break
+        pid = _child_of(g.pid)
+        if pid is None:
+            pytest.skip("the program under gdb was not found (gdb could not run it here)")
+        os.kill(pid, signal.SIGINT)
+        out = "".join(lines) + g.communicate(timeout=60)[0]
+    finally:
+        if g.poll() is None:
+            os.killpg(g.pid, signal.SIGKILL)
+            g.wait()
+    assert "received signal SIGINT" in out
+    f = tmp_path / "gdb-session.txt"
+    f.write_text(out)
+    doc = triage_json(f)
+    h = doc["hang"]
+    assert h["state"] == "one-sample" and "not hung" not in json.dumps(doc)
+    (proc,) = h["processes"]
+    assert proc["pid"] == pid and f"pid {pid}" in h["summary"]
+    assert len(proc["threads"]) == 4 and {t["kind"] for t in proc["threads"]} == {"park"}
+
+
+def test_pyspy_locals_pasted_in_a_code_block(hung, tmp_path):
+    p, _, _ = hung
+    f = tmp_path / "locals.md"
+    f.write_text("py-spy says:\n```\n" + pyspy(p.pid, "--locals") + "```\n")
+    t = threads_of(triage_json(f))
+    assert t["one"]["where"].endswith(f"deadlock.py:{line_of('DEADLOCK-ONE')} one")
+    assert t["worker"]["where"].endswith(f"deadlock.py:{line_of('QUEUE-WAIT')} worker")
+
+
+def test_pyspy_json_pasted_between_words(hung, tmp_path):
+    p, src, _ = hung
+    f = tmp_path / "post.txt"
+    f.write_text("Here is `py-spy dump --json` while it hangs:\n" + pyspy(p.pid, "--json") + "\nAny idea?\n")
+    doc = triage_json(f)
+    assert doc["hang"]["state"] == "one-sample"
+    assert threads_of(doc)["two"]["where"] == f"{src}:{line_of('DEADLOCK-TWO')} two"
+
+
+def test_faulthandler_frames_of_a_crash_are_no_hang(tmp_path):
+    # faulthandler's crash report with its thread header cut off by the paste (the frames alone)
+    f = tmp_path / "crash.txt"
+    f.write_text('Fatal Python error: Segmentation fault\n\n  File "/srv/app/ext.py", line 12 in launch\n'
+                 '  File "/srv/app/main.py", line 40 in <module>\n')
+    assert triage_json(f)["hang"] is None
+
+
+def test_dump_read_takes_a_lone_bt_and_says_what_a_crash_stack_is(tmp_path):
+    f = tmp_path / "bt.txt"
+    f.write_text(NCCL_ABORT_BT)
+    res = CliRunner().invoke(main, ["dump", "--read", str(f)])
+    assert res.exit_code == 0, res.output
+    assert "verdict: one-sample: one sample:" in res.output
+    assert "a thread (its header is not in the dump) waits in c10d::NCCLComm::ncclCommAbort (collective: nccl-call)" \
+        in res.output
+    c = tmp_path / "crash.txt"
+    c.write_text(CRASH_BT)
+    res = CliRunner().invoke(main, ["dump", "--read", str(c)])
+    assert "a crash's stack (where the program died, not where it waits)" in res.output

@@ -242,7 +242,8 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
                                            ("reason", "Page not present or supervisor privilege")),
     "comfyui_stamped_traceback.txt": ([("hip-error", None, None, None)], "unknown", None,
                                       ("enum", "hipErrorIllegalAddress")),
-    "collective_watchdog_timeout.txt": ([("collective-timeout", None, None, None)], "unknown", None,
+    # one rank's watchdog timeout is a hang (likely, no kernel): tests/test_one_rank_watchdog.py
+    "collective_watchdog_timeout.txt": ([("collective-timeout", None, None, None)], "likely", None,
                                         ("reason", "ALLREDUCE #8812 waited 600.047 s")),
 }
 
@@ -250,7 +251,9 @@ REAL_SHAPES = {   # file -> (faults as (kind, address, pid, engine), verdict lev
 def test_a_collective_timeout_is_a_hang_symptom_not_a_fault():
     doc = to_json(build(collect([str(SHAPES_DIR / "collective_watchdog_timeout.txt")])))
     assert doc["faults"][0]["process"] == "rank 1"
-    assert doc["verdict"]["why"].startswith("a collective timed out, a hang: rank 1 waited in ALLREDUCE #8812")
+    assert doc["verdict"]["why"].startswith("no GPU exception; hang (likely): one rank's watchdog: rank 1 (its pid is "
+                                            "not in the log) waits in collective allreduce #8812 of process group "
+                                            "default_pg for 600.047 s")
     steps = " ".join(doc["next_steps"])
     assert "--hang-after" in steps and "rocgdb" not in steps
 

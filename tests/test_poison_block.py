@@ -217,3 +217,68 @@ def test_the_crashes_name_the_block_they_have_in_common(agent_run):
     o = ArmOutcome("poison", "memory-reuse", 10, 10, 0, 10, 1e-5, "decided", 6.8, 0, [text])
     assert "; the black box of the amplified crashes name the block: the 67,108,864-byte block allocated at " \
         in sentence(o)
+
+
+H200_TRANSCRIPT = Path(__file__).parent / "data" / "live_h200_agent" / "uaf" / "cores" / \
+    "cuda.vm.616.1796123062.cuda-gdb.txt"
+
+
+def with_operand(text: str, address: int) -> str:
+    """The H200's cuda-gdb transcript with only the faulting operand's register pair (R20:R21 of
+    `@!P1 LDG.E R8,desc[UR4][R20.64]`) changed to hold `address`."""
+    lo, hi = address & 0xFFFFFFFF, address >> 32
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("R20 "):
+            line = f"R20            0x{lo:x}          {lo}\n"
+        elif line.startswith("R21 "):
+            line = f"R21            0x{hi:x}          {hi}\n"
+        out.append(line)
+    return "".join(out)
+
+
+def test_a_trial_folders_fault_is_timed_and_the_fill_said_so_many_ms_before(agent_run, tmp_path):
+    """The H200's Done-when run said of every poison crash "freed and filled with poison 0x83 before the fault
+    (its time unknown)": the fill's ring record has its time, but a trial folder (no capture manifest) was not
+    read with its arrival stamps, so the fault had none. Here a trial folder as trials/runner.py writes it:
+    the real agent's ring (tracker.cpp + poison.cpp), the CUDA driver's exception line in server.log stamped
+    on arrival 12.5 ms after the table's fill (server.times.tsv), result.json's start clocks, and the H200's
+    cuda-gdb transcript with its operand holding the table's poison read as a page index."""
+    agent, _ = agent_run
+    trial = tmp_path / "trial-001-poison"
+    shutil.copytree(agent, trial / "agent")
+    data = (trial / "agent" / "700.alloc.ring").read_bytes()
+    head, _ = ring.read_header(data)
+    offset = head["boottime_ns"] - head["monotonic_ns"]           # the ring's records are on CLOCK_MONOTONIC
+    fill_mono = next(r[4] for r in ring.read_records(data, head["capacity"])[0]
+                     if r[2] == ring.POISON and r[5] == TABLE)
+    fault_mono = fill_mono + 12_500_000
+    wall0 = 1796162713.124123
+    (trial / "result.json").write_text(json.dumps({
+        "index": 1, "arm": "poison", "outcome": "crash", "schema": "faultkit.trials.result/1",
+        "clocks": {"start": {"wall": wall0, "monotonic_ns": fill_mono - 4_000_000_000,
+                             "boottime_ns": fill_mono - 4_000_000_000 + offset}}}))
+    (trial / "server.log").write_text(
+        "server ready on port 30126 (worker pid 700)\n"
+        "[22:05:18.737063] coredump: Starting GPU coredump generation\n"
+        "[22:05:18.740316] coredump: Detected an exception of type CUDBG_EXCEPTION_WARP_OUT_OF_RANGE_ADDRESS (5)\n"
+        "server: worker died (signal 6); shutting down\n")
+    rows = [(1, fill_mono - 3_000_000_000), (2, fault_mono - 3_000_000), (3, fault_mono), (4, fault_mono + 4 * 10**9)]
+    (trial / "server.times.tsv").write_text("".join(
+        f"{line}\t{wall0 + (mono - fill_mono) / 1e9 + 4:.6f}\t{mono}\t{mono + offset}\n" for line, mono in rows))
+    fault = (KV + ((PA.word(0x82) << 10) & PA.MASK) + 0x208) & PA.MASK
+    (trial / "cores").mkdir()
+    (trial / "cores" / "cuda.vm.700.1796162716.cuda-gdb.txt").write_text(with_operand(H200_TRANSCRIPT.read_text(), fault))
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(trial), "-f", "json"],
+                       cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    o = rep["black_box"]["owners"][0]
+    assert o["address"] == f"0x{fault:x}" and o["verdict"] == "freed" and o["base"] == f"0x{TABLE:x}"
+    assert o["freed_ms_before_fault"] == 12.5
+    assert o["text"].endswith("freed and filled with poison 0x82 12.5 ms before the fault: a use after free (pid 700)")
+    assert "the fault's time is not known: 'live' and 'freed' are judged at the map's end" not in rep["black_box"]["notes"]
+    # result.json is faultkit's record of the trial, not evidence (its fault_line would count the fault twice),
+    # and the stamps are stamps, not a log
+    names = [Path(i["name"]).name for i in rep["inputs"]]
+    assert "result.json" not in names and "server.times.tsv" not in names and "server.log" in names

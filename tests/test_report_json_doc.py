@@ -64,6 +64,10 @@ def test_every_key_is_documented():
     docs.append(to_json(build(Inputs(files=[InputFile("mixed.txt", WAVES_AND_EVENTS.encode())]))))
     docs.append(to_json(build(Inputs(hang=hang_inputs()))))
     assert docs[-1]["hang"]["stuck"] and docs[-1]["hang"]["collectives"]
+    # one rank's watchdog lines: the hang's `waiting` record (tests/test_one_rank_watchdog.py)
+    from .test_one_rank_watchdog import TORCH27
+    docs.append(to_json(build(Inputs(files=[InputFile("rank3.log", TORCH27.encode())]))))
+    assert docs[-1]["hang"]["collectives"][0]["waiting"]["call"]
     found = set().union(*(paths(d) for d in docs))
     assert {"kernel_events[].kind", "wave_dumps[].kernel", "trace.in_flight[].why", "cores[].platform",
             "queue_analysis[].state"} <= found

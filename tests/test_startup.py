@@ -55,10 +55,11 @@ def test_text_only_triage_imports_nothing_heavy():
 
 # What a text-only triage also does without (issue #35, measured by scripts/bench_startup.py): the GPU
 # core's debugger driver (subprocess), a job's analysis across bundles (statistics), RE2 (the
-# prefilter's engine for logs past limits.WHOLE). The redaction is needed: a report redacts the
-# evidence it quotes (issue 36's adversarial pass found secrets quoted in reports).
+# prefilter's engine for logs past limits.WHOLE), the amplifier's verb (its arms and options: the CLI
+# imports a verb when it is used). The redaction is needed: a report redacts the evidence it quotes
+# (issue 36's adversarial pass found secrets quoted in reports).
 TEXT_ONLY_SKIPS = ("faultkit.core_debugger", "faultkit.analyze.job", "faultkit.launch_env",
-                   "faultkit.ingest.markers", "statistics", "re2")
+                   "faultkit.ingest.markers", "statistics", "re2", "faultkit.amplify")
 
 
 def test_text_only_triage_needs_no_debugger_driver_job_analysis_or_re2():

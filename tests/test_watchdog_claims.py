@@ -43,4 +43,8 @@ def test_a_report_of_only_watchdog_lines_says_a_collective_timed_out(tmp_path):
     md = triage(tmp_path, "md")
     verdict = md.split("## Fault facts")[0]
     assert "no GPU fault" not in verdict
-    assert "a collective timed out, a hang: rank 1 waited in ALLREDUCE #31 for 600.034 s" in verdict
+    # one rank's line is a hang (its watchdog measured the wait), with the rank it waits for unknown
+    assert "**likely**" in verdict and "hang (likely)" in verdict
+    assert "rank 1 (its pid is not in the log) waits in collective allreduce #31 of process group default_pg for " \
+           "600.034 s (timeout 600 s), 1,048,576 elements in" in verdict
+    assert "which one is unknown from one rank's log" in verdict

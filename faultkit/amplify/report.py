@@ -15,7 +15,7 @@ from .engine import ArmState, crashed_dirs
 from .sequential import (DECIDED, FIXED_RULE, RULE, bonferroni, fisher_p, fixed_n_for_same_decision,
                          plain_trials_for_crashes, threshold)
 from .verdict import ArmOutcome, decide, fmt_p
-from ..analyze.allocation_owner import AllocationOwner
+from ..analyze.allocation_owner import NOT_AN_ADDRESS, AllocationOwner
 
 SCHEMA = "faultkit.amplify.report/1"
 
@@ -80,7 +80,10 @@ def _no_block(bb, d: Path) -> str:
         return notes[0] if notes and notes[0].startswith("no allocation map") else \
             "no allocation map" + (f": {notes[0]}" if notes else "")
     if bb.owners:
-        return f"the fault address is {bb.owners[0].verdict} ({bb.owners[0].text})"
+        o = bb.owners[0]
+        if o.verdict == NOT_AN_ADDRESS:     # a register's value (allocation_owner): no address to place
+            return f"no fault address ({o.text})"
+        return f"the fault address is {o.verdict} ({o.text})"
     cores = [p for p in (d / "cores").glob("*") if p.is_file() and not p.name.startswith("pipe.")] \
         if (d / "cores").is_dir() else []
     return ("no fault address in the evidence (" + ("its GPU core's transcript gave none" if cores else

@@ -14,13 +14,23 @@ released to the driver) always, blocks (tensors) with --alloc-history. An addres
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..agent_model import AgentLog, AgentProcess, StackDump
 from ..model import Fault
 from . import poison_address
 from .placement import FREED, LIVE, NONE, PAST_END, past_end
 
+if TYPE_CHECKING:
+    from .debug_stop import Operand
+
 PAGE = 4096
+# No mapping of a Linux process lies below vm.mmap_min_addr (64 KiB by default), CUDA's and ROCm's
+# device memory included (it is mapped into the process's address space): an operand below it is a
+# value in a register, not where the memory access went. Above it any value may be an address (host
+# memory the GPU reaches through UVA, a wild pointer such as 0xdead0000000): only said to be low.
+LOWEST_MAPPING = 64 << 10
+NOT_AN_ADDRESS = "not-an-address"     # the verdict on such an operand: it names no owner and makes no claim
 OPEN = ("alloc", "segment_alloc", "segment_map")
 SEGMENT_CLOSE = ("segment_free", "segment_unmap")
 
@@ -96,9 +106,13 @@ class AllocationOwner:
     freed_ms_before: float | None = None
     released: bool | None = None   # the memory went back to the driver (else the allocator kept it)
     notes: list[str] = field(default_factory=list)
+    # why the address may not be where the fault was (one lane's register value below every allocation):
+    # then the owner is shown and makes no claim (sources/agent.py), so it is never the decisive finding
+    doubt: str | None = None
 
     def to_json(self) -> dict:
         return {"pid": self.pid, "address": f"0x{self.address:x}", "verdict": self.verdict, "text": self.text,
+                "address_doubt": self.doubt,
                 "address_basis": self.address_basis, "level": self.level,
                 "base": f"0x{self.base:x}" if self.base is not None else None, "size": self.size,
                 "offset": self.offset, "stream": f"0x{self.stream:x}" if self.stream is not None else None,
@@ -144,10 +158,15 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:,.1f} ms"
 
 
-def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool = False) -> AllocationOwner:
-    """`at`: the fault's time (CLOCK_BOOTTIME ns), None when not known (then the map's end is used)."""
+def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool = False,
+           operand: "Operand | None" = None) -> AllocationOwner:
+    """`at`: the fault's time (CLOCK_BOOTTIME ns), None when not known (then the map's end is used).
+    `operand`: the address was read from one lane's registers (a GPU core's faulting instruction)."""
     ivs = intervals(p)
     o = AllocationOwner(p.pid, address, "no-map", "", basis)
+    lowest = min((iv.base for iv in ivs), default=None)
+    if operand is not None and address < LOWEST_MAPPING:
+        return _register_value(o, operand, lowest)
     if not ivs:
         alloc = p.header.get("alloc") or {}
         # The H200's caching-off trials: the tracker attached and saw nothing, because PyTorch's uncached
@@ -235,6 +254,32 @@ def locate(p: AgentProcess, address: int, at: int | None, basis: str, page: bool
         o.notes.append("the ring had wrapped: allocations older than its first record are not in it")
     if since:
         o.notes.append("the map begins when the agent attached, at CUDA start")
+    if operand is not None and address < lowest:
+        # the H200's release and caching-off cores: 0x8000000091 from R20=0x81, R21=0x80 in four processes whose
+        # maps lay elsewhere. A wild pointer can be there too, so it stays "in no allocation", without a claim
+        o.doubt = (f"0x{address:x} is below every allocation of this process (the lowest at 0x{lowest:x}) and was "
+                   f"read from one lane's registers ({operand.pair} = 0x{operand.base:x}): it may be a value the "
+                   f"kernel loaded or reused there rather than the address the warp faulted on")
+        o.notes.append(o.doubt)
+    return o
+
+
+def _register_value(o: AllocationOwner, op: "Operand", lowest: int | None) -> AllocationOwner:
+    """A lane operand too low to be an address (the H200's release and caching-off cores: `[R20.64+0x10]`
+    with R20=0x1, R21=0x0): the register pair holds a value, not a pointer, and the address the warp
+    faulted on is not in this lane's registers. "In no allocation" is true of the value and says
+    nothing of the fault: a note, never the finding."""
+    o.verdict = NOT_AN_ADDRESS
+    lo, hi = op.base & 0xFFFFFFFF, op.base >> 32
+    below = f"no mapping lies below 0x{LOWEST_MAPPING:x}" + (
+        f", and this process's lowest allocation is at 0x{lowest:x}" if lowest is not None else "")
+    o.text = (f"the operand's base register pair {op.pair} holds 0x{op.base:x} ({op.register}=0x{lo:x}, "
+              f"R{int(op.register[1:]) + 1}=0x{hi:x}){f' plus the offset 0x{op.offset:x}' if op.offset else ''}: "
+              f"a small integer, not a device pointer ({below}): a value loaded through a stale pointer, or a "
+              f"register the kernel reused after the access; the address the warp faulted on is not known from "
+              f"one lane's registers (pid {o.pid})")
+    o.notes.append(f"0x{o.address:x} is in no allocation of this process (pid {o.pid}); as an address it is a "
+                   f"candidate at most")
     return o
 
 
@@ -304,12 +349,13 @@ class FaultAddress:
     pid: int | None
     basis: str
     page: bool = False
+    operand: "Operand | None" = None     # read from one lane's registers (debug_stop.Operand)
 
 
-def fault_addresses(faults: list[Fault], lanes: list[tuple[int, int | None, str]]) -> list[FaultAddress]:
-    """`lanes`: (address, pid, basis) from the debugger stops' focused-lane operands: the exact byte,
-    first; then the runtime's and the kernel log's fault addresses (pages)."""
-    out = [FaultAddress(a, pid, basis) for a, pid, basis in lanes]
+def fault_addresses(faults: list[Fault], lanes: list[tuple]) -> list[FaultAddress]:
+    """`lanes`: (address, pid, basis, operand) from the debugger stops' focused-lane operands: the exact
+    byte, first; then the runtime's and the kernel log's fault addresses (pages)."""
+    out = [FaultAddress(a, pid, basis, operand=op) for a, pid, basis, op in lanes]
     for f in faults:
         if f.address is None:
             continue
@@ -342,7 +388,7 @@ def black_box(log: AgentLog, addresses: list[FaultAddress], fault_ns: int | None
             if (p.pid, fa.address) in seen:
                 continue
             seen.add((p.pid, fa.address))
-            bb.owners.append(locate(p, fa.address, fault_ns, fa.basis, fa.page))
+            bb.owners.append(locate(p, fa.address, fault_ns, fa.basis, fa.page, fa.operand))
     if fault_ns is None and bb.owners:
         bb.notes.append("the fault's time is not known: 'live' and 'freed' are judged at the map's end")
     return bb

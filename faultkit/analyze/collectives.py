@@ -7,14 +7,23 @@ number for the same operation on every rank. In a hang:
   - where all issued the same last number, a rank on which it is still `scheduled` (enqueued,
     not begun on the device) while it has `started` on the others is behind on its GPU;
   - watchdog lines only: the ranks whose watchdog timed out at the highest number waited; a rank
-    that timed out at a lower number is behind, and a rank with no line at all did not time out.
+    that timed out at a lower number is behind, and a rank with no line at all did not time out;
+  - one rank's watchdog line alone: that rank waits in the collective (its watchdog measured the
+    wait), and the rank it waits for is not in its log: the wait is stated, the other is unknown.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..hang_model import CollectiveEntry, RankCollectives
+from ..durations import exact_seconds
+from ..hang_model import CollectiveEntry, RankCollectives, WatchdogWords
+
+# What names the rank that never joined a collective: the same records of every rank, side by side.
+COLLECT_EVERY_RANK = ("every rank's log, and every rank's flight record: run with TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+                      "and TORCH_NCCL_DUMP_ON_TIMEOUT=1 on every rank (each writes its last collectives to "
+                      "TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>, /tmp/nccl_trace_rank_<rank> by default) and give them "
+                      "all to `faultkit triage`; or every rank's stacks while it hangs (`py-spy dump --pid PID`)")
 
 
 @dataclass
@@ -26,11 +35,21 @@ class CollectiveLag:
     ahead: list[int]
     why: str
     sources: list[str] = field(default_factory=list)
+    watchdog: WatchdogWords | None = None    # one rank's watchdog lines: what they state beside the wait
 
     def to_json(self) -> dict:
-        return {"process_group": self.pg, "behind": self.behind, "ahead": self.ahead, "why": self.why,
-                "behind_at": {r: (e.seq, e.op, e.state) if e else None for r, e in self.behind_at.items()},
-                "ahead_at": (self.ahead_at.seq, self.ahead_at.op, self.ahead_at.state), "sources": self.sources}
+        out = {"process_group": self.pg, "behind": self.behind, "ahead": self.ahead, "why": self.why,
+               "behind_at": {r: (e.seq, e.op, e.state) if e else None for r, e in self.behind_at.items()},
+               "ahead_at": (self.ahead_at.seq, self.ahead_at.op, self.ahead_at.state), "sources": self.sources}
+        if self.watchdog is not None:
+            e, w = self.ahead_at, self.watchdog
+            out["waiting"] = {"rank": self.ahead[0], "pid": w.pid, "collective": e.op, "seq": e.seq,
+                              "numel_in": e.numel_in, "numel_out": e.numel_out, "process_group": w.process_group,
+                              "ran_ms": e.ran_ms, "timeout_ms": e.timeout_ms, "last_enqueued": w.last_enqueued,
+                              "last_completed": w.last_completed, "dump_from": w.dump_from,
+                              "flight_recorder_off": w.recorder_off, "call": [f.where for f in w.call],
+                              "origin": w.origin}
+        return out
 
 
 def _last(entries: list[CollectiveEntry]) -> CollectiveEntry | None:
@@ -41,11 +60,10 @@ def lagging_ranks(ranks: list[RankCollectives]) -> list[CollectiveLag]:
     """Who is behind; where the evidence is watchdog lines only and every rank given timed out in
     the same collective, that stall (a lag with no rank behind: `stalled_together`)."""
     ranks = [r for r in ranks if r.rank is not None]
-    # one rank's line alone is the watchdog's own claim (analyze/watchdog_claims.py): no stall of several
     if len({r.rank for r in ranks}) > 1 and all(r.timed_out for r in ranks) and (stall := stalled_together(ranks)):
         return stall
     if len({r.rank for r in ranks}) < 2:
-        return []
+        return [one_rank_waits(r) for r in ranks[:1] if r.timed_out and r.entries]
     out: list[CollectiveLag] = []
     recorded = [r for r in ranks if not r.timed_out]
     if recorded:
@@ -117,6 +135,52 @@ def stalled_together(ranks: list[RankCollectives]) -> list[CollectiveLag]:
            f"stopped first is unknown (a rank whose line is not given, a flight record "
            f"(TORCH_NCCL_TRACE_BUFFER_SIZE) or the stacks of each rank tell)")
     return [CollectiveLag("?", [], {}, e0, ks, why, sorted({r.source for r in ranks}))]
+
+
+def one_rank_waits(rc: RankCollectives) -> CollectiveLag:
+    """One rank's watchdog timed out in a collective: who waits (rank, pid), in what (the collective,
+    its number and size, the group), how long, how far its group got; the rank it waits for is not
+    in this log, and what would name it."""
+    # the first its watchdog reported (it checks its works in the order they were enqueued; later ones, of this
+    # group or another whose numbers are its own, queue behind it)
+    e, later = rc.entries[0], rc.entries[1:]
+    w = rc.watchdog or WatchdogWords(rc.source)
+    who = f"rank {rc.rank}" + (f" (pid {w.pid})" if w.pid else " (its pid is not in the log)")
+    size = (f", {e.numel_in:,} elements in" + (f", {e.numel_out:,} out" if e.numel_out != e.numel_in else "")
+            if e.numel_in is not None else "")
+    group = f" of process group {w.process_group}" if w.process_group else ""
+    waited = (f" for {exact_seconds(e.ran_ms)}" if e.ran_ms is not None else "") + \
+        (f" (timeout {exact_seconds(e.timeout_ms)})" if e.timeout_ms is not None else "")
+    why = f"one rank's watchdog: {who} waits in collective {e.op} #{e.seq}{group}{waited}{size} ({w.origin})"
+    if w.last_enqueued is not None and w.last_completed is not None:
+        on_gpu = w.last_completed < e.seq <= w.last_enqueued
+        why += (f"; #{e.seq} is enqueued on its GPU stream and not completed" if on_gpu else "") + \
+            f" (its group's last enqueued work {w.last_enqueued}, last completed {w.last_completed})"
+    if w.call:
+        mine = next((f for f in w.call if f.file and "/torch/" not in f.file), w.call[0])
+        why += f"; the collective was issued at {w.call[0].where}, called from {mine.where}"
+    if w.dump_from == "this local rank":
+        why += "; its watchdog signalled every rank to dump its flight record"
+    elif w.dump_from:
+        why += f"; {w.dump_from}'s watchdog signalled the dump (it timed out too)"
+    if w.recorder_off:
+        why += "; no flight record was kept (TORCH_NCCL_TRACE_BUFFER_SIZE is 0)"
+    if later:
+        why += f"; {len(later)} more timed out after it (" + ", ".join(f"{x.op} #{x.seq}" for x in later[:4]) + \
+            (", ..." if len(later) > 4 else "") + ")"
+    return CollectiveLag(w.process_group or e.pg, [], {}, e, [rc.rank], why, [rc.source], w)
+
+
+def unjoined(lag: CollectiveLag) -> str | None:
+    """Whom one rank waits for, in words, where its log alone is the evidence: a rank of its group
+    that never joined, not named by it; and what would name it."""
+    if lag.watchdog is None or lag.behind:
+        return None
+    e = lag.ahead_at
+    group = f" of process group {lag.pg}" if lag.pg != "?" else ""
+    return (f"rank {lag.ahead[0]} waits for a rank{group} that never joined {e.op} #{e.seq}: which one is unknown "
+            f"from one rank's log (it may be stuck on its GPU or the host, dead, or behind); to name it, collect "
+            f"{COLLECT_EVERY_RANK}")
 
 
 def _ranks(ks: list[int]) -> str:

@@ -18,7 +18,7 @@ from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..judge.names import is_entry_name, kernel_key
 from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign
-from .sanitizer_entry import sanitizer_entry
+from .sanitizer_entry import clone_claim, sanitizer_entry
 
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
@@ -27,6 +27,18 @@ SIGNAL_MEANING = {
     "SIGFPE": "a wave raised a floating-point or integer-divide exception",
     "SIGABRT": "a wave executed a trap (assert / llvm.trap)",
 }
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A SASS address operand `[R20.64+0x10]` read from one lane: the pair R20:R21's value and the offset."""
+    register: str           # the pair's low register, `R20`
+    base: int               # (R21 << 32) | R20
+    offset: int
+
+    @property
+    def pair(self) -> str:
+        return f"{self.register}:R{int(self.register[1:]) + 1}"
 
 
 @dataclass
@@ -53,6 +65,7 @@ class StopFinding:
     # address when that lane is the one that faulted; a warp exception does not say which lane did.
     lane_address: int | None = None
     lane_address_basis: str | None = None
+    lane_operand: Operand | None = None    # how it was made: the base register pair and the offset
     # The kernel is shown to be the launched entry point (a launch frame, a dispatch row, a kernel
     # symbol, the outermost frame of the wave's backtrace); None: it may be a device function.
     entry: bool | None = None
@@ -208,7 +221,8 @@ def examine(log: DebuggerLog, file: str, from_core: bool = False) -> list[StopFi
             f.faulting, f.disassembly = faulting_instruction(stop, log.disassembly, f.precise)
             f.coordinates = _coordinates(stop)
             if f.faulting is not None and f.precise:
-                f.lane_address, f.lane_address_basis = address_operand(f.faulting.instruction, log.registers)
+                f.lane_address, f.lane_address_basis, f.lane_operand = address_operand(f.faulting.instruction,
+                                                                                        log.registers)
         out.append(f)
     return out
 
@@ -228,21 +242,21 @@ def _unshown_entry(f: StopFinding) -> None:
 SASS_ADDRESS = re.compile(r"\[(?P<reg>R\d+)\.64(?:\+(?P<off>0x[0-9a-f]+|\d+))?\]")
 
 
-def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | None, str | None]:
+def address_operand(instruction: str, registers: dict[str, int]) -> tuple[int | None, str | None, Operand | None]:
     """`LDG.E R9,desc[UR4][R2.64]` reads through the 64-bit pair R2:R3 (plus any immediate offset)."""
     m = SASS_ADDRESS.search(instruction)
     if not m:
-        return None, None
+        return None, None, None
     n = int(m["reg"][1:])
     lo, hi = registers.get(f"R{n}"), registers.get(f"R{n + 1}")
     if lo is None or hi is None:
-        return None, None
+        return None, None, None
     off = int(m["off"], 0) if m["off"] else 0
     return ((hi << 32) | lo) + off, (f"the faulting instruction's address operand [{m['reg']}.64"
                                      + (f"+{m['off']}" if m["off"] else "") + f"] with R{n}=0x{lo:x}, "
                                      f"R{n + 1}=0x{hi:x} in the focused lane's registers: the faulting address only "
                                      f"if this lane faulted (a warp exception does not say which lane did) and no "
-                                     f"later instruction reused the registers")
+                                     f"later instruction reused the registers"), Operand(m["reg"], (hi << 32) | lo, off)
 
 
 def resolve_with(f: StopFinding, objects: list[tuple[str, CodeObject]], refs: list[CodeObjectRef]) -> None:
@@ -320,7 +334,15 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
                  f"({r.allocation_size:,} bytes)")
     else:
         where = "no allocation near it"
-    detail = {"kernel": r.kernel, "offset": f"0x{r.offset:x}" if r.offset is not None else None,
+    e = sanitizer_entry(r)
+    if e.kernel and e.device_function:
+        place = f"{e.device_function}, a device function of {e.kernel}"
+    elif e.device_function:
+        place = f"device function {e.device_function} (a helper of an unnamed kernel)"
+    else:
+        place = r.kernel or "a kernel it did not name"
+    detail = {"kernel": r.kernel, "device_function": e.device_function,
+              "offset": f"0x{r.offset:x}" if r.offset is not None else None,
               "source": f"{r.file}:{r.line}" if r.file else None,
               "block": r.block, "thread": r.thread, "size": r.size, "host_frames": r.host_frames[:12],
               "allocation": f"0x{r.allocation:x}" if r.allocation is not None else None,
@@ -328,8 +350,7 @@ def sanitizer_fault(r: SanitizerReport) -> Fault:
               "misaligned": r.misaligned or None}
     return Fault(source="sanitizer", kind=f"invalid-{r.space}-{r.access}", address=r.address,
                  detail={k: v for k, v in detail.items() if v is not None},
-                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in "
-                         f"{r.kernel or 'a kernel it did not name'}: {where}.",
+                 meaning=f"compute-sanitizer caught an invalid {r.size}-byte {r.space} {r.access} in {place}: {where}.",
                  origin=r.origin, kernel=r.kernel, engine="shader")
 
 
@@ -391,11 +412,16 @@ def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
                                           f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device "
                                           f"function {e.device_function}{at}; {e.unshown}", ids, str(r.origin),
                                           went_on=went_on(log, r)))
+            cloned = clone_claim(e, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes", ids, str(r.origin))
+            if cloned and not any(c.basis.kind == "cloned-into" and kernel_key(c.kernel) == kernel_key(cloned.kernel)
+                                  for c in out):
+                out.append(cloned)
             continue
-        if not e.kernel or any(kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
+        if not e.kernel or any(c.basis.kind == "sanitizer" and kernel_key(c.kernel) == kernel_key(e.kernel)
+                                 for c in out):
             continue
         inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else ""
+        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
         text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}{cut}"
         contradiction = None
         if r.direction == "inside" and not r.misaligned:

@@ -29,7 +29,9 @@ HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"\b__device__\b"), "declared __device__"),
     # a __global__ function is never a class member: a name qualified by a class template
     # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
-    (re.compile(r">::~?\w+\s*\(|>::operator\b"), "a member of a class template (a kernel is never a class member)"),
+    # (`<unnamed>::k(...)` is the anonymous namespace, not a template: nvFuser's kernels, Fuser#2632)
+    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"),
+     "a member of a class template (a kernel is never a class member)"),
     (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
     # nvcc compiles a noinline device function into each kernel that calls it; compute-sanitizer prints
     # that copy as `[clone K(...)] f(...)` (H200, 2025.3.1: tests/data/live_h200_sanitizer)
@@ -49,9 +51,10 @@ _HELPER_VERB = re.compile(r"^(?:load|store|ld|st|fetch|read|write|reduce|warp|bl
 _SAYS_KERNEL = re.compile(r"kernel", re.I)
 
 
-def _scope_and_base(name: str) -> tuple[list[str], str]:
-    """The function's enclosing names and its own name, without return type, template arguments or
-    parameters: `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` -> (['<anon>'], 'loadGeneric')."""
+def _flat_words(name: str) -> list[str]:
+    """The signature without template arguments or parameters, in words: the return type's words
+    (if printed) then the qualified name. `void <unnamed>::loadGeneric<float, (int)4>(T1 *, T1 *)` ->
+    ['<anon>::loadGeneric'] (kernel_name drops a leading `void`)."""
     for anon in _ANON:
         name = name.replace(anon, "{anon}")
     flat, depth = [], 0
@@ -62,9 +65,42 @@ def _scope_and_base(name: str) -> tuple[list[str], str]:
             depth = max(depth - 1, 0)
         elif depth == 0:
             flat.append(ch)
-    words = "".join(flat).split()
-    parts = (words[-1] if words else "").replace("{anon}", "<anon>").split("::")
+    return "".join(flat).replace("{anon}", "<anon>").replace("*", " ").replace("&", " ").split()
+
+
+def _scope_and_base(name: str) -> tuple[list[str], str]:
+    """The function's enclosing names and its own name: (['<anon>'], 'loadGeneric')."""
+    words = _flat_words(name)
+    parts = (words[-1] if words else "").split("::")
     return parts[:-1], parts[-1]
+
+
+def _template_member(name: str) -> bool:
+    """A name qualified by a class template at the top level (`Foo<int>::bar<float>(...)`): the
+    table's pattern needs `(` right after the member's name and misses a member template; a template
+    argument's own `Policy<...>::Policy600` (inside a kernel's `<...>`) is not the kernel's scope."""
+    key, depth, start = kernel_name(name), 0, 0
+    for i, ch in enumerate(key):
+        if ch == "<":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+            if depth == 0 and key.startswith("::", i + 1) and not key.startswith("<unnamed>", start):
+                return True
+    return False
+
+
+def _return_type(name: str) -> str | None:
+    """The return type a demangled template function's signature prints (`__half cub::...::Apply<...>(...)`),
+    None where none is printed or it is void. A `__global__` function returns void, so any other is a
+    device function's; `void` itself tells nothing."""
+    if "(" not in name or name.lstrip().startswith("["):
+        return None          # a bare name (a table's, a debugger's) or a clone's bracket: no type before it
+    words = _flat_words(name)
+    ret = " ".join(words[:-1])
+    return ret if ret and ret != "void" and "operator" not in words[-1] else None
 
 
 def _library_helper(name: str) -> bool:
@@ -73,12 +109,19 @@ def _library_helper(name: str) -> bool:
     return internal and bool(_HELPER_VERB.match(base)) and not _SAYS_KERNEL.search(base)
 
 
-def helper_sign(name: str) -> str | None:
-    """Why `name` is a device function and not a kernel, or None where the name does not say."""
+def helper_sign(name: str, by_shape: bool = True) -> str | None:
+    """Why `name` is a device function and not a kernel, or None where the name does not say.
+    `by_shape=False` where the format itself shows an entry point (a dispatch row, a ptxas entry
+    function): the helper-shaped-name sign is a reading of a name, and yields to such a format."""
     for rx, why in HELPER_SIGNS:
         if rx.search(name):
             return f"not an entry point: {why}"
-    if _library_helper(name):
+    if _template_member(name):
+        return "not an entry point: a member of a class template (a kernel is never a class member)"
+    ret = _return_type(name)
+    if ret:
+        return f"not an entry point: it returns {ret} (a __global__ function returns void)"
+    if by_shape and _library_helper(name):
         return "not an entry point: a helper-shaped name (load, store, reduce, warp ...) in an anonymous namespace or a library's internals"
     return None
 

@@ -12,7 +12,9 @@ import bisect
 from dataclasses import dataclass
 
 from ..manifest import Clocks
-from ..model import KernelLog, RuntimeLog
+from ..model import KernelLog, RuntimeLog, Xid
+
+SM_EXCEPTION_XID = 13
 
 
 @dataclass
@@ -75,16 +77,20 @@ def fault_time(runtime: RuntimeLog, kernel: KernelLog, clock: LogClock | None,
             return FaultTime(boot, f"the runtime's fault line ({f.origin}), stamped by capture as it arrived",
                              5_000_000, "the runtime prints the line a few ms after the GPU interrupt; output "
                              "buffering can add more", wall)
-    # 2. The kernel log's fault block, on CLOCK_MONOTONIC.
-    stamped = [v for v in kernel.faults if v.stamp and v.stamp.clock == "monotonic" and v.stamp.seconds is not None]
+    # 2. The kernel log's fault block, on CLOCK_MONOTONIC: an amdgpu VM fault, or NVIDIA's Xid 13 (the SM's
+    # warp exception, logged as it happens: on the H200 5.5 ms after the stale table's poison fill, where
+    # the CUDA driver's own "Detected an exception" line came 0.84 s later; Xid 31 can come at teardown)
+    stamped = [v for v in [*kernel.faults, *(x for x in kernel.xids if x.xid == SM_EXCEPTION_XID)]
+               if v.stamp and v.stamp.clock == "monotonic" and v.stamp.seconds is not None]
     if stamped:
         v = stamped[0]
+        what = f"Xid {v.xid}" if isinstance(v, Xid) else "fault block"
         mono_ns = int(v.stamp.seconds * 1e9)
         offset = clock.boottime_offset() if clock is not None else None
         if offset is not None:
-            return FaultTime(mono_ns + offset, f"the kernel log's fault block ({v.origin}), mapped with the capture's "
+            return FaultTime(mono_ns + offset, f"the kernel log's {what} ({v.origin}), mapped with the capture's "
                                                f"clock anchors", 1_000, "")
-        return FaultTime(mono_ns, f"the kernel log's fault block ({v.origin}), taking CLOCK_MONOTONIC as "
+        return FaultTime(mono_ns, f"the kernel log's {what} ({v.origin}), taking CLOCK_MONOTONIC as "
                                   f"CLOCK_BOOTTIME", None,
                          "exact only if the machine never suspended since boot; otherwise off by the total "
                          "suspend time (no capture anchors in the inputs to correct it)")

@@ -218,8 +218,15 @@ def host_error_fault(e: HostError) -> Fault:
                     if err.device else f" Error {err.code} ({err.runtime}).")
     elif e.enum in LIBRARY_STATUS:
         meaning += f" {e.enum}: {LIBRARY_STATUS[e.enum]}."
-    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True,
-                 detail={"text": e.text, "exception": e.exception, "enum": e.enum}, meaning=meaning, origin=e.origin)
+    detail = {"text": e.text, "exception": e.exception, "enum": e.enum}
+    if e.reported_in:
+        detail.update(device=e.device, reported_in=e.reported_in, call=e.call)
+        meaning += (f" The library's check reported it in {e.reported_in}" + (f", at `{e.call}`" if e.call else "")
+                    + (f", on device {e.device}" if e.device is not None and e.device >= 0 else "")
+                    + ": where the host noticed the error, not the kernel that faulted.")
+    gpu = f"{e.api} device {e.device}" if e.device is not None and e.device >= 0 else None
+    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True, gpu=gpu,
+                 detail=detail, meaning=meaning, origin=e.origin)
 
 
 def collect_faults(runtime: RuntimeLog, kernel: KernelLog) -> list[Fault]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ..hang_model import ProcessStacks, ThreadStack
 from ..judge.claims import BASES, Basis, Claim, Identities
-from .collectives import CollectiveLag
+from .collectives import COLLECT_EVERY_RANK, CollectiveLag, unjoined
 from .running import RunningKernel
 from .waits import (BLOCKED_CALL, COLLECTIVE, GPU, HOST, OUTSIDE_KINDS, RUNNING, WAITS_ON_OTHER, Wait, classify,
                     signature)
@@ -59,6 +59,8 @@ class ThreadFinding:
 
     @property
     def label(self) -> str:
+        if self.tid is None and not self.name:     # a stack pasted without its thread's header
+            return "a thread (its header is not in the dump)"
         return f'thread {self.tid if self.tid is not None else "?"}' + (f' "{self.name}"' if self.name else "")
 
     def describe(self, gap: str = "") -> str:
@@ -353,6 +355,8 @@ def who_waits_on_whom(procs: list[ProcessFinding], lags: list[CollectiveLag],
                 out.append(f"{p.label} waits in {w.wait.on} while {q.label} is stuck on its GPU in {t.wait.on}"
                            + (f" at {t.wait.where.where}" if t.wait.where else ""))
     for lag in lags:
+        if (words := unjoined(lag)) is not None:
+            out.append(words)
         for r in lag.behind:
             q = by_rank.get(r)
             doing = ""
@@ -425,6 +429,9 @@ def hang_steps(hf: HangFinding | None) -> list[str]:
                 "with `faultkit capture --hang-after 5m -- <launch command>` (each GPU process is asked for a core "
                 "dump of its running kernels before anything is stopped), and compare the ranks' last collectives "
                 "(the flight records in the bundle's collectives/)."]
+    if hf.state == "hung" and hf.lags and not hf.stuck and not any(p.state == BLOCKED for p in hf.processes):
+        return [f"A rank waits in a collective another never joined: to see which rank and where it is, collect "
+                f"{COLLECT_EVERY_RANK}."]
     if hf.state == "hung" and any(p.state == BLOCKED for p in hf.processes) and not any(
             t.wait.kind in BLOCKING_HOST for p in hf.processes for t in p.threads):
         return ["Threads are blocked in calls Python does not show (py-spy without --native): take the dumps again "

@@ -93,11 +93,18 @@ def find_in_flight(trace: Trace, fault_ns: int | None, window_ns: int) -> list[S
             out.append(Suspect("copy-without-record", int(r.pid), f"{r.function} (correlation id {r.correlation_id}) "
                                f"has no completed memory-copy record", thread=_opt(r.thread),
                                correlation_id=int(r.correlation_id), start=int(r.start), end=int(r.end), engine="copy"))
-    if len(d) and (d["dispatch_id"] != MISSING).any():
-        for pid, grp in d[d["dispatch_id"] != MISSING].groupby("pid"):
-            ids = np.sort(grp["dispatch_id"].to_numpy())
+    has_id = (d["dispatch_id"] != MISSING).to_numpy() if len(d) else np.zeros(0, bool)
+    if has_id.any():
+        with_ids = d if has_id.all() else d[has_id]
+        pids = with_ids["pid"].to_numpy()
+        # one process (most traces): the table itself, not a grouped copy of every column
+        groups = [(int(pids[0]), with_ids)] if (pids == pids[0]).all() else with_ids.groupby("pid")
+        for pid, grp in groups:
+            ids = grp["dispatch_id"].to_numpy()
+            if len(ids) > 1 and not (ids[1:] >= ids[:-1]).all():       # usually in order already
+                ids = np.sort(ids)
             if lo is not None:
-                recent = grp[grp["end"] >= lo]["dispatch_id"]
+                recent = grp["dispatch_id"].to_numpy()[grp["end"].to_numpy() >= lo]
                 floor = int(recent.min()) if len(recent) else int(ids.max())
             else:
                 floor = int(ids.min())

@@ -53,7 +53,7 @@ def shown_name(m: KernelMention) -> str:
 def mention_claims(mentions: list[KernelMention]) -> list[Claim]:
     by_basis: dict[str, list[KernelMention]] = {}
     for m in mentions:
-        if helper_sign(m.kernel):
+        if helper_sign(m.kernel, by_shape=not ENTRY.get(m.basis)):
             continue
         if m.cut:
             m = replace(m, kernel=shown_name(m))

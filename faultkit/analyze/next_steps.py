@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..judge.levels import CANDIDATES, UNKNOWN
 from ..model import HANG_SYMPTOMS, CoreRecord, Fault, KernelLog, RuntimeLog, Verdict
 from .._signals import host_crash_signal
+from .collectives import COLLECT_EVERY_RANK
 from .hang import hang_steps
 
 
@@ -39,7 +40,11 @@ def suggest(runtime: RuntimeLog, kernel: KernelLog, faults: list[Fault], verdict
     if any(f.kind in HANG_SYMPTOMS for f in faults):
         steps.append("A collective timed out: find the rank that stopped first (the one whose log ends earliest, or "
                      "that faulted), and capture the hang itself: `faultkit capture --hang-after 5m -- <launch "
-                     "command>` asks each GPU process for a core dump of what it is running when output stops.")
+                     "command>` asks each GPU process for a core dump of what it is running when output stops. "
+                     f"To name the rank that never joined the collective, collect {COLLECT_EVERY_RANK}.")
+    elif any(n.kind == "watchdog-dump" and (n.fields or {}).get("from_rank") is not None for n in runtime.notes):
+        steps.append(f"Another rank's collective timed out (this log has its dump signal): to see which rank the job "
+                     f"waits for and where, collect {COLLECT_EVERY_RANK}.")
 
     if verdict.level in (CANDIDATES, UNKNOWN) and amd:
         steps.append("Capture the crash under rocgdb with precise memory so the faulting wave stops in place: "

@@ -129,7 +129,8 @@ def find_overlaps(trace: Trace, lo: int | None, hi: int | None, suspects: set[tu
             agent[(pid == p) & is_copy & unknown] = used[0]
     out = Overlaps(lo, hi)
     # One order for everything: by start, ties by position, so "earlier" means the same in every subset.
-    order = np.lexsort((np.arange(len(start)), start))
+    order = (np.arange(len(start)) if len(start) < 2 or (start[1:] >= start[:-1]).all()   # the tables' own order
+             else np.lexsort((np.arange(len(start)), start)))
     order = order[end[order] > start[order]]          # a zero-length record overlaps nothing
     rank = np.empty(len(start), dtype=np.int64)
     rank[order] = np.arange(len(order))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..judge.claims import Basis, Claim, Identities
 from ..model import SanitizerFinding, SanitizerReport
 from .entry_signs import helper_sign, unclone
 
@@ -26,6 +27,8 @@ class SanitizerEntry:
     unshown: str | None = None       # kernel None: why no entry point is shown (the sign used)
     entry: bool | None = True        # False: no kernel; None: the kernel may be a device function
     cut: str | None = None           # entry None: what the cut record may have lost
+    cloned_into: str | None = None   # kernel None: the K of `[clone K] f`, the kernel f was compiled into
+    told_by: str | None = None       # kernel named: the sign that shows it is the entry point
 
 
 def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
@@ -41,15 +44,28 @@ def sanitizer_entry(r: SanitizerReport | SanitizerFinding) -> SanitizerEntry:
             return SanitizerEntry(None, unclone(outer)[0], f"its outermost device frame is "
                                   f"{sign.removeprefix('not an entry point: ')}: no entry point is shown", entry=False)
         if r.device_frames_end:
-            return SanitizerEntry(outer, at if at != outer else None)
+            return SanitizerEntry(outer, at if at != outer else None,
+                                  told_by="the outermost `Device Frame:` of a record that goes on past its frames")
         return SanitizerEntry(None, outer, "the report ends in its device frames: the kernel's frame, the "
                                            "outermost, is not shown", entry=False)
     sign = helper_sign(r.kernel) if r.kernel else None
     if sign:
         cloned = f" (`[clone {into}]`: the function it was cloned into, whose frame is not shown)" if into else ""
-        return SanitizerEntry(None, at, f"{sign}{cloned}", entry=False)
+        return SanitizerEntry(None, at, f"{sign}{cloned}", entry=False, cloned_into=into)
     if r.kernel and not r.device_frames_end:
         return SanitizerEntry(r.kernel, None, entry=None,
                               cut="the report is cut before its end: the `Device Frame:` lines that would show this "
                                   "function is a device function called by the kernel may be missing")
-    return SanitizerEntry(r.kernel, None)
+    return SanitizerEntry(r.kernel, None, told_by="the `at` function of a record that ended with no `Device Frame:` "
+                                                   "line under it, its name no helper's")
+
+
+def clone_claim(e: SanitizerEntry, what: str, ids: Identities, origin: str) -> Claim | None:
+    """The kernel a `[clone K] f` names where K's frame is not shown: a candidate beside the device
+    function's claim, never more (BASES['cloned-into'])."""
+    if not e.cloned_into:
+        return None
+    return Claim(e.cloned_into, Basis("cloned-into", "compute-sanitizer"),
+                 f"{what} in device function {e.device_function}, which compute-sanitizer shows as cloned into this "
+                 f"kernel (`[clone {e.cloned_into}]`); the kernel's own frame is not shown ({origin})",
+                 ids, origin, entry=None, device_function=e.device_function)

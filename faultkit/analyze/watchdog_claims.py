@@ -13,6 +13,7 @@ collective's own kernel waits, it did not fault.
 from __future__ import annotations
 
 from ..judge.claims import Basis, Claim, Identities
+from .collectives import COLLECT_EVERY_RANK
 from ..model import RuntimeLog
 
 
@@ -26,6 +27,39 @@ def _stuck_claim(f, c: dict) -> Claim:
            f"deadlock); no kernel is named")
     return Claim(None, Basis("watchdog-timeout", "ProcessGroupNCCL heartbeat monitor"), why, Identities(pid=f.pid),
                  str(f.origin), headline=f"hang: {who}'s NCCL watchdog stuck for {c['stuck_s']:g} s")
+
+
+def _signalled_claims(runtime: RuntimeLog, timed_out: set) -> list[Claim]:
+    """A rank that got another rank's dump signal and did not time out itself (its log has no timeout
+    line): the job hung in a collective on that rank, and this rank's group states whether it has a
+    collective in flight. With every collective it enqueued completed, it waits in none of that group:
+    it may be the rank the others wait for (stuck before its next collective). Nothing more is known
+    from its log; no kernel is named."""
+    out, seen = [], set()
+    for n in runtime.notes:
+        f = n.fields
+        if n.kind != "watchdog-dump" or f.get("from_rank") is None or f.get("rank") in timed_out:
+            continue
+        if (f.get("rank"), f.get("process_group")) in seen:
+            continue
+        seen.add((f.get("rank"), f.get("process_group")))
+        who = f"rank {f['rank']}" if f.get("rank") is not None else "this rank"
+        group = f" of process group {f['process_group']}" if f.get("process_group") else ""
+        why = (f"a collective timed out on rank {f['from_rank']}, a hang: its watchdog signalled every rank to dump "
+               f"its flight record ({n.origin}), and {who} did not time out itself in this log")
+        enq, done = f.get("last_enqueued"), f.get("last_completed")
+        if enq is not None and done is not None and enq == done:
+            why += (f"; {who} had completed every collective it enqueued{group} (last enqueued {enq}, last completed "
+                    f"{done}): it waits in none of them, so it may be the rank rank {f['from_rank']} waits for (stuck "
+                    f"before its next collective, on its GPU or the host), or rank {f['from_rank']}'s collective is "
+                    f"in another group")
+        elif enq is not None and done is not None:
+            why += f"; {who} has work {done + 1}{group} enqueued and not completed (last enqueued {enq}): it waits too"
+        why += f"; to tell, collect {COLLECT_EVERY_RANK}; no kernel is named"
+        out.append(Claim(None, Basis("watchdog-timeout", "ProcessGroupNCCL heartbeat monitor"), why, Identities(),
+                         str(n.origin), headline=f"hang: rank {f['from_rank']}'s collective timed out; {who} got its "
+                                                 f"dump signal"))
+    return out
 
 
 def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
@@ -55,4 +89,5 @@ def watchdog_claims(runtime: RuntimeLog) -> list[Claim]:
         # no kernel: the verdict says this in words (judge.decide.HOST), it ranks no candidate
         out.append(Claim(None, Basis("watchdog-timeout", "ProcessGroupNCCL watchdog"), why, Identities(pid=f.pid),
                          str(f.origin), headline=f"hang: {who} waits in collective {what} ({waited})"))
-    return out
+    timed_out = {f.collective.get("rank") for f in runtime.faults if f.kind == "collective-timeout" and f.collective}
+    return out + _signalled_claims(runtime, timed_out)

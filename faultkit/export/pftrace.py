@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..private_files import PrivateFile
+from .row_groups import group_rows
 
 # TracePacket
 P_TIMESTAMP, P_CLOCK_SNAPSHOT, P_CHROME_EVENTS, P_SEQ_ID, P_TRACK_EVENT = 8, 6, 5, 10, 11
@@ -234,54 +235,44 @@ class PftraceWriter:
     def slices(self, track: int | np.ndarray, starts: np.ndarray, ends: np.ndarray, names: list[str],
                name_idx: np.ndarray, int_args: dict[str, np.ndarray] | None = None, flow_in: np.ndarray | None = None,
                categories: np.ndarray | None = None, category_names: list[str] = (), clock: int = BOOTTIME,
-               flow_out: np.ndarray | None = None) -> None:
-        """Slices sorted by start, on `track` or on `track[i]` each (the lanes of a queue whose work
-        overlaps): the slices of one track must not overlap. `names[name_idx[i]]` names slice i;
+               flow_out: np.ndarray | None = None, lanes: list[int] | None = None) -> None:
+        """Slices sorted by start, on `track`, on `track[i]` each, or (with `lanes`, a list of track
+        uuids) on `lanes[track[i]]` each: the lanes of queues whose work overlaps, or many queues at
+        once. The slices of one track must not overlap. `names[name_idx[i]]` names slice i;
         `int_args` become debug annotations (values < 0 are left out); `flow_in[i]` > 0 ends a flow
         on slice i and `flow_out[i]` > 0 starts one; `categories[i]` indexes `category_names` (-1: none).
-        However many tracks, the slices are encoded in one bulk pass (rows grouped by track, each
-        track a sequence): 20k lanes cost what 20k slices of one track do, not 20k calls."""
+        However many tracks, the slices are encoded in one bulk pass in the order given (each track
+        a sequence with its own incremental clock, so their packets may interleave): 20k lanes cost
+        what 20k slices of one track do, not 20k calls, and no column is reordered."""
         n = len(starts)
         if n == 0:
             return
         int_args = int_args or {}
         ann_names = list(int_args)
-        iids = name_idx + 1
-        if np.ndim(track):
-            order = np.argsort(track, kind="stable")         # each track's rows together, still by start
-            if (order != np.arange(n)).any():
-                track, starts, ends, iids = track[order], starts[order], ends[order], iids[order]
-                int_args = {k: v[order] for k, v in int_args.items()}
-                flow_in, flow_out, categories = (None if x is None else np.asarray(x)[order]
-                                                 for x in (flow_in, flow_out, categories))
-            firsts = np.flatnonzero(np.diff(track, prepend=track[0] - 1))
-            uuids = track[firsts].tolist()
+        iids = np.asarray(name_idx) + 1
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        if lanes is not None:
+            lane, uuids = np.asarray(track, np.int64), [int(u) for u in lanes]
+            present = np.bincount(lane, minlength=len(uuids)) > 0
+            if not present.all():                         # a lane without slices gets no sequence
+                lane = (np.cumsum(present) - 1)[lane]
+                uuids = [u for u, p in zip(uuids, present) if p]
+        elif np.ndim(track):
+            found, lane = np.unique(track, return_inverse=True)
+            uuids = found.tolist()
         else:
-            firsts, uuids = np.zeros(1, np.int64), [int(track)]
-        counts = np.diff(np.append(firsts, n))
-        lane = np.repeat(np.arange(len(firsts)), counts)
+            lane, uuids = None, [int(track)]
+        deltas, firsts = _deltas(starts, ends, lane, len(uuids))
+        if (deltas < 0).any():
+            raise ValueError("slices of one track must not overlap and must be sorted")
         # Each sequence interns the names its own slices use (iids renumbered per sequence)
-        if len(firsts) > 1:
-            width = len(names) + 1
-            used, at = np.unique(lane * width + iids, return_inverse=True)
-            lane_of, name_of = used // width, used % width
-            rank = np.arange(len(used)) - np.searchsorted(lane_of, lane_of)
-            rank += (name_of[np.searchsorted(lane_of, lane_of)] != 0)  # iid 0 (no name) stays 0
-            iids = rank[at]
-            per_lane_names = np.split(name_of, np.searchsorted(lane_of, np.arange(1, len(firsts))))
+        if len(uuids) > 1:
+            iids, per_lane_names = _names_per_lane(lane, iids, len(uuids), len(names) + 1)
         else:
             per_lane_names = [np.arange(1, len(names) + 1)]
         shared = b"".join(f_bytes(1, f_int(1, i + 1) + f_bytes(2, nm)) for i, nm in enumerate(category_names))
         shared += b"".join(f_bytes(3, f_int(1, i + 1) + f_bytes(2, nm)) for i, nm in enumerate(ann_names))
-        starts = np.asarray(starts, np.int64)
-        ends = np.asarray(ends, np.int64)
-        times = np.empty(2 * n, dtype=np.int64)
-        times[0::2] = starts
-        times[1::2] = ends
-        deltas = np.diff(times, prepend=times[0])
-        deltas[2 * firsts] = 0                               # each sequence's clock starts at its first slice
-        if (deltas < 0).any():
-            raise ValueError("slices of one track must not overlap and must be sorted")
         seqs = np.array([self._sequence() for _ in uuids], dtype=np.int64)
         for seq, uuid, t0, used_names in zip(seqs.tolist(), uuids, starts[firsts].tolist(), per_lane_names):
             interned = b"".join(f_bytes(2, f_int(1, i + 1) + f_bytes(2, names[c - 1]))
@@ -292,19 +283,20 @@ class PftraceWriter:
             self.packet(f_int(P_TIMESTAMP, t0) + f_int(P_TIMESTAMP_CLOCK, clock) + f_int(P_SEQ_ID, seq) +
                         f_int(P_SEQ_FLAGS, SEQ_CLEARED) + f_bytes(P_DEFAULTS, defaults) +
                         f_bytes(P_CLOCK_SNAPSHOT, clock_body) + f_bytes(P_INTERNED, interned + shared))
-        seq_of = seqs[lane]
+        seq_of = np.full(n, seqs[0]) if lane is None else seqs[lane]
         compress = self.compress
         # annotations whose values repeat are encoded once per combination (judged on the first rows)
         first = slice(0, min(n, JUDGE_ROWS))
         repetitive = [k for k, name in enumerate(ann_names)
                       if n > 64 and len(pd.unique(int_args[name][first])) * 8 < first.stop]
+        blob_cache: dict = {}
 
         def part(lo: int, hi: int) -> np.ndarray:
             return _encode_slices(seq_of[lo:hi], deltas[2 * lo:2 * hi], iids[lo:hi], repetitive,
                                   [int_args[k][lo:hi] for k in ann_names],
                                   None if flow_in is None else flow_in[lo:hi],
                                   None if categories is None else categories[lo:hi] + 1,
-                                  None if flow_out is None else flow_out[lo:hi])
+                                  None if flow_out is None else flow_out[lo:hi], blob_cache)
 
         def chunk(lo: int) -> bytes | np.ndarray:
             hi = min(n, lo + MAX_CHUNK)                     # chunks are independent: encoded in parallel
@@ -317,6 +309,57 @@ class PftraceWriter:
             self._write(data)
             if self.progress is not None:
                 self.progress.add(min(MAX_CHUNK, n - lo))
+
+
+def _deltas(starts: np.ndarray, ends: np.ndarray, lane: np.ndarray | None, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each slice's begin and end as increments on its own sequence's clock (interleaved: begin i at
+    2i, end i at 2i+1; a sequence's first begin is 0, its clock starting there), and each lane's
+    first row, lane by lane. Rows of several lanes may come in any interleaving: the increments are
+    taken along each lane's rows (a radix sort of the lane numbers), not by moving the rows."""
+    n = len(starts)
+    times = np.empty(2 * n, dtype=np.int64)
+    times[0::2] = starts
+    times[1::2] = ends
+    if lane is None or lanes == 1:
+        deltas = np.diff(times, prepend=times[0])
+        return deltas, np.zeros(1, np.int64)
+    if (lane[1:] >= lane[:-1]).all():                # each lane's rows together
+        deltas = np.diff(times, prepend=times[0])
+        firsts = np.flatnonzero(np.diff(lane, prepend=-1))
+        deltas[2 * firsts] = 0
+        return deltas, firsts
+    order = np.argsort(lane.astype(np.uint16) if lanes <= 1 << 16 else lane, kind="stable")
+    ordered_lane = lane[order]
+    head = np.empty(n, dtype=bool)
+    head[0] = True
+    head[1:] = ordered_lane[1:] != ordered_lane[:-1]
+    ordered_starts = starts[order]
+    gap = np.empty(n, dtype=np.int64)
+    gap[0] = 0
+    gap[1:] = ordered_starts[1:] - ends[order[:-1]]
+    gap[head] = 0
+    deltas = np.empty(2 * n, dtype=np.int64)
+    deltas[2 * order] = gap
+    deltas[1::2] = ends - starts
+    return deltas, order[head]
+
+
+def _names_per_lane(lane: np.ndarray, iids: np.ndarray, lanes: int, width: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Names interned per sequence: each row's iid renumbered within its lane (0, no name, stays
+    0), and each lane's names used (old iids, ascending). A table of lanes x names counts them where
+    it is small; a sort of the (lane, name) pairs otherwise (20k lanes of many names)."""
+    if lanes * width <= max(4 * len(lane), 1 << 16):
+        used = (np.bincount(lane * width + iids, minlength=lanes * width) > 0).reshape(lanes, width)
+        if width == 1:                                # no names at all
+            return iids, [np.flatnonzero(row) for row in used]
+        rank = np.cumsum(used[:, 1:], axis=1)         # named iids used up to each, per lane
+        return (np.where(iids > 0, rank[lane, np.maximum(iids, 1) - 1], 0),
+                [np.flatnonzero(row) for row in used])
+    used, at = np.unique(lane * width + iids, return_inverse=True)
+    lane_of, name_of = used // width, used % width
+    rank = np.arange(len(used)) - np.searchsorted(lane_of, lane_of)
+    rank += (name_of[np.searchsorted(lane_of, lane_of)] != 0)  # iid 0 (no name) stays 0
+    return rank[at], np.split(name_of, np.searchsorted(lane_of, np.arange(1, lanes)))
 
 
 class _Rows:
@@ -361,27 +404,24 @@ class _Rows:
         return data[mask]
 
 
-def _annotation_blobs(args: list[np.ndarray], which: list[int]) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+def _annotation_blobs(args: list[np.ndarray], which: list[int],
+                      cache: dict | None = None) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
     """Annotations whose values repeat (grid, workgroup, registers per kernel) encoded once per
-    distinct combination: (table, offsets, lengths, row -> combination)."""
-    # Hash-based (pandas.factorize), not sort-based: np.unique(axis=0) sorted 1.5M rows for seconds.
-    # The columns' codes as digits of one mixed-radix number (renumbered only if it would overflow)
-    key, span = np.zeros(len(args[which[0]]), dtype=np.int64), 1
-    for k in which:
-        codes, uniques = pd.factorize(args[k])
-        if span * (len(uniques) + 1) >= 1 << 62:
-            key = pd.factorize(key)[0].astype(np.int64)
-            span = int(key.max()) + 1
-        key = key * (len(uniques) + 1) + codes
-        span *= len(uniques) + 1
-    inverse, _ = pd.factorize(key)
-    first = np.zeros(inverse.max() + 1 if len(inverse) else 0, dtype=np.int64)
-    first[inverse[::-1]] = np.arange(len(inverse))[::-1]
+    distinct combination: (table, offsets, lengths, row -> combination). `cache`: the combinations'
+    bytes already encoded by this call's other parts (a 1M-slice call met each of a few hundred
+    combinations in all 64 of its parts: encoding them again in Python was 40% of the writer's work)."""
+    inverse, first = group_rows([args[k] for k in which])
     rows = np.stack([args[k][first] for k in which], axis=1)
-    blobs = [b"".join(annotation(which[c] + 1, int(v)) for c, v in enumerate(row) if v >= 0) for row in rows.tolist()]
+    cache = {} if cache is None else cache
+    blobs = []
+    for row in map(tuple, rows.tolist()):
+        blob = cache.get(row)
+        if blob is None:        # threads may both encode one: the same bytes, either kept
+            blob = cache[row] = b"".join(annotation(which[c] + 1, v) for c, v in enumerate(row) if v >= 0)
+        blobs.append(blob)
     lens = np.array([len(b) for b in blobs], dtype=np.int64)
     offsets = np.cumsum(lens) - lens
-    return b"".join(blobs), offsets, lens, inverse.astype(np.int64)
+    return b"".join(blobs), offsets, lens, inverse
 
 
 def packed(framed: bytes) -> bytes:
@@ -414,7 +454,7 @@ def _in_order(fn, items) -> "Iterator[bytes]":
 
 def _encode_slices(seq: np.ndarray, deltas: np.ndarray, iids: np.ndarray, repetitive: list[int],
                    args: list[np.ndarray], flow_in: np.ndarray | None, cats: np.ndarray | None,
-                   flow_out: np.ndarray | None = None) -> np.ndarray:
+                   flow_out: np.ndarray | None = None, blob_cache: dict | None = None) -> np.ndarray:
     """Slices with annotations: every field of a begin and its end packet is a column of one byte
     matrix with a validity mask (annotations whose values repeat are encoded once per distinct
     combination and picked per row), so one masked read lays the packets out in order. `seq[i]`:
@@ -446,7 +486,7 @@ def _encode_slices(seq: np.ndarray, deltas: np.ndarray, iids: np.ndarray, repeti
         te.const(0x08, k + 1, 4 << 3, where=has)
         te.add(vb, vm & has[:, None], vlen * has)
     if repetitive:
-        table, offs, blens, inverse = _annotation_blobs(args, repetitive)
+        table, offs, blens, inverse = _annotation_blobs(args, repetitive, blob_cache)
         width = int(blens.max()) if len(blens) else 0
         # one padded row per distinct combination, picked per slice: part of the same matrix as the
         # other fields, so one masked read lays every packet out in order

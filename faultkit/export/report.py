@@ -178,6 +178,10 @@ def _verdict_section(inc: Incident) -> Section:
     else:
         s.paragraphs.append(f"{strong(v.level)}: " + ("no single kernel can be named" if v.candidates
                                                  else "the evidence names no kernel"))
+        # where only device functions are visible, where the fault was is still said (never as the kernel)
+        s.paragraphs += [f"The fault was in device function {kernel(f)} (a helper of an unnamed kernel)."
+                         for f in dict.fromkeys(c.device_function for c in v.claims
+                                                if not c.named and c.device_function)][:3]
     s.paragraphs.append(f"Why: {v.why}.")
     if not inc.faults and inc.capture is not None and not v.kernel \
             and (crash := host_crash_signal(inc.capture.exit_code)):
@@ -447,7 +451,7 @@ def _hang_section(inc: Incident) -> Section | None:
         return None
     s = Section("Hang analysis")
     s.paragraphs.append(strong(h.state) + (f" ({h.level})" if h.level else "") + f": {h.summary}")
-    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags)]
+    s.bullets += [*h.waits_on, *(lag.why for lag in h.lags if lag.why != h.summary)]   # (not the summary twice)
     if h.processes:
         s.table = (["process", "state", "threads waiting (what on, where)"],
                    [[p.label, p.state, "; ".join(f"{t.label}: {t.wait.on}" + (f" at {t.wait.where.where}"

@@ -25,6 +25,7 @@ from ..demangle import display_name
 from ..private_files import PrivateFile
 from .black_box import timeline_points
 from .pftrace import BOOTTIME, COUNTER, INSTANT, REALTIME, PftraceWriter
+from .row_groups import group_rows
 
 CATEGORIES = ["suspect", "overlap"]
 
@@ -254,23 +255,21 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
             df = df[df["end"] >= lo]
         return df
     d, c, a, al = clip(tr.dispatches), clip(tr.copies), clip(tr.api), tr.allocations
-    # One grouping pass instead of a boolean filter over every row per process, GPU and queue.
-    d_groups = d.groupby(["pid", "agent_node", d["stream"].where(d["stream"] >= 0, -1),
-                          d["queue"]], sort=True, observed=True).indices if len(d) else {}
+    start = d["start"].to_numpy()
+    if len(d) > 1 and not (start[1:] >= start[:-1]).all():     # the trace model sorts by start: a guard
+        d = d.sort_values("start", kind="stable", ignore_index=True)
+    groups = _queue_groups(d)
     gfx = {int(r.node_id): ", ".join(str(x) for x in (r.gfx, r.name) if x not in (None, "", "0"))
            for r in tr.agents.itertuples()} if len(tr.agents) else {}
     suspect_keys = {(s.pid, s.correlation_id) for s in tf.suspects if s.correlation_id is not None}
     overlap_spans = {(p["a_start"], p["a_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])} | \
                     {(p["b_start"], p["b_end"]) for p in (tf.overlaps.pairs if tf.overlaps else [])}
     to_fault = []                     # flow ids from suspects to the fault instant
-    # the columns a queue's slices read, as arrays taken per queue (not every column of the trace)
-    d_cols = {x: d[x].to_numpy() for x in ("start", "end", *DISPATCH_ARGS.values()) if x in d}
-    kernels, kernel_codes = _categories(d["kernel"]) if len(d) else ([], np.zeros(0, np.int64))
-    kernels = [display_name(k) for k in kernels]      # slices are read by people: demangled, once per name
+    launch_flows: set[int] = set()
+    queue_tracks: list[tuple[_QueueGroup, list[str]]] = []     # each queue's track and lane keys, in order
     for pid in np.unique(np.concatenate([x["pid"].to_numpy(np.int64) for x in (d, c, a, al)])).tolist():
         ptrack = tl.add(Track(f"p{pid}", f"process {pid}" if pid != MISSING else "process (pid not recorded)",
                               pid=int(pid) if pid != MISSING else 0))
-        launch_flows = set()
         ap = a[a["pid"] == pid]
         if len(ap):
             fn = ap["function"].astype("category")
@@ -280,7 +279,7 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
             dp_corr = d["correlation_id"].to_numpy()[d["pid"].to_numpy() == pid]
             matched = np.isin(corr, dp_corr) & is_launch
             fo = np.where(matched, _flow_id(np.full(len(ap), pid), corr), 0)
-            launch_flows = set(fo[fo > 0].tolist())
+            launch_flows |= set(fo[fo > 0].tolist())
             susp = np.isin(corr, [k for p_, k in suspect_keys if p_ == pid])
             fo = np.where(susp & (fo == 0), _flow_id(np.full(len(ap), pid), corr) ^ (1 << 61), fo)
             to_fault += [x for x in fo[susp].tolist() if x]
@@ -289,27 +288,17 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                 _slices_into(tl, ap[sel], f"p{pid}t{tid}", f"thread {tid}", ptrack.key, ap[sel]["function"].astype(str),
                              {"correlation_id": "correlation_id"}, flow_out=fo[sel],
                              cats=np.where(susp[sel], 0, -1), pid=int(pid) if pid != MISSING else 0, tid=int(tid))
-        mine = {k: v for k, v in d_groups.items() if k[0] == pid}
-        for node in sorted({k[1] for k in mine} | set(c[c["pid"] == pid]["dst_node"])):
+        mine = [g for g in groups if g.pid == pid]
+        for node in sorted({g.node for g in mine} | set(c[c["pid"] == pid]["dst_node"])):
             label = f"GPU node {node}" + (f" ({gfx[node]})" if gfx.get(node) else "") if node != MISSING else "GPU"
             atrack = tl.add(Track(f"p{pid}a{node}", label, ptrack.key))
-            lanes: dict[tuple[str, int], list[np.ndarray]] = {}
-            for (_, n_, stream, queue), idx in mine.items():
-                if n_ == node:
-                    lanes.setdefault(("stream", stream) if stream >= 0 else ("queue", queue), []).append(idx)
-            for (lane_col, q), idxs in sorted(lanes.items()):
-                rows = np.sort(np.concatenate(idxs))
-                rows = slice(None) if len(rows) == len(d) else rows          # one queue: views
-                dq = {x: v[rows] for x, v in d_cols.items()}
-                corr = dq["correlation_id"]
-                fid = _flow_id(np.full(len(corr), pid), corr)
-                fin = np.where(np.isin(fid, list(launch_flows)), fid, 0)
-                cats = np.where(np.isin(corr, [k for p_, k in suspect_keys if p_ == pid]), 0,
-                                np.where(_in_spans(dq["start"], dq["end"], overlap_spans), 1, -1)).astype(np.int64)
-                fout = np.where(cats == 0, fid ^ (1 << 60), 0)
-                to_fault += fout[fout != 0].tolist()
-                _slices_into(tl, dq, f"{atrack.key}{lane_col}{q}", f"{lane_col} {q}", atrack.key,
-                             (kernels, kernel_codes[rows]), DISPATCH_ARGS, flow_in=fin, flow_out=fout, cats=cats)
+            for g in mine:
+                if g.node == node:
+                    key, name = f"{atrack.key}{g.lane_col}{g.q}", f"{g.lane_col} {g.q}"
+                    keys = [tl.add(Track(f"{key}#0", name, atrack.key)).key]
+                    keys += [tl.add(Track(f"{key}#{k}", f"{name} (lane {k + 1})", atrack.key)).key
+                             for k in range(1, g.lanes_needed)]
+                    queue_tracks.append((g, keys))
             cn = c[(c["pid"] == pid) & (c["dst_node"] == node)]
             if len(cn):
                 _slices_into(tl, cn, f"{atrack.key}copies", "memory copies", atrack.key,
@@ -334,7 +323,85 @@ def _trace_tracks(tl: Timeline, inc: Incident, fault_at: int | None, window_ns: 
                 tl.points.append(Point(mt.key, int(r.start), INSTANT, f"{'free' if free else 'alloc'} 0x{int(r.address):x}",
                                        {"bytes": int(r.size) if not free else None}))
                 tl.points.append(Point(ct.key, int(r.start), COUNTER, value=live))
+    if queue_tracks:
+        to_fault += _dispatch_rows(tl, d, queue_tracks, launch_flows, suspect_keys, overlap_spans)
     tl.to_fault = to_fault
+
+
+@dataclass
+class _QueueGroup:
+    """The dispatches drawn on one queue's track (a stream's, else a queue's) and its lanes."""
+    pid: int
+    node: int
+    lane_col: str                 # "stream" or "queue"
+    q: int
+    rows: np.ndarray              # row numbers in the dispatch table, ascending
+    lane: np.ndarray              # each row's lane (0: the queue's own track)
+
+    @property
+    def lanes_needed(self) -> int:
+        return int(self.lane.max()) + 1 if len(self.lane) else 1
+
+
+def _queue_groups(d: pd.DataFrame) -> list[_QueueGroup]:
+    """The dispatch table's rows by (process, GPU, stream or else queue), sorted as the tracks are
+    laid out, each with its lanes: hash passes and one radix sort of the group ids, no sort of the
+    rows' keys and no copy of the table per queue (a 1M-dispatch trace's layout)."""
+    n = len(d)
+    if not n:
+        return []
+    stream = d["stream"].to_numpy()
+    by_stream = stream >= 0
+    q = np.where(by_stream, stream, d["queue"].to_numpy())
+    cols = [d["pid"].to_numpy(), d["agent_node"].to_numpy(), by_stream, q]
+    gid, first = group_rows(cols)
+    count = len(first)
+    # a stable sort keeps each group's rows ascending; a 16-bit key sorts by radix
+    order = np.argsort(gid.astype(np.uint16) if count <= 1 << 16 else gid, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(gid, minlength=count))])
+    start = d["start"].to_numpy()
+    end = np.maximum(d["end"].to_numpy(), start)
+    out = []
+    for g, row in enumerate(first.tolist()):
+        rows = order[bounds[g]:bounds[g + 1]]
+        out.append(_QueueGroup(int(cols[0][row]), int(cols[1][row]), "stream" if cols[2][row] else "queue",
+                               int(cols[3][row]), rows, _lanes(start[rows], end[rows])))
+    out.sort(key=lambda g: (g.pid, g.node, g.lane_col, g.q))
+    return out
+
+
+def _dispatch_rows(tl: Timeline, d: pd.DataFrame, queue_tracks, launch_flows: set[int], suspect_keys,
+                   overlap_spans) -> list[int]:
+    """Every dispatch as a slice, all held by the first queue's track and each drawn on its queue's
+    track or lane (Track.lane): columns are the table's own arrays, written in one bulk pass.
+    Returns the flow ids from suspects to the fault."""
+    start, end = d["start"].to_numpy(), d["end"].to_numpy()
+    lane_keys: list[str] = []
+    track_of = np.empty(len(d), np.int64)
+    for g, keys in queue_tracks:
+        track_of[g.rows] = len(lane_keys) + g.lane
+        lane_keys += keys
+    pid, corr = d["pid"].to_numpy(), d["correlation_id"].to_numpy()
+    fid = _flow_id(pid, corr)
+    fin = np.where(np.isin(fid, list(launch_flows)), fid, 0) if launch_flows else np.zeros(len(d), np.int64)
+    suspect = np.zeros(len(d), bool)
+    for p in {p_ for p_, _ in suspect_keys}:
+        suspect |= (pid == p) & np.isin(corr, [k for p_, k in suspect_keys if p_ == p])
+    cats = np.where(suspect, 0, np.where(_in_spans(start, end, overlap_spans), 1, -1)).astype(np.int64)
+    fout = np.where(cats == 0, fid ^ (1 << 60), 0)
+    kernels, codes = _categories(d["kernel"])
+    kernels = [display_name(k) for k in kernels]      # slices are read by people: demangled, once per name
+    used = np.bincount(codes[codes >= 0], minlength=len(kernels)) > 0    # only the names used are interned
+    renumber = np.cumsum(used) - 1
+    codes = np.where(codes >= 0, renumber[np.maximum(codes, 0)], -1) if len(renumber) else np.full(len(d), -1)
+    t = tl.tracks[lane_keys[0]]
+    t.starts, t.ends = start, np.maximum(end, start)
+    t.names, t.name_idx = [str(k) for k, u in zip(kernels, used) if u], codes.astype(np.int64, copy=False)
+    t.args = {a: d[c].to_numpy().astype(np.int64, copy=False) for a, c in DISPATCH_ARGS.items() if c in d}
+    t.flow_in, t.flow_out, t.cats = fin, fout, cats
+    if len(lane_keys) > 1:
+        t.lane, t.lanes = track_of, lane_keys
+    return fout[fout != 0].tolist()
 
 
 def _incident_points(tl: Timeline, inc: Incident, fault_at: int | None) -> None:
@@ -390,9 +457,9 @@ def _write_tracks(w: PftraceWriter, tl: Timeline) -> None:
     for t in tl.tracks.values():
         if t.starts is None or not len(t.starts):
             continue
-        track = uuids[t.key] if t.lane is None else np.array([uuids[k] for k in t.lanes], np.int64)[t.lane]
-        w.slices(track, t.starts, t.ends, t.names, t.name_idx, t.args, t.flow_in, t.cats, CATEGORIES,
-                 tl.clock, t.flow_out)
+        w.slices(uuids[t.key] if t.lane is None else t.lane, t.starts, t.ends, t.names, t.name_idx, t.args,
+                 t.flow_in, t.cats, CATEGORIES, tl.clock, t.flow_out,
+                 lanes=None if t.lane is None else [uuids[k] for k in t.lanes])
     for p in sorted(tl.points, key=lambda x: x.ts):
         w.event(uuids[p.track], p.ts, p.kind, p.name, p.categories, p.args, flow_ids=p.flows_out,
                 terminating_flow_ids=p.flows_in, counter=p.value)

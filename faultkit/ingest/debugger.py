@@ -201,6 +201,9 @@ SAN_HW = re.compile(r"^(?:Warp )?(?P<what>Invalid PC|Illegal [Ii]nstruction|Misa
                     r"Out-of-range Shared or Local Address|Misaligned Shared or Local Address|Invalid Address Space|"
                     r"Illegal Address|Misaligned Address|Device Hardware Exception)$")
 continuation(DEBUGGER, SAN_HW)
+# memcheck's report of a device-side assert (H200, 2025.3.1: `Warp assert` / `at __assertfail+0x19a0`)
+SAN_ASSERT = re.compile(r"^Warp assert$")
+continuation(DEBUGGER, SAN_ASSERT)
 SAN_ADDR_ONLY = re.compile(r"^Address (?P<addr>0x[0-9a-f]+)$")
 continuation(DEBUGGER, SAN_ADDR_ONLY)
 continuation(DEBUGGER, SAN_FRAME)
@@ -671,6 +674,8 @@ class _Parser:
             f = SanitizerFinding(o, "synccheck", "barrier-error", body)
         elif (m := SAN_HW.match(body)):
             f = SanitizerFinding(o, "memcheck", "hardware-exception", body)
+        elif SAN_ASSERT.match(body):
+            f = SanitizerFinding(o, "memcheck", "device-assert", body)
         if f is None:
             return False
         for open_report in (self.sanitizer, self.finding):

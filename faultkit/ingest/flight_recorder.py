@@ -20,9 +20,11 @@ import json
 import pickle
 import re
 
-from ..hang_model import CollectiveEntry, RankCollectives
+from dataclasses import replace
+
+from ..hang_model import CollectiveEntry, RankCollectives, StackFrame, WatchdogWords
 from ..limits import fits_int, short_text, small_int
-from .runtime_log import COLLECTIVE_TIMEOUT
+from .runtime_log import COLLECTIVE_TIMEOUT, DUMP_SIGNAL, WATCHDOG_WORK, WORKER_TAG, pg_name
 
 # torch::jit::Pickler writes typed lists through these (pushSpecializedList); each is a list.
 TORCH_LIST_BUILDERS = frozenset({"build_intlist", "build_doublelist", "build_boollist", "build_tensorlist",
@@ -156,15 +158,62 @@ def _entry(e) -> CollectiveEntry | None:
                            state=state[:64], p2p=p2p)
 
 
+# What a rank's watchdog prints after its timeout line (ProcessGroupNCCL.cpp, 2.4+): the dump it asks
+# for (runtime_log.DUMP_SIGNAL), and the collective's Python call as its flight recorder kept it
+# (WorkNCCL::printTraceback: `Stack trace of the failed collective: ` then `#K function from file:line`
+# lines), or that it kept none.
+FAILED_CALL = re.compile(r"Stack trace of the failed collective: *\n(?P<frames>(?:#\d+ [^\n]*\n?)+)")
+CALL_FRAME = re.compile(r"^#\d+ (?P<func>\S+) from (?P<file>.+?):(?P<line>\d+)\s*$", re.M)
+RECORDER_OFF = "Stack trace of the failed collective not found"
+
+
 def watchdog_collectives(text: str, name: str) -> list[RankCollectives]:
     """PyTorch's watchdog lines: `[Rank 3] Watchdog caught collective operation timeout:
-    WorkNCCL(SeqNum=721, OpType=ALLREDUCE, ...) ran for 600000 milliseconds`: the rank, and the
-    collective it was still in when its watchdog gave up."""
+    WorkNCCL(SeqNum=721, OpType=ALLREDUCE, ...) ran for 600000 milliseconds`: the rank, the
+    collective it was still in when its watchdog gave up, and what the watchdog printed beside it.
+    Lines that name no rank (the failed collective's stack) are a rank's only where one rank timed out."""
     out: dict[int, RankCollectives] = {}
     for m in COLLECTIVE_TIMEOUT.finditer(text):
         rank, seq = small_int(m.group("rank")), small_int(m.group("seq"))
         if rank is None or seq is None:          # a number past 64 bits: damaged or hostile, not a rank
             continue
         rc = out.setdefault(rank, RankCollectives(rank=rank, source=name, timed_out=True))
-        rc.entries.append(CollectiveEntry(pg="?", seq=seq, op=m.group("op").lower(), state="started"))
+        rc.entries.append(CollectiveEntry(pg="?", seq=seq, op=m.group("op").lower(), state="started",
+                                          numel_in=small_int(m.group("numel_in")),
+                                          numel_out=small_int(m.group("numel_out")),
+                                          timeout_ms=small_int(m.group("timeout")), ran_ms=small_int(m.group("ms"))))
+        if rc.watchdog is None:
+            start = text.rfind("\n", 0, m.start()) + 1
+            tag = WORKER_TAG.match(text, start)
+            line = text.count("\n", 0, m.start()) + 1
+            if getattr(text, "stretches", None):       # an excerpt's lines keep the file's numbers
+                line = text.line_no(line - 1)[0]
+            rc.watchdog = WatchdogWords(f"{name}:{line}", pid=small_int(tag.group("pid")) if tag else None)
+    for rc in out.values():
+        _watchdog_words(rc, text, alone=len(out) == 1)
     return list(out.values())
+
+
+def _watchdog_words(rc: RankCollectives, text: str, alone: bool) -> None:
+    """The rank's own lines about its timed-out collective (its number in their prefix), and, where
+    it is the only rank, the lines without one."""
+    seq = rc.entries[0].seq
+    w = rc.watchdog
+    fields: dict = {}
+    for m in WATCHDOG_WORK.finditer(text):
+        if small_int(m.group("rank")) in (rc.rank, None) and small_int(m.group("work")) == seq:
+            fields.update(process_group=pg_name(m), last_enqueued=small_int(m.group("enq")),
+                          last_completed=small_int(m.group("done")))
+            break
+    for m in DUMP_SIGNAL.finditer(text):
+        if small_int(m.group("rank")) in (rc.rank, None):
+            fields["dump_from"] = m.group("whom")
+            fields.setdefault("process_group", pg_name(m))
+            break
+    if alone:
+        fields["recorder_off"] = RECORDER_OFF in text
+        m = FAILED_CALL.search(text)
+        if m:
+            fields["call"] = [StackFrame(f["func"], f["file"].strip(), small_int(f["line"]))
+                              for f in CALL_FRAME.finditer(m.group("frames"))]
+    rc.watchdog = replace(w, **{k: v for k, v in fields.items() if v is not None})

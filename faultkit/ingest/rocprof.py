@@ -203,15 +203,27 @@ def _read_parts(path: Path, start: int, limit: int, cols: list[str], text: dict,
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(min(n, workers)) as pool:
         parts = list(pool.map(parse, zip(cuts[:-1], cuts[1:])))
-    out = {}
-    for c in usecols:
-        columns = [part[c] for part in parts]
-        if all(isinstance(x.dtype, pd.CategoricalDtype) for x in columns):
-            out[c] = pd.api.types.union_categoricals(columns, ignore_order=True)
-        elif all(x.dtype == columns[0].dtype for x in columns):
-            out[c] = np.concatenate([x.to_numpy() for x in columns])
-        else:
-            return None
+        out = {}
+        plain = []
+        for c in usecols:
+            columns = [part[c] for part in parts]
+            if all(isinstance(x.dtype, pd.CategoricalDtype) for x in columns):
+                out[c] = pd.api.types.union_categoricals(columns, ignore_order=True)
+            elif all(x.dtype == columns[0].dtype for x in columns) and isinstance(columns[0].dtype, np.dtype):
+                out[c] = np.empty(sum(len(x) for x in columns), columns[0].dtype)
+                plain.append(c)
+            elif all(x.dtype == columns[0].dtype for x in columns):      # text (pandas' own str dtype)
+                out[c] = np.concatenate([x.to_numpy() for x in columns])
+            else:
+                return None
+        # Each part's columns copied into place by the threads that parsed them: one thread copying
+        # 18 columns of a million rows into fresh memory was 0.1-0.4 s of the read's serial time
+        offsets = np.cumsum([0] + [len(part) for part in parts]).tolist()
+
+        def place(k: int) -> None:
+            for c in plain:
+                out[c][offsets[k]:offsets[k + 1]] = parts[k][c].to_numpy()
+        list(pool.map(place, range(len(parts))))
     return pd.DataFrame(out, copy=False)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import lazy_re as re   # compiled at first use: start-up (issue #35)
 
 from ..codes import HSA_STATUS_BY_NAME, VM_FAULT_REASONS
+from ..limits import small_int
 from ..model import (DeviceAssert, Dispatch, DriverException, Hint, HostError, Note, Origin, Problem, ReportPoint,
                      RuntimeFault, RuntimeLog, Stamp, WaveDump)
 from . import gpu_errors
@@ -92,10 +93,12 @@ MEMORY_ERROR = re.compile(r"Memory critical error by agent node-(?P<node>\d+)(?:
 # logPrefix) or ProcessGroupNCCL::createLogPrefix's `[PG ID N PG GUID G(desc) Rank N] ` (desc only for
 # named groups); some builds print none.
 anchored(RUNTIME, MEMORY_ERROR, 'Memory critical error by agent')
-PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |PG (?P<pg_old>\d+) )?"
+PG_PREFIX = (r"\[(?:PG ID (?P<pg>\d+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<desc>[^)\]]*)\))? |"
+             r"PG (?P<pg_old>\d+) (?:\((?P<desc_old>[^)\]]*)\) )?)?"      # 2.4's `[PG 0 (default_pg) Rank 12]`
              r"Rank (?P<rank>\d+)\] ")
 COLLECTIVE_TIMEOUT = re.compile(rf"(?:{PG_PREFIX})?Watchdog caught collective operation timeout: "
                                 r"Work\w*\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+                                r"(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?"
                                 r"(?:.*?Timeout\(ms\)=(?P<timeout>\d+))?.*?ran for (?P<ms>\d+) milliseconds")
 # ProcessGroupNCCL's heartbeat monitor: the watchdog thread itself made no progress for the heartbeat
 # timeout (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, 480 s by default): `{logPrefix()}ProcessGroupNCCL's watchdog got
@@ -108,14 +111,30 @@ WATCHDOG_EXCEPTION = re.compile(rf"(?:{PG_PREFIX})?Process group watchdog thread
                                 r"(?P<text>(?:(?P<api>CUDA|HIP) error: )?[^\n]*[^\s])")
 # ProcessGroupNCCL's watchdog after an error or timeout: the work it stopped at and how far each side got
 anchored(RUNTIME, WATCHDOG_EXCEPTION, 'Process group watchdog thread terminated with exception: ')
-WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})?Exception \(either an error or timeout\) detected by watchdog at work: "
-                           r"(?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL work: (?P<done>-?\d+)")
+# in each version's words: 2.3 `Timeout at NCCL work: N, last enqueued NCCL work: E, last completed NCCL work:
+# C.`, 2.4-2.6 `Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL work: E,
+# ...`, 2.7+ ` failure detected by watchdog at work sequence id: N PG status: last enqueued work: E, last
+# completed work: C` (its prefix and text with two spaces between)
+WORK_HEADS = ("Exception (either an error or timeout) detected by watchdog at work: ", "Timeout at NCCL work: ",
+              "failure detected by watchdog at work sequence id: ")
+WATCHDOG_WORK = re.compile(rf"(?:{PG_PREFIX})? ?(?:" + "|".join(map(re.escape, WORK_HEADS)) + r")"
+                           r"(?P<work>\d+)(?:, | PG status: )last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+                           r"last completed (?:NCCL )?work: (?P<done>-?\d+)")
+# Every rank's heartbeat monitor after a collective timeout (ProcessGroupNCCL.cpp
+# getNCCLWatchdogTimeoutErrorMsg, 2.4+): `{logPrefix}Received a dump signal due to a collective timeout from
+# {this local rank | rank N} and we will try our best to dump the debug info. Last enqueued NCCL work: E, last
+# completed NCCL work: C.`: whose watchdog timed out, and how far this rank's group got.
+DUMP_SIGNAL = re.compile(rf"(?:{PG_PREFIX})?Received a dump signal due to a collective timeout from\s+"
+                         r"(?P<whom>this local rank|rank (?P<from>\d+))"
+                         r"(?:.*?Last enqueued (?:NCCL )?work: (?P<enq>-?\d+), "
+                         r"last completed (?:NCCL )?work: (?P<done>-?\d+))?")
+anchored(RUNTIME, DUMP_SIGNAL, "Received a dump signal due to a collective timeout")
 # Device-side asserts. CUDA's `__assertfail` (closed source; the shape every PyTorch index assert
 # prints): `file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `expr` failed.`;
 # HIP's hip_assert.h:49 (clr f9f995c): "%s:%u: %s: Device-side assertion `%s' failed.\n".
 # The function may hold ": " (templates, `operator()`), so it ends where the fixed text starts;
 # Windows builds print no function (`C:\\...\\IndexKernel.cu:91: block: [26,0,0], ...`).
-anchored(RUNTIME, WATCHDOG_WORK, 'detected by watchdog at work: ')
+anchored(RUNTIME, WATCHDOG_WORK, *WORK_HEADS)
 ASSERT_FILE = r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): "
 CUDA_ASSERT_HEAD = (ASSERT_FILE + r"(?:(?P<func>[^\n]+?): )?block: \[(?P<block>\d+,\d+,\d+)\], "
                     r"thread: \[(?P<thread>\d+,\d+,\d+)\] Assertion `")
@@ -243,6 +262,20 @@ ABORT = re.compile(r"(Aborted\s+\(core dumped\)|^Aborted$|\bAborted\s+\"|Fatal P
 anchored(RUNTIME, ABORT, 'Aborted', 'Fatal Python error: ', 'SIGABRT received', 'exitcode')
 TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?P<api>HIP|CUDA) error: "
                          r"(?P<text>[^\n]*[^\s])")
+# ggml's error record (ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_error; the CANN, SYCL and MUSA backends
+# print the same): `{CUDA|ROCm|MUSA} error: MSG`, `  current device: D, in function F at FILE:LINE`,
+# `  STMT` (the checked call; some forks print its name alone), and GGML_ABORT's `FILE:LINE: CUDA error`
+# before or after them. ggml's assert: GGML_ABORT("GGML_ASSERT(%s) failed") through ggml_abort's
+# `FILE:LINE: ` prefix; before mid-2024, `GGML_ASSERT: FILE:LINE: EXPR`.
+GGML_SITE = re.compile(r"^\s*current device: (?P<dev>-?\d+), in function (?P<func>\S+) "
+                       r"at (?P<file>.+?):(?P<line>\d+)\s*$")
+GGML_CALL = re.compile(r"^\s*(?P<call>[A-Za-z_][\w:]*(?:\s?\(.*\))?)\s*$")
+GGML_ASSERT = re.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): (?P<what>GGML_ASSERT\((?P<expr>.*)\) failed)"
+                         r"|GGML_ASSERT: (?P<old_file>(?:[A-Za-z]:)?[^\s:]+):(?P<old_line>\d+): (?P<old_expr>.*\S)")
+anchored(RUNTIME, GGML_SITE, "current device: ")
+anchored(RUNTIME, GGML_ASSERT, ") failed", "GGML_ASSERT: ")
+
+
 # Triton's launchers (triton/backends/nvidia/driver.c gpuAssert: "Triton Error [CUDA]: %s" with
 # cuGetErrorString's text; the AMD backend's "%s Code: %d, Messsage: %s" after "Triton Error [HIP]: ",
 # spelled "Message" in later releases)
@@ -574,7 +607,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     m = WATCHDOG_STUCK.search(rest)
     if m:
         stuck = {"stuck_s": int(m.group("s")), "rank": int(m.group("rank")) if m.group("rank") else None,
-                 "process_group": m.group("desc") or m.group("pg") or m.group("pg_old"), "monitor": m.group("cls")}
+                 "process_group": pg_name(m), "monitor": m.group("cls")}
         st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
                                           reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
                                           pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
@@ -598,6 +631,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if not _match_device_assert(st, rest, org, pid, tag):
         # (a line that is a runtime fault already, `hipErrorX ... HSA_STATUS_...`, is that one event)
         _match_host_errors(st, rest, org, tag, general=len(st.out.faults) == faults_before)
+    _match_ggml(st, rest, org, tag, lines, i)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
     _match_notes(st, rest, org, tag)
@@ -907,7 +941,7 @@ def _rank_tag(m: re.Match) -> str | None:
     if not m.group("rank"):
         return None
     pg = m.group("pg") or m.group("pg_old")
-    group = m.group("desc") or (f"PG {pg}" if pg else None)
+    group = m.group("desc") or m.group("desc_old") or (f"PG {pg}" if pg else None)
     return f"rank {m.group('rank')}" + (f" ({group})" if group else "")
 
 
@@ -943,6 +977,32 @@ def _add(st: _State, err: HostError, line: str) -> None:
         err.code = hit.code
         err.enum = err.enum or hit.name
     st.out.host_errors.append(err)
+
+
+def _match_ggml(st: _State, rest: str, org: Origin, tag, lines, i: int) -> None:
+    """ggml's error check: the device, the reporting function and site and the checked call join
+    the error its line before stated; its assert is a report point (where the host aborted)."""
+    m = GGML_SITE.match(rest)
+    if m:
+        err = next((e for e in reversed(st.out.host_errors[-2:]) if org.line - e.origin.line <= 2), None)
+        site = f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+        call = None
+        if i + 1 < len(lines) and not lines[i + 1].boundary:
+            c = GGML_CALL.match(_split_prefix(lines[i + 1].text)[0])
+            call = c.group("call") if c else None
+        if err is not None and err.reported_in is None:
+            err.device, err.reported_in, err.call = int(m.group("dev")), site, call
+        exc = f"{err.api} error: {err.text}" if err is not None else None
+        st.out.report_points.append(ReportPoint(org, "ggml-error-check", site, exc + (f" at `{call}`" if call else "")
+                                                if exc else call, tag))
+        return
+    m = GGML_ASSERT.search(rest)
+    if m and m.group("what"):
+        st.out.report_points.append(ReportPoint(org, "ggml-assert", f"{m.group('file')}:{m.group('line')}",
+                                                m.group("what"), tag))
+    elif m:
+        st.out.report_points.append(ReportPoint(org, "ggml-assert", f"{m.group('old_file')}:{m.group('old_line')}",
+                                                f"GGML_ASSERT({m.group('old_expr')}) failed", tag))
 
 
 def _code_of(enum: str) -> int | None:
@@ -1146,12 +1206,19 @@ def _cuda_progress(st: _State, msg: str, org: Origin, pid: int | None, tag: str 
                                                                       "runtime": "cuda"}))
 
 
+def pg_name(m: re.Match) -> str | None:
+    """The process group a watchdog line's prefix names: its description, else its number."""
+    return m.group("desc") or m.group("desc_old") or m.group("pg") or m.group("pg_old")
+
+
 def _collective(m: re.Match) -> dict:
     """The stated facts of a watchdog's timeout line (ProcessGroupNCCL's WorkNCCL(...) format)."""
     out = {"collective": m.group("op"), "seq": int(m.group("seq")), "ran_ms": int(m.group("ms")),
            "timeout_ms": int(m.group("timeout")) if m.group("timeout") else None,
+           "numel_in": int(m.group("numel_in")) if m.group("numel_in") else None,
+           "numel_out": int(m.group("numel_out")) if m.group("numel_out") else None,
            "rank": int(m.group("rank")) if m.group("rank") else None,
-           "process_group": m.group("desc") or m.group("pg") or m.group("pg_old")}
+           "process_group": pg_name(m)}
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -1160,7 +1227,15 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
     if m:
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
             "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
-            "work": int(m.group("work")), "last_enqueued": int(m.group("enq")), "last_completed": int(m.group("done"))}))
+            "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")),
+            "last_completed": int(m.group("done"))}))
+        return
+    m = DUMP_SIGNAL.search(rest)
+    if m:
+        st.out.notes.append(Note(org, "watchdog-dump", m.group(0), {
+            "rank": small_int(m.group("rank")), "process_group": pg_name(m), "from": m.group("whom"),
+            "from_rank": small_int(m.group("from")), "last_enqueued": small_int(m.group("enq")),
+            "last_completed": small_int(m.group("done"))}))
         return
     m = NEARBY_MAP_ROW.match(rest.strip())
     if m:

@@ -13,7 +13,7 @@ import re
 
 from ..hang_model import ProcessStacks, StackFrame, ThreadStack
 from ..limits import small_int
-from .debugger import parse_frame
+from .debugger import TERMINATED, parse_frame
 from .source_lines import add_source_lines
 
 # py-spy text: `Thread 11025 (idle): "MainThread"` (a hex id where the OS id is unknown)
@@ -21,13 +21,28 @@ PYSPY_THREAD = re.compile(r'^Thread (?P<id>0x[0-9A-Fa-f]+|\d+) \((?P<status>[^)]
 PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<loc>[^()]*)\)\s*$")
 PYSPY_PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$")
 # gdb: `Thread 4 (Thread 0x7fc2daf146c0 (LWP 11562) "python3"):`, `Thread 1 (process 4242):`
-GDB_THREAD = re.compile(r'^Thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\):\s*$')
+GDB_THREAD = re.compile(r'^Thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\):\s*$', re.M)
 GDB_LWP = re.compile(r"\b(?:LWP|process) (?P<lwp>\d+)\)?")
 GDB_NAME = re.compile(r'"(?P<name>[^"]*)"\)?$')
+# gdb's `thread 2` then `bt` opens the stack with `[Switching to thread 2 (Thread 0x7f.. (LWP 11562))]`
+GDB_SWITCH = re.compile(r'^\[Switching to thread (?P<num>\d+(?:\.\d+)?) \((?P<systag>.*)\)\]\s*$')
+# A gdb frame line, not another `#N` list (torch's `#0 all_reduce from file.py:3174`): gdb prints the
+# arguments' parentheses after the function, and a PC or a place (` at file:line`, ` from lib`) or both.
+GDB_FRAME_LINE = re.compile(r"^#\d+\s+(?:0x[0-9a-fA-F]+ in )?[^\s(]+ \(.*\)(?: at \S+:\d+| from \S+)?\s*$", re.M)
+# A stack that dies, not one that waits: gdb's mark of a signal frame and the functions a crash runs
+# through (libc's raise/abort, an assert, ggml's abort that prints the backtrace itself).
+CRASH_FUNCTIONS = frozenset({"raise", "__GI_raise", "gsignal", "abort", "__GI_abort", "__pthread_kill_implementation",
+                             "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "__assert_fail",
+                             "__assert_fail_base", "ggml_abort", "ggml_print_backtrace", "__libc_message"})
+# (gdb's and a shell's marks; the lines that say a process died are the sources' stop words: sources/stacks.py
+# drops a headerless stack under one of them)
+CRASH_WORDS = re.compile(rf"<signal handler called>|received signal SIG|Aborted \(core dumped\)|"
+                         rf"{TERMINATED.pattern.split(' (?P')[0]}")
+HEADERLESS = "(pasted, no thread header)"       # the source of a stack read without its thread header
 # faulthandler
 FH_THREAD = re.compile(r"^(?P<cur>Current thread|Thread) (?P<id>0x[0-9a-fA-F]+)(?: \[(?P<name>[^\]]*)\])? "
                        r"\(most recent call first\):\s*$")
-FH_FRAME = re.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<func>.*?)\s*$')
+FH_FRAME = re.compile(r'^\s*File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<func>.*?)\s*$')
 PY_SUFFIXES = (".py", ".pyw", ">")              # `<frozen importlib._bootstrap>` is Python too
 
 
@@ -93,22 +108,39 @@ def parse_gdb_backtraces(text: str, pid: int | None = None, source: str = "gdb")
     out = ProcessStacks(pid=pid or 0, source=source)
     cur: ThreadStack | None = None
     for line in text.splitlines():
-        if (m := GDB_THREAD.match(line)):
+        if (m := GDB_THREAD.match(line) or GDB_SWITCH.match(line)):
             systag = m["systag"]
             lwp, name = GDB_LWP.search(systag), GDB_NAME.search(systag)
             cur = ThreadStack(tid=small_int(lwp["lwp"]) if lwp else None, name=name["name"] if name else None)
             out.threads.append(cur)
-        elif cur is not None and line.startswith("#"):
+        elif line.startswith("#"):
             f = parse_frame(line)
             if f is None:
                 continue
-            func = f.function if f.function and f.function != "??" else (f"{f.pc:#x}" if f.pc else None)
-            cur.frames.append(StackFrame(func, f.file, f.line, _base(f.objfile) if f.objfile else None, native=True))
+            if cur is not None and f.level == 0 and len(cur.frames) == 1 and cur.frames[0] == _gdb_frame(f):
+                cur.frames.clear()   # gdb printed the selected frame on `thread N`; `bt` starts it again
+            if cur is None or (f.level == 0 and cur.frames):
+                # a stack without its thread's header (a lone `bt`, a paste cut above its first header, a
+                # second `bt` after the first): one thread the dump does not name
+                cur = ThreadStack(tid=None)
+                out.threads.append(cur)
+            cur.frames.append(_gdb_frame(f))
+    if not out.pid:
+        # gdb's thread 1 is the process's first thread, whose Linux thread id is the process id
+        first = next((m for m in GDB_THREAD.finditer(text) if m["num"] in ("1", "1.1")), None) if "Thread 1" in text \
+            else None
+        lwp = GDB_LWP.search(first["systag"]) if first else None
+        out.pid = small_int(lwp["lwp"]) if lwp else 0
     if not out.threads:
         problem = next((ln.strip() for ln in text.splitlines()
                         if re.search(r"ptrace: |Could not attach|No such process|not permitted", ln)), None)
         out.problems.append(problem or "no thread found in the gdb output")
     return out
+
+
+def _gdb_frame(f) -> StackFrame:
+    func = f.function if f.function and f.function != "??" else (f"{f.pc:#x}" if f.pc else None)
+    return StackFrame(func, f.file, f.line, _base(f.objfile) if f.objfile else None, native=True)
 
 
 def parse_faulthandler(text: str, pid: int | None = None, source: str = "faulthandler") -> ProcessStacks:
@@ -120,7 +152,10 @@ def parse_faulthandler(text: str, pid: int | None = None, source: str = "faultha
         if (m := FH_THREAD.match(line)):
             cur = ThreadStack(tid=None, name=m["name"] or m["id"])     # "Current": the one that dumped, not busy
             out.threads.append(cur)
-        elif cur is not None and (m := FH_FRAME.match(line)):
+        elif (m := FH_FRAME.match(line)):
+            if cur is None:          # frames pasted without their `Thread 0x... (most recent call first):`
+                cur = ThreadStack(tid=None)
+                out.threads.append(cur)
             cur.frames.append(StackFrame(m["func"], m["file"], small_int(m["line"])))
     if not out.threads:
         out.problems.append("no thread found in the faulthandler dump")
@@ -151,8 +186,12 @@ def parse_any(text: str, name: str) -> ProcessStacks:
     if re.search(r"^#\d+\s", text, re.M) and re.search(r"^Thread \d+(?:\.\d+)? \(", text, re.M):
         return parse_gdb_backtraces(text)
     out = parse_pyspy_text(text)
+    if not out.threads and (lone := _headerless(text)):
+        return lone[0]             # a lone gdb `bt`, faulthandler's frames without their header
     if not out.threads:
-        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump"]
+        out.problems = [f"{name}: not a py-spy, gdb or faulthandler stack dump" if not _crash_stack(text) else
+                        f"{name}: a crash's stack (where the program died, not where it waits): give it to "
+                        f"`faultkit triage`"]
     return out
 
 
@@ -178,8 +217,38 @@ STACK_MARKERS = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \([^)]*\)(?:: ".*")?
 
 # A file that is a py-spy dump from its first line: `py-spy dump` (each process opens with
 # `Process N: <command>`) or `py-spy dump --json` (a list of threads, each with its "pid").
+PYSPY_JSON_IN_TEXT = re.compile(r'^\[\s*\{\s*"pid":', re.M)
 PYSPY_DUMP = re.compile(r'\A\s*(?:Process \d+: |\[\s*\{\s*"pid":)')
 STACK_DUMP = "stack-dump"          # its input kind
+
+
+def _headerless(text: str) -> list[ProcessStacks]:
+    """A stack pasted without any thread header: a lone gdb `bt` (two or more gdb frame lines) or
+    faulthandler's frame lines alone, read as the threads the dump does not name. A crash's stack
+    (a signal frame, raise/abort, a debugger's signal stop) is where a program died, not a wait:
+    the debugger's reader has it, no hang is read from it."""
+    if len(GDB_FRAME_LINE.findall(text)) >= 2:
+        d = parse_gdb_backtraces(text)
+        d.source = f"gdb bt {HEADERLESS}"
+    elif len(re.findall(FH_FRAME.pattern, text, re.M)) >= 2 and "Traceback (most recent call last)" not in text:
+        d = parse_faulthandler(text)
+        d.source = f"faulthandler {HEADERLESS}"
+    else:
+        return []
+    if _crashed(text, d):
+        return []
+    return [d] if d.threads else []
+
+
+def _crashed(text: str, d: ProcessStacks) -> bool:
+    return CRASH_WORDS.search(text) is not None or any(f.function in CRASH_FUNCTIONS for t in d.threads for f in t.frames)
+
+
+def _crash_stack(text: str) -> bool:
+    """A headerless stack that `_headerless` left out because it is a crash's."""
+    if len(GDB_FRAME_LINE.findall(text)) >= 2:
+        return _crashed(text, parse_gdb_backtraces(text))
+    return len(re.findall(FH_FRAME.pattern, text, re.M)) >= 2 and _crashed(text, parse_faulthandler(text))
 
 
 def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
@@ -189,8 +258,17 @@ def stacks_in_text(text: str, name: str) -> list[ProcessStacks]:
     if re.match(r"\s*\[\s*\{", text) and '"frames"' in text:
         d = parse_pyspy_json(text)
         return [d] if d.threads else []
+    if (m := PYSPY_JSON_IN_TEXT.search(text)) and '"frames"' in text:
+        # `py-spy dump --json` pasted between a post's words: the list where it opens, to where it closes
+        try:
+            dump, _ = json.JSONDecoder().raw_decode(text, m.start())
+        except ValueError:
+            dump = None
+        d = parse_pyspy_json(json.dumps(dump)) if isinstance(dump, list) else None
+        if d is not None and d.threads:
+            return [d]
     if not STACK_MARKERS.search(text):
-        return []
+        return _headerless(text)
     if "(most recent call first):" in text and not re.search(PYSPY_THREAD.pattern, text, re.M):
         d = parse_faulthandler(text)
         return [d] if d.threads else []

@@ -34,6 +34,10 @@ BASES: dict[str, tuple[Level, float, str, tuple[str, ...]]] = {
     # the fault placed in a device function, no entry point visible (a sanitizer report cut in its
     # device frames, an assert in a lambda or a library helper): said, never a kernel
     "device-function":       (CANDIDATES, 0.5,  "reported", ()),
+    # compute-sanitizer's `[clone K(...)] f(...)` with K's own frame not shown: nvcc compiles a noinline
+    # device function into each kernel that calls it, directly or not, and names the copy `$K$f`
+    # (nm of a cubin, nvcc 13.0); a name in a bracket, not a frame the tool walked: a candidate
+    "cloned-into":           (CANDIDATES, 0.45, "reported", ()),
     "rocclr-memory-fault":   (CANDIDATES, 0.7,  "reported", ()),
     "queue-callback":        (CANDIDATES, 0.65, "reported", ()),
     "hang-analysis-pending": (CANDIDATES, 0.6,  "reported", ()),

@@ -182,8 +182,10 @@ def _from_reports(claims: list[Claim], cands: list[_Cand], ended_by: str | None)
     if likely is not None:
         best = likely.best()
         rank = TIERS[best.tier]
+        # a device function of an unnamed kernel names no other kernel: it may well be inside this one
         contested = [x for x in cands if x is not likely
-                     and any(TIERS[c.tier] >= rank and _standing(c) for c in x.claims)]
+                     and any(TIERS[c.tier] >= rank and _standing(c) and (c.named or not c.device_function)
+                             for c in x.claims)]
         if not contested:
             if best.tier == "inferred":
                 why = f"the trace leaves one plausible in-flight kernel: {likely.why}"

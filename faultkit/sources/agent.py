@@ -13,7 +13,7 @@ from .source import Source
 def _claims(inc, setting):
     """The owner of the fault address in the faulting process's own map: the finding that narrows most."""
     bb = inc.black_box
-    o = next((o for o in bb.owners if o.verdict in OWNED), None) if bb is not None else None
+    o = next((o for o in bb.owners if o.verdict in OWNED and o.doubt is None), None) if bb is not None else None
     if o is None:
         return []
     return [Claim(None, Basis("address-owner", "faultkit agent"), o.text, Identities(pid=o.pid, page=o.address >> 12),

@@ -22,9 +22,12 @@ MARKERS = re.compile(
     r"\] Assertion `|Device-side assertion `|Watchdog caught collective|detected by watchdog|Process group watchdog|"
     r"Memory critical error by agent|Memory exception on virtual address|HSA_STATUS_ERROR_|Triton Error \[|Warp CUDA error ")
 
+# Lines that say the host process died (CPython, a shell): a stack pasted under one without its thread
+# header is a crash's, not a hang's (sources/stacks.py).
+PROCESS_DEATHS = anchors("Segmentation fault", "Fatal Python error", stop=True)
 # Lines that mean the GPU or the process died (ROCr, ROCclr, HIP, the CUDA driver, CPython, a shell).
-STOPS = anchors("Memory access fault by GPU", "HW Exception by GPU", "aborting with error", "aborting with status",
-                "Memory Fault Error [", "HIP error: ", "CUDA error: ", "Segmentation fault", "Fatal Python error",
+STOPS = PROCESS_DEATHS + anchors("Memory access fault by GPU", "HW Exception by GPU", "aborting with error",
+                "aborting with status", "Memory Fault Error [", "HIP error: ", "CUDA error: ",
                 "OFFLOAD ERROR", "illegal memory access", "coredump: Detected an exception", "Generating GPU core dump",
                 "GPU core dump created",
                 # ROCr's memory error (hsa_amd_memory_error) and NVIDIA Warp's check_cuda_result: faults to the

@@ -11,7 +11,7 @@ watched, but it did not end the kernel the way a memcheck access error or a GPU 
 
 from __future__ import annotations
 
-from ..analyze.sanitizer_entry import sanitizer_entry
+from ..analyze.sanitizer_entry import clone_claim, sanitizer_entry
 from ..judge import Basis, Claim, Identities
 from ..judge.claims import in_device_function
 from ..judge.names import kernel_key
@@ -78,11 +78,16 @@ def claims(inc, setting) -> list[Claim]:
             out.append(in_device_function(e.device_function, "compute-sanitizer",
                                           f"{_what(f)} in device function {e.device_function}{_where(f)} ({f.origin}); "
                                           f"{e.unshown}", ids, str(f.origin)))
+            cloned = clone_claim(e, _what(f), ids, str(f.origin))
+            if cloned and not any(c.basis.kind == "cloned-into" and kernel_key(c.kernel) == kernel_key(cloned.kernel)
+                                  for c in out):
+                out.append(cloned)
             continue
-        if not e.kernel or any(c.named and kernel_key(c.kernel) == kernel_key(e.kernel) for c in out):
+        if not e.kernel or any(c.basis.kind == "sanitizer-finding" and kernel_key(c.kernel) == kernel_key(e.kernel)
+                                 for c in out):
             continue
         inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else ""
+        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
         out.append(Claim(e.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
                          f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
                          f"({f.origin}){cut}", ids, str(f.origin), entry=True if f.device_frames else None,

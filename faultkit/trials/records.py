@@ -9,10 +9,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..layout import TRIAL_RESULT_SCHEMA
 from .stats import ALTERNATIVES, DEFAULT_ALTERNATIVE, UNRECORDED_ALTERNATIVE
 
 PLAN_SCHEMA = "faultkit.trials.plan/1"
-RESULT_SCHEMA = "faultkit.trials.result/1"
+RESULT_SCHEMA = TRIAL_RESULT_SCHEMA               # layout.py owns it: triage reads a trial folder by it
 
 # What a trial came to. A trial that failed to start (command missing or not executable, script not
 # found, never ready) says nothing about the crash rate: it is kept, shown, and never counted.

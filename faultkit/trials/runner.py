@@ -36,7 +36,7 @@ from .start import start_failure
 from .placement import placement
 
 PLAN = "plan.json"
-RESULT = "result.json"
+RESULT = layout.TRIAL_RESULT
 
 FAULT_GRACE_S = 0.5      # after the fault line (and after a GPU core is written): the runtime's report ends
 KERNEL_SETTLE_S = 0.3    # after the tree is stopped: the driver's records of its teardown reach the kernel log
