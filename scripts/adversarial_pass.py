@@ -1239,6 +1239,11 @@ def main() -> int:
         print(f"no corpus at {CORPUS}: the pass needs ../shared/corpus", file=sys.stderr)
         return 2
     verbs = set(args.verb or GENERATORS)
+    # SIGTERM, SIGHUP or Ctrl-C (during the setup too) end the pass after the runs in flight, with its
+    # tally (the third pass died without one).
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     fx = Fixtures(work)
     t0 = time.monotonic()
     fx.make(verbs)
@@ -1254,14 +1259,23 @@ def main() -> int:
     start = time.monotonic()
     counter = iter(range(10 ** 9))
 
+    def save() -> None:
+        """tally.json as it stands (after every run: a pass killed even by SIGKILL leaves its figures)."""
+        data = json.dumps({"seed": args.seed, "budget_s": args.budget, "elapsed_s": round(time.monotonic() - start),
+                           "tally": {v: dict(c) for v, c in tally.items()}, "defects": defects_out}, indent=1)
+        tmp = work / "tally.json.part"
+        tmp.write_text(data)
+        os.replace(tmp, work / "tally.json")
+
     def worker(wseed: int):
         r = random.Random(wseed)
-        while time.monotonic() - start < args.budget:
-            with lock:
-                i = next(counter)
-                verb = r.choices(names, weights)[0]
-                case = GENERATORS[verb](r, fx)
+        # No run starts that could not end (its wall bound) before the budget does.
+        while not stop.is_set() and time.monotonic() - start < args.budget - min(WALL_S, args.budget / 4):
             try:
+                with lock:
+                    i = next(counter)
+                    verb = r.choices(names, weights)[0]
+                    case = GENERATORS[verb](r, fx)
                 case, res, defects, d = run_case(i, case, work)
             except Exception as exc:       # noqa: BLE001 - a harness bug is said, the pass goes on
                 with lock:
@@ -1281,22 +1295,32 @@ def main() -> int:
                     shutil.rmtree(d, ignore_errors=True)
                 print(f"[{i}] {case.verb} {case.name[:60]!r}: rc {res.rc} {res.wall:.1f}s "
                       f"{'; '.join(w for _, w in defects)[:300]}", file=sys.stderr, flush=True)
+                try:
+                    save()
+                except OSError as exc:
+                    print(f"tally.json not saved: {exc}", file=sys.stderr)
 
-    threads = [threading.Thread(target=worker, args=(rng.randrange(1 << 30),)) for _ in range(args.jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    classes = ["internal", "hang", "blowup", "leak", "lost"]
-    lines = [f"{'verb':28} {'runs':>5} " + " ".join(f"{c:>8}" for c in classes)]
-    for verb in sorted(tally):
-        t = tally[verb]
-        lines.append(f"{verb:28} {t['runs']:>5} " + " ".join(f"{t[c]:>8}" for c in classes))
-    print("\n".join(lines))
-    (work / "tally.json").write_text(json.dumps({"seed": args.seed, "budget_s": args.budget,
-                                                 "tally": {v: dict(c) for v, c in tally.items()},
-                                                 "defects": defects_out}, indent=1))
-    print(f"defects: {len(defects_out)}; details in {work / 'tally.json'}")
+    threads = [threading.Thread(target=worker, args=(rng.randrange(1 << 30),), daemon=True) for _ in range(args.jobs)]
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    finally:
+        with lock:
+            classes = ["internal", "hang", "blowup", "leak", "lost"]
+            lines = [f"{'verb':28} {'runs':>5} " + " ".join(f"{c:>8}" for c in classes)]
+            for verb in sorted(tally):
+                t = tally[verb]
+                lines.append(f"{verb:28} {t['runs']:>5} " + " ".join(f"{t[c]:>8}" for c in classes))
+            print("\n".join(lines), flush=True)
+            try:
+                save()
+            except OSError as exc:
+                print(f"tally.json not saved: {exc}", file=sys.stderr)
+            print(f"defects: {len(defects_out)}; details in {work / 'tally.json'}"
+                  + (" (stopped early by a signal)" if stop.is_set() else ""), flush=True)
     return 0
 
 
