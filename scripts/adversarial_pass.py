@@ -1088,19 +1088,27 @@ def read_all(p: Path) -> list[tuple[str, bytes]]:
     except OSError:
         return []
     out = [(str(p), data)]
+    held = len(data)
     try:
         if tarfile.is_tarfile(p):
             with tarfile.open(p) as tf:
                 for m in tf.getmembers():
+                    if held > READ_ALL_MAX:
+                        break                  # what one output may cost the harness's memory
                     if m.isfile():
                         f = tf.extractfile(m)
                         blob = f.read(64 << 20) if f else b""
                         out += [(f"{p}:{m.name}", x) for x in _decoded(blob)]
+                        held += sum(len(x) for _, x in out[-3:])
                     out.append((f"{p}:{m.name}(name)", m.name.encode("utf-8", "surrogateescape")))
     except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, ValueError):
         pass
     out += [(str(p) + "(decoded)", x) for x in _decoded(data)[1:]]
     return out
+
+
+READ_ALL_MAX = 512 << 20        # bytes read_all holds for one output file, members and decodings included
+HARNESS_AS = 10 << 30          # the harness's own address space: a MemoryError is a harness error, not the OOM killer
 
 
 def _inflated(blob: bytes, kind: str, limit: int = 64 << 20) -> bytes:
@@ -1257,6 +1265,8 @@ def main() -> int:
         print(f"no corpus at {CORPUS}: the pass needs ../shared/corpus", file=sys.stderr)
         return 2
     verbs = set(args.verb or GENERATORS)
+    # The harness itself was OOM-killed twice at 23 GB (dmesg), its tally lost: bounded, it says so.
+    resource.setrlimit(resource.RLIMIT_AS, (HARNESS_AS, resource.getrlimit(resource.RLIMIT_AS)[1]))
     # SIGTERM, SIGHUP or Ctrl-C (during the setup too) end the pass after the runs in flight, with its
     # tally (the third pass died without one).
     stop = threading.Event()
