@@ -515,10 +515,12 @@ def _load_tar(stream, name: str, out: Inputs) -> None:
             except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
                 out.problems.append(Problem(name, f"archive cut or unreadable ({exc}); members before the damage "
                                                   f"kept"))
+                out.missing.append(name)       # exit 1 with the reason on stderr; the report has the members read
                 break
             except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
                 out.problems.append(Problem(name, f"archive cut or unreadable ({type(exc).__name__}: {exc}); "
                                                   f"members before the damage kept"))
+                out.missing.append(name)
                 break
             if m is None:
                 break

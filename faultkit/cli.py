@@ -187,13 +187,18 @@ def timeline(inputs: tuple[str, ...], output: str | None, fmt: str, window: str,
                 n = write_json(tl, output)
             else:
                 size = write_pftrace(tl, output, progress)
-    if quiet:
-        return
-    if fmt == "json":
-        click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
-    else:
-        click.echo(f"wrote {clean(output)}: {size:,} bytes, {len(tl.tracks)} tracks; open it in https://ui.perfetto.dev",
-                   err=True)
+    if not quiet:
+        if fmt == "json":
+            click.echo(f"wrote {clean(output)}: {n} events (Chrome trace JSON)", err=True)
+        else:
+            click.echo(f"wrote {clean(output)}: {size:,} bytes, {len(tl.tracks)} tracks; open it in "
+                       f"https://ui.perfetto.dev", err=True)
+    unread = [] if bundles is not None else inc.missing     # as triage: an input not read is exit 1, said why
+    for m in unread:
+        why = next((p.message for p in inc.problems if p.file == m), "not readable")
+        click.echo(clean(f"error: {m}: {why}"), err=True)
+    if unread:
+        sys.exit(EXIT_INPUT)
 
 
 @main.command()

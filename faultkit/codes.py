@@ -233,6 +233,7 @@ MES_OPCODES = {0: "SET_HW_RSRC", 1: "SET_SCHEDULING_CONFIG", 2: "ADD_QUEUE", 3: 
 # the fleet's hardware signs, the job's and the fleet's causes and consequences read it).
 @dataclass(frozen=True)
 class XidInfo:
+    """What an NVIDIA Xid means for a compute user: a card's fault or another event's consequence."""
     meaning: str
     hardware: bool = False       # a sign of the card itself (ECC, NVLink, the bus, GSP): drain it, not the code
     consequence: bool = False    # it reports the end of work another event caused (not a first mover)
@@ -279,6 +280,7 @@ MEMORY_OPS = re.compile(r"^(?:global_|flat_|scratch_|buffer_|s_load|s_store|s_bu
 # cudaGetErrorString's / cuGetErrorString's / hipGetErrorString's (HIP copies CUDA's wording).
 @dataclass(frozen=True)
 class GpuError:
+    """One CUDA/HIP error code with its names in each API and the runtime's message."""
     code: int
     runtime: str                 # cudaError_t name
     driver: str | None           # CUresult name (CUDA_ERROR_*)

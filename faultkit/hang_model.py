@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass(frozen=True)
 class StackFrame:
+    """One frame of a thread's stack, Python or native."""
     function: str | None
     file: str | None = None
     line: int | None = None
@@ -30,6 +31,7 @@ class StackFrame:
 
 @dataclass
 class ThreadStack:
+    """One thread's stack, innermost frame first, with its scheduler state where known."""
     tid: int | None                  # the OS thread id (LWP)
     name: str | None = None
     frames: list[StackFrame] = field(default_factory=list)     # innermost first
@@ -40,6 +42,7 @@ class ThreadStack:
 
 @dataclass
 class ProcessStacks:
+    """Every thread's stack of one process as a stack tool (py-spy, gdb, faulthandler) took it."""
     pid: int
     source: str                      # py-spy | py-spy --native | gdb | faulthandler
     threads: list[ThreadStack] = field(default_factory=list)
@@ -111,6 +114,7 @@ class WatchdogWords:
 
 @dataclass
 class RankCollectives:
+    """One rank's collectives from its flight recorder dump or watchdog line."""
     rank: int | None
     source: str                      # the dump file, or the log the watchdog line came from
     entries: list[CollectiveEntry] = field(default_factory=list)

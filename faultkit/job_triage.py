@@ -31,6 +31,7 @@ _XID = re.compile(r"^xid-(\d+)$")
 
 @dataclass
 class JobReport:
+    """A job's verdict across its nodes' bundles, for the job report."""
     verdict: JobVerdict
     nodes: list[NodeEvidence]
     incidents: dict[str, object]        # node -> its bundle's Incident

@@ -13,12 +13,16 @@ The module-level functions (`re.sub(PAT, ...)`, ...) take lazy patterns too; eve
 from __future__ import annotations
 
 import re as _re
+import sys
 from re import *  # noqa: F401,F403 - the flags, escape, error, Pattern, Match: re's own
 from typing import Any
 
 # what a compiled pattern answers, bound on the instance at its first use
 _BOUND = ("match", "search", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner", "flags",
           "groups", "groupindex")
+# how the program's own patterns (`own`) compile: re's compile, until faultkit.re_cache (the parsers'
+# prefilter imports it) puts its compile from the cache here; re_cache imports this module, not the reverse
+own_compile = _re.compile
 # every lazy pattern made, so that tests/test_lazy_re.py can compile them all (a bad pattern fails there)
 MADE: list[LazyPattern] = []
 
@@ -26,9 +30,10 @@ MADE: list[LazyPattern] = []
 class LazyPattern:
     """A pattern compiled at its first use; otherwise an `re.Pattern`."""
 
-    def __init__(self, pattern: str | bytes, flags: int = 0):
+    def __init__(self, pattern: str | bytes, flags: int = 0, own: bool = False):
         self.pattern = pattern
         self._flags = flags
+        self._own = own          # the program's own text (a module's constant): kept compiled across runs
         MADE.append(self)
 
     @property
@@ -38,7 +43,7 @@ class LazyPattern:
     def compiled(self) -> _re.Pattern:
         c = self.__dict__.get("_compiled")
         if c is None:
-            c = _re.compile(self.pattern, self._flags)
+            c = (own_compile if self._own else _re.compile)(self.pattern, self._flags)
             for name in _BOUND:
                 self.__dict__[name] = getattr(c, name)
             self.__dict__["_compiled"] = c
@@ -74,7 +79,9 @@ def compile(pattern: Any, flags: int = 0) -> LazyPattern:  # noqa: A001 - re's n
         return LazyPattern(pattern.pattern, pattern.flags)
     if not isinstance(pattern, (str, bytes)):
         raise TypeError("first argument must be string or compiled pattern")
-    return LazyPattern(pattern, flags)
+    # made by a module's own code at import (its constants): the program's text, never the user's
+    # data (a pattern a function builds may hold a secret being redacted), so re_cache may keep it
+    return LazyPattern(pattern, flags, own=sys._getframe(1).f_code.co_name == "<module>")
 
 
 def _real(pattern: Any) -> Any:

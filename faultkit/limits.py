@@ -97,6 +97,7 @@ def copy_capped(src: BinaryIO, dest: str, cap: int) -> tuple[int, bool]:
 
 @dataclass
 class Inflated:
+    """Decompressed bytes up to a bound, and whether the bound cut them."""
     data: bytes
     over: bool               # the bound was reached: `data` is the first `limit` bytes
 

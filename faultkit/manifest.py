@@ -43,6 +43,7 @@ class Record:
 
 @dataclass
 class Clocks(Record):
+    """The manifest's clock readings at one moment, to put logs and traces on one clock."""
     wall: float | None = _field("time.time() at the event")
     monotonic_ns: int | None = _field("CLOCK_MONOTONIC, ns")
     boottime_ns: int | None = _field("CLOCK_BOOTTIME, ns (the kernel log's clock)")
@@ -50,6 +51,7 @@ class Clocks(Record):
 
 @dataclass
 class KernelLog(Record):
+    """The manifest's record of how the kernel log was captured, or why it was not."""
     before: str | None = _field("snapshot file before the run (or why there is none)", always=True)
     follow: str | None = _field("the followed /dev/kmsg file, or why it could not be followed", always=True)
     after: str | None = _field("snapshot file after the run")
@@ -61,6 +63,7 @@ class KernelLog(Record):
 
 @dataclass
 class Agent(Record):
+    """The manifest's record of the in-process agent."""
     enabled: bool | None = _field("whether the in-process agent was loaded")
     mode: str | None = _field("its mode")
     processes: list[dict] | None = _field("every process that ran it (its header)")
@@ -69,6 +72,7 @@ class Agent(Record):
 
 @dataclass
 class Core(Record):
+    """The manifest's record of one core dump the capture found."""
     path: str | None = field(default=None, metadata={"doc": "the core file", "required": True})
     pid: int | None = _field()
     how_found: str | None = _field()
@@ -85,6 +89,7 @@ class Core(Record):
 
 @dataclass
 class Manifest(Record):
+    """A bundle's manifest: what was run, how, and what the capture recorded."""
     schema: str | None = field(default=SCHEMA, metadata={"doc": "faultkit.bundle/N", "required": True})
     command: Command | None = field(default=None, metadata={"doc": "the command as shown (redacted)", "required": True})
     backend: str | None = field(default=None, metadata={"doc": "plain, gdb, rocgdb, rocprof, follow ...",

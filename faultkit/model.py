@@ -13,6 +13,7 @@ from typing import Any
 
 @dataclass
 class Origin:
+    """Where a record came from: a file and line, quoted in every report."""
     file: str
     line: int | None = None  # 1-based line in that file
 
@@ -130,6 +131,8 @@ class HostError:
     exception: str | None = None
     enum: str | None = None
     code: int | None = None           # the error's number (codes.GPU_ERRORS: 700 ...)
+    pid: int | None = None            # from the line's worker tag (`(VllmWorker pid=..)`)
+    process_tag: str | None = None    # the worker tag or rank (`[rank3]:`, SGLang's `TP3`) on the line
     # where a library's error check reported it (ggml's `current device: D, in function F at FILE:LINE` and
     # the call it checked): the reporting site and the device, never the faulting kernel
     device: int | None = None
@@ -202,6 +205,7 @@ class DeviceAssert:
 
 @dataclass
 class RuntimeLog:
+    """Everything a runtime log says: faults, dispatches, wave dumps, host errors."""
     faults: list[RuntimeFault] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     waves: list[WaveDump] = field(default_factory=list)
@@ -294,6 +298,7 @@ class KernelEvent:
 
 @dataclass
 class KernelLog:
+    """Everything the kernel log says: GPU faults, Xids, events, and its timestamp style."""
     faults: list[VMFault] = field(default_factory=list)
     xids: list[Xid] = field(default_factory=list)
     events: list[KernelEvent] = field(default_factory=list)
@@ -332,6 +337,7 @@ class GpuPlace:
 
 @dataclass
 class Frame:
+    """One frame of a debugger backtrace."""
     text: str
     level: int | None = None
     pc: int | None = None
@@ -368,6 +374,7 @@ class DebugStop:
 
 @dataclass
 class AgentRow:
+    """One GPU agent as the debugger's `info agents` lists it."""
     origin: Origin
     id: str
     state: str
@@ -380,6 +387,7 @@ class AgentRow:
 
 @dataclass
 class QueueRow:
+    """One GPU queue as the debugger's `info queues` lists it."""
     origin: Origin
     id: str
     agent: int
@@ -429,6 +437,7 @@ class ThreadRow:
 
 @dataclass
 class CudaKernelRow:
+    """One kernel as cuda-gdb's `info cuda kernels` lists it."""
     origin: Origin
     kernel_id: int
     device: int
@@ -455,6 +464,7 @@ class CodeObjectRef:
 
 @dataclass
 class DisasmLine:
+    """One line of a debugger's disassembly around a stop."""
     origin: Origin
     text: str
     pc: int | None = None
@@ -510,7 +520,7 @@ class SanitizerFinding:
     exceptions. It names the kernel where it happened; only a hardware exception ended the kernel."""
     origin: Origin
     tool: str                        # memcheck | racecheck | initcheck | synccheck
-    kind: str                        # hardware-exception | device-assert | uninitialized-read | race | hazard | barrier-error
+    kind: str                        # memcheck: the exception (illegal-instruction, invalid-pc, misaligned-address, double-free, ...) or device-assert | uninitialized-read | race | hazard | barrier-error
     text: str                        # the report's head line, as printed
     kernel: str | None = None
     offset: int | None = None
@@ -526,6 +536,7 @@ class SanitizerFinding:
     mangled: str | None = None       # the kernel as printed, where it was mangled (`kernel` is demangled)
     device_frames: list[str] = field(default_factory=list)   # `Device Frame:` functions, innermost first
     device_frames_end: bool = False  # the report went on past them (as SanitizerReport's)
+    sites: list[str] = field(default_factory=list)   # racecheck: the function of each access, as printed (demangled)
 
 
 @dataclass
@@ -539,6 +550,7 @@ class DebugEvent:
 
 @dataclass
 class DebuggerLog:
+    """Everything a debugger's output says: stops, agents, queues, dispatches."""
     debugger: str | None = None      # rocgdb | gdb | cuda-gdb | compute-sanitizer (best guess)
     stops: list[DebugStop] = field(default_factory=list)
     agents: list[AgentRow] = field(default_factory=list)
@@ -633,6 +645,7 @@ class Fault:
 
 @dataclass
 class Candidate:
+    """A kernel the verdict names as possible, with its score and why."""
     kernel: str
     score: float
     why: str
@@ -667,6 +680,7 @@ def hex_or_none(value: int | None) -> str | None:
 
 @dataclass
 class KernelArg:
+    """One argument of a kernel as the code object's metadata declares it."""
     name: str | None
     offset: int
     size: int
@@ -677,6 +691,7 @@ class KernelArg:
 
 @dataclass
 class Kernel:
+    """One kernel of a code object: its symbol, entry and descriptor."""
     name: str                        # the symbol (mangled where the language mangles)
     address: int                     # ELF virtual address of the entry
     size: int
@@ -693,6 +708,7 @@ class Kernel:
 
 @dataclass
 class Resolved:
+    """A PC resolved to a kernel and offset, with its source line where known."""
     kernel: str
     offset: int
     vaddr: int
@@ -706,6 +722,7 @@ class Resolved:
 
 @dataclass
 class CodeObject:
+    """A GPU code object's kernels and functions: what a PC is resolved against."""
     target: str                      # e.g. gfx90a:sramecc+:xnack-
     kernels: list[Kernel] = field(default_factory=list)
     functions: list[tuple[int, int, str]] = field(default_factory=list)   # every FUNC symbol: (addr, size, name)

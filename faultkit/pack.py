@@ -101,6 +101,8 @@ def pack(bundle: Path, output: Path, with_cores: bool = False, with_env: bool = 
             continue
         members.append((rel, got.data))
         result.included.append({"name": rel, "bytes": len(got.data), "redacted": got.changed, "checked": True})
+    if not members and not result.left_out:            # an empty folder: an empty archive would look like a pack
+        raise PackError(f"{bundle}: an empty folder: nothing to pack")
     _write(output, root, bundle, members, result)
     return result
 

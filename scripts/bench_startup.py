@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Start-up cost where users feel it: `faultkit --help`, shell completion and a text-only triage of
 the bundled sample's logs, each beside `python -c pass` (the interpreter's own start) in one run.
+The warm-up run of each row also writes faultkit's pattern cache (faultkit/re_cache.py), as a user's first run does.
 
 Each command runs REPS times, interleaved with the others (so load on a shared machine hits every
 row alike), and the median wall time is printed with the targets of issue #35. Usage:

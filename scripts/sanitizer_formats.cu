@@ -24,7 +24,7 @@ __global__ void shared_race_folded_kernel(int *out) {
 }
 
 // The same race with the write in a noinline device function: racecheck's `access at` names the helper
-// (as `[clone race_helper_kernel(int *)] publish(volatile int *, int)`?) and faultkit must not call it the kernel.
+// (`[clone race_helper_kernel(int *)] publish(volatile int *, int)` on the H200) and faultkit must not call it the kernel.
 __device__ __noinline__ void publish(volatile int *slots, int i) { slots[i] = i; }
 __global__ void race_helper_kernel(int *out) {
     volatile __shared__ int slots[64];

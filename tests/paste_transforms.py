@@ -131,6 +131,8 @@ def compose(*fs):
 SIMPLE = {
     "compose": prefix("vllm-server-1  | "),
     "kubectl-prefix": prefix("[pod/vllm-7d9c/server] "),
+    # `kubectl logs --prefix` of a pod whose name has no digit (a DaemonSet's `node-agent-xkqzp`, a plain `vllm`)
+    "kubectl-prefix-letters": prefix("[pod/node-agent/dmesg] "),
     "launcher": prefix("(VllmWorker rank=1 pid=4242) "),
     "torchrun-rank": prefix("[rank3]: "),
     "mpirun-tag": prefix("[1,3]<stderr>:"),

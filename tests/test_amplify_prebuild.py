@@ -2,14 +2,18 @@
 the server's own python, into the cache the trials' processes attach from (FAULTKIT_AGENT_CACHE). On the
 H200 a cold cache was built by the trials themselves and killed with each trial's tree: the first trials
 had no allocation map ("waiting for the tracker's build"). The compiler here is a `#!` shim that logs
-each call and writes the library where it is told (-o): torch on this machine has no CUDA to build for."""
+each call and writes the library where it is told (-o): torch on this machine has no CUDA to build for,
+so those tests put a CUDA torch's two files first on the server python's path (`cuda_torch`); with the
+machine's own CPU torch the build-ahead says there is nothing to build, without importing torch."""
 
 import json
+import os
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from faultkit.amplify.prebuild import target_python
@@ -36,8 +40,20 @@ def shim(tmp: Path) -> tuple[Path, Path]:
     return cxx, log
 
 
+def cuda_torch(tmp: Path, monkeypatch) -> None:
+    """A CUDA build's torch package as the build reads it (its version.py is a CUDA wheel's: `cuda` set),
+    first on PYTHONPATH; the CPU-only sample server never imports torch."""
+    pkg = tmp / "cuda-torch" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "version.py").write_text("from typing import Optional\n__version__ = '2.9.0+cu128'\ndebug = False\n"
+                                    "cuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n")
+    (pkg / "__init__.py").write_text("from .version import __version__\nfrom . import version\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pkg.parent), os.environ.get("PYTHONPATH", "")]))
+
+
 def test_the_tracker_and_poison_library_are_built_once_before_the_first_trial(tmp_path, monkeypatch):
     cxx, log = shim(tmp_path)
+    cuda_torch(tmp_path, monkeypatch)
     cache = tmp_path / "cache"
     monkeypatch.setenv("CXX", str(cxx))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
@@ -100,9 +116,9 @@ def test_a_cold_cache_on_a_fresh_home_is_built_where_the_trials_processes_look(t
     ~/.cache/faultkit/agent of the user's HOME (XDG_CACHE_HOME is not consulted, by faultkit or the
     agent); the libraries are there before trial 1 starts, and trial 1's processes, whose environment the
     trial recorded, compute the same folder."""
-    import os
     from faultkit.agent import build
     cxx, log = shim(tmp_path)
+    cuda_torch(tmp_path, monkeypatch)
     home, xdg = tmp_path / "home", tmp_path / "xdg"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -128,3 +144,26 @@ def test_a_cold_cache_on_a_fresh_home_is_built_where_the_trials_processes_look(t
         monkeypatch.setattr(os, "environ", dict(proc["env"]))
         monkeypatch.setenv("HOME", proc["env"]["HOME"])
         assert build.cache_dir() == str(cache)
+
+
+def test_a_cpu_torch_has_nothing_to_build_and_is_not_imported_for_it(tmp_path, monkeypatch):
+    """The machine's own torch when it is a CPU build (this CI's): the build-ahead reads its version.py
+    and says so; no compiler runs (the CPU wheel lacks c10/cuda's headers: every amplify run spent 2 s
+    importing torch to fail that compile)."""
+    torch = pytest.importorskip("torch", reason="no torch here: the CPU-build case needs one")
+    if torch.version.cuda is not None or getattr(torch.version, "hip", None):
+        pytest.skip(f"torch {torch.__version__} here is a CUDA/ROCm build")
+    cxx, log = shim(tmp_path)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.setenv("FAULTKIT_AGENT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "amp"
+    res = CliRunner().invoke(main, ["amplify", "run", "--arm", "caching-off", "-n", "1", "--timeout", "20s", "-o",
+                                    str(out), "--", *f"{SAMPLE} --port 1 --device cpu --serve-for 0.5".split()],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    said = (f"{sys.executable}: nothing to build: a CPU build of torch ({torch.__version__}): "
+            "no CUDA allocator to track")
+    assert said in res.output and not log.exists()
+    assert "was not built" not in res.output        # not a warning: there is nothing it could build
+    assert list(out.glob("trial-*/result.json"))   # the trials ran

@@ -14,7 +14,9 @@ PKG = Path(faultkit.__file__).parent
 MODEL_LAYER = {"faultkit.model", "faultkit.codes", "faultkit.trace_model", "faultkit.agent_model", "faultkit.hang_model",
                "faultkit.limits", "faultkit.manifest",     # manifest: the bundle's typed record, written and read
                "faultkit.demangle",       # demangle: a pure function of a name, used by readers and exporters alike
-               "faultkit.lazy_re"}        # lazy_re: re with compile() at first use (a leaf, standard library only)
+               "faultkit.lazy_re",        # lazy_re: re with compile() at first use (standard library and re_cache)
+               "faultkit.re_cache",       # re_cache: the own patterns' compiled code across runs (in the user's cache)
+               "faultkit.find_patterns"}  # find_patterns: which of many patterns may match (a leaf: re, hyperscan)
 # The agent's format owners: standard library only, loaded by path inside the target, read by ingest.
 AGENT_FORMAT = {"faultkit.agent", "faultkit.agent.ring", "faultkit.agent.files"}
 

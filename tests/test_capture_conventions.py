@@ -18,6 +18,7 @@ from faultkit.capture import kmsg
 from faultkit.cli import main
 
 from .conftest import live_processes, own_processes
+from .test_capture import assert_status
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -297,6 +298,7 @@ def test_a_target_killed_after_ignoring_sigint_and_sigterm_reports_137(tmp_path)
     res = capture("--timeout", "1s", "-o", str(out), "--", sys.executable, "-c",
                   "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                   "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)  # fk_137")
+    assert_status(res)                                                    # a valid manifest; exits as it says
     m = manifest(out)
     assert m["stopped_with"] == ["SIGINT", "SIGTERM", "SIGKILL"]
     assert m["exit_code"] == -9 and m["exit"] == "killed by SIGKILL"      # its own end, no wrapper shell's 143

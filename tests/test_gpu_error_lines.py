@@ -95,3 +95,17 @@ def test_one_error_seen_by_several_layers_is_one_fault():
 ])
 def test_no_error_where_the_line_states_none(text):
     assert faults(text + "\n") == []
+
+
+# Every error word a program prints before the number (`CUDA error 700`, `Cuda failure 700`, `HIP Runtime
+# Error 700`, ...): 6 ways to write the API, 5 kinds, 6 ways to write the word. The number is the one the
+# line prints; the kind is the API's.
+WORDED = [f"{api} {kind}{word}" for api in ("CUDA", "Cuda", "cuda", "HIP", "Hip", "hip")
+          for kind in ("", "runtime ", "driver ", "Runtime ", "Driver ")
+          for word in ("error", "Error", "ERROR", "failure", "Failure", "FAILURE")]
+
+
+def test_every_error_word_before_a_number_reads_the_number():
+    got = {w: faults(f"worker 3: {w} 700 at step 12\n") for w in WORDED}
+    want = {w: [("hip-error" if w[0] in "Hh" else "cuda-error", "700", None)] for w in WORDED}
+    assert got == want, {w: g for w, g in got.items() if g != want[w]}

@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 # torch 2.7+ (a tensor-parallel server's rank 3, 2025): the status line in 2.7's words, the
 # dump signal from this rank, the collective's Python call from the flight recorder.
@@ -113,9 +112,7 @@ def test_torch23_worker_tag_gives_the_pid_and_the_group(tmp_path):
             w["last_enqueued"], w["last_completed"]) == (1, 4009, "gather", 158046, 2867200, 0, "1", 158046, 158045)
 
 
-@pytest.mark.xfail(strict=True, reason="ingest/normalize.py strips Ray's `(RayWorkerWrapper pid=N) ` when torchrun's "
-                                       "`[rankN]:` follows it (only the innermost head is kept for the runtime "
-                                       "reader), so the pid is lost: lines9's file, reported to the lead")
+# (a worker tag outside torchrun's `[rankN]:` is kept for the runtime reader: normalize's _tag)
 def test_ray_tag_before_torchruns_rank_tag_keeps_the_pid(tmp_path):
     text = "".join("(RayWorkerWrapper pid=4009) [rank1]:" + ln.split(") ", 1)[1] + "\n"
                    for ln in VLLM_23.splitlines())

@@ -100,3 +100,40 @@ def test_trace_triage_does_load_the_trace_model():
     loaded, p = loaded_by("triage", str(SAMPLE))
     assert "_fwd_grouped_kernel_stage1" in p.stdout
     assert "pandas" in loaded and "faultkit.trace_model" in loaded
+
+
+# The CLI as `python -m faultkit.cli ARGS`, printing at exit faultkit's dataclasses with no docstring.
+# Python 3.11's @dataclass gives such a class one built from inspect.signature(cls): small (about
+# 5 ms for the ~100 records of a text-only triage, measured here; the ~76 ms first estimated was
+# mostly @dataclass's generated methods, which every record pays), but a record says why it exists.
+DOCLESS_PROBE = """
+import atexit, dataclasses, json, runpy, sys
+def report():
+    classes = {{id(v): v for m in list(sys.modules.values()) if (m.__name__ or "").startswith("faultkit")
+               for v in list(vars(m).values()) if isinstance(v, type) and dataclasses.is_dataclass(v)}}
+    # the class's own source has no docstring: dataclass wrote "Name(field: type, ...)"
+    docless = sorted(f"{{c.__module__}}.{{c.__qualname__}}" for c in classes.values()
+                     if (c.__doc__ or "").startswith(c.__name__ + "("))
+    sys.stderr.write("\\nDOCLESS=" + json.dumps([len(classes), docless]) + "\\n")
+atexit.register(report)
+sys.argv = ["faultkit", *{args!r}]
+runpy.run_module("faultkit.cli", run_name="__main__")
+"""
+
+# Records in files other engineers were still changing this wave (/work/briefs/busy-files.txt):
+# each gets its docstring when its owner is done; the list only shrinks.
+DOCLESS_PENDING = {"faultkit.bundle.Inputs", "faultkit.bundle._Entry", "faultkit.export.report.Section",
+                   "faultkit.triage.TriageOptions"}
+
+
+def test_text_only_triage_imports_no_dataclass_without_a_docstring():
+    args = ["triage", str(SAMPLE / "server.log"), str(SAMPLE / "dmesg.txt")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", DOCLESS_PROBE.format(args=args)], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    line = [x for x in p.stderr.splitlines() if x.startswith("DOCLESS=")]
+    assert line and "_fwd_grouped_kernel_stage1" in p.stdout, p.stderr[-2000:]
+    seen, docless = json.loads(line[-1][len("DOCLESS="):])
+    # the probe sees the records (model.py alone declares dozens): a probe that sees none proves nothing
+    assert seen > 60, seen
+    assert set(docless) <= DOCLESS_PENDING, f"dataclasses without a docstring: {sorted(set(docless) - DOCLESS_PENDING)}"

@@ -22,6 +22,38 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "tracker.cpp")
 CACHE_ENV = "FAULTKIT_AGENT_CACHE"
 COMPILER_TIMEOUT_S = 600
+HIP_ONLY = "the tracker is built for CUDA only"
+NOTHING_TO_BUILD = 3        # the script's exit status where the torch it would import has no CUDA
+
+
+def torch_without_cuda() -> str | None:
+    """Why there is nothing to build for the torch this interpreter would import, read from its
+    version.py without importing it (a CPU torch's import is 2 s of the build-ahead that then fails to
+    compile): None where it is a CUDA build, has no torch, or cannot be told (the build finds out)."""
+    import ast
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("torch")
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        with open(os.path.join(folders[0], "version.py"), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (ImportError, ValueError, IndexError, OSError, SyntaxError):
+        return None
+    values = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        if isinstance(target, ast.Name):
+            try:
+                values[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    if "cuda" not in values or values["cuda"] is not None:
+        return None
+    version = values.get("__version__", "?")
+    if values.get("hip"):
+        return f"a ROCm (HIP) build of torch ({version}): {HIP_ONLY}"
+    return f"a CPU build of torch ({version}): no CUDA allocator to track"
 
 
 def cache_dir() -> str:
@@ -83,7 +115,7 @@ class Build:
             self.problem = "no C++ compiler (g++, c++, clang++) on PATH"
             return None
         if self.hip:
-            self.problem = "a ROCm (HIP) build of torch: the tracker is built for CUDA only"
+            self.problem = f"a ROCm (HIP) build of torch: {HIP_ONLY}"
             return None
         inc = cuda_includes()
         if not inc:
@@ -125,6 +157,10 @@ class Build:
 if __name__ == "__main__":
     # `python3 faultkit/agent/build.py [--poison]`: the tracker (and the poison library) built ahead, into
     # the cache every process of this torch then attaches from (faultkit amplify runs it before its trials)
+    why = torch_without_cuda()
+    if why is not None:
+        print(f"nothing to build: {why}", flush=True)
+        sys.exit(NOTHING_TO_BUILD)
     import torch
     ok = True
     for stem, source in [("tracker", SOURCE)] + ([("poison", os.path.join(HERE, "poison.cpp"))]

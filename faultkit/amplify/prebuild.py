@@ -67,6 +67,9 @@ def prebuild(command: str, poison: bool, echo, warn, timeout_s: float = agent_bu
     if p.returncode != 0 and any("ModuleNotFoundError" in ln and "torch" in ln for ln in lines):
         echo(f"  {py} has no torch: nothing to build (the agent's allocation map is for torch's allocator)")
         return {"python": py, "cache": cache, "ok": False, "output": "no torch"}
+    if p.returncode == agent_build.NOTHING_TO_BUILD and lines:
+        echo(f"  {py}: {lines[-1]}")
+        return {"python": py, "cache": cache, "ok": False, "output": lines[-1]}
     for ln in lines[-4:] if p.returncode else lines:
         (echo if p.returncode == 0 else warn)(f"  {ln}")
     if p.returncode != 0:

@@ -37,6 +37,7 @@ SEGMENT_CLOSE = ("segment_free", "segment_unmap")
 
 @dataclass
 class Interval:
+    """One allocation (a block or a segment) alive over a time span: the unit an address is looked up in."""
     level: str                    # block | segment
     base: int
     size: int
@@ -91,6 +92,7 @@ def intervals(p: AgentProcess) -> list[Interval]:
 
 @dataclass
 class AllocationOwner:
+    """Whose memory a fault address was in (live, freed, past the end, none), in words for the report."""
     pid: int
     address: int
     verdict: str                   # live | freed | past-end | none | no-map
@@ -122,6 +124,7 @@ class AllocationOwner:
 
 @dataclass
 class ThreadView:
+    """One thread's stack as the report shows it, with why it is the one to look at."""
     thread: str
     frames: list[str]
     mark: str | None               # why this thread is the one to look at, where one is
@@ -132,6 +135,7 @@ class ThreadView:
 
 @dataclass
 class BlackBox:
+    """What the black box adds to an incident: the address's owners and the threads at the abort."""
     owners: list[AllocationOwner] = field(default_factory=list)
     threads: dict[int, list[ThreadView]] = field(default_factory=dict)     # per pid, at the abort
     dumps: dict[int, str] = field(default_factory=dict)                    # per pid: which dump, from where
@@ -345,6 +349,7 @@ def threads_at_abort(dumps: list[StackDump]) -> tuple[list[ThreadView], str | No
 
 @dataclass
 class FaultAddress:
+    """A faulting address with the process it belongs to and what said it."""
     address: int
     pid: int | None
     basis: str

@@ -28,6 +28,7 @@ COLLECT_EVERY_RANK = ("every rank's log, and every rank's flight record: run wit
 
 @dataclass
 class CollectiveLag:
+    """Ranks of a process group behind the others: the sign of which rank a hang waits on."""
     pg: str
     behind: list[int]                # the ranks that are behind
     behind_at: dict[int, CollectiveEntry | None]   # each behind rank's last collective

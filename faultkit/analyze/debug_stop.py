@@ -16,9 +16,9 @@ from .._signals import FAULT_SIGNALS
 from ..codes import MEMORY_OPS
 from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..judge.names import is_entry_name, kernel_key
-from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerFinding, SanitizerReport
+from ..model import CodeObject, CodeObjectRef, DebuggerLog, DebugStop, DisasmLine, Fault, SanitizerReport
 from .entry_signs import helper_sign
-from .sanitizer_entry import clone_claim, sanitizer_entry
+from .sanitizer_entry import add_claims, sanitizer_entry
 
 SIGNAL_MEANING = {
     "SIGSEGV": "a wave accessed memory it may not (MEMORY_VIOLATION)",
@@ -404,32 +404,15 @@ def sanitizer_claims(log: DebuggerLog) -> list[Claim]:
     out: list[Claim] = []
     for r in log.sanitizer:
         e = sanitizer_entry(r)
-        at = (f" at +0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else "") + f" ({r.origin})")
-        ids = Identities(page=r.address >> 12 if r.address is not None else None, engine="shader")
-        if e.kernel is None and e.device_function:
-            # no entry point visible: the fault is placed in the device function, no kernel is claimed
-            out.append(in_device_function(e.device_function, "compute-sanitizer",
-                                          f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in device "
-                                          f"function {e.device_function}{at}; {e.unshown}", ids, str(r.origin),
-                                          went_on=went_on(log, r)))
-            cloned = clone_claim(e, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes", ids, str(r.origin))
-            if cloned and not any(c.basis.kind == "cloned-into" and kernel_key(c.kernel) == kernel_key(cloned.kernel)
-                                  for c in out):
-                out.append(cloned)
-            continue
-        if not e.kernel or any(c.basis.kind == "sanitizer" and kernel_key(c.kernel) == kernel_key(e.kernel)
-                                 for c in out):
-            continue
-        inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
-        text = f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes in this kernel{inside}{at}{cut}"
         contradiction = None
-        if r.direction == "inside" and not r.misaligned:
+        if e.kernel and r.direction == "inside" and not r.misaligned:
             contradiction = (f"it calls the access out of bounds, yet places 0x{r.address or 0:x} inside the "
                              f"allocation at 0x{r.allocation or 0:x} ({r.allocation_size or 0:,} bytes)")
-        out.append(Claim(e.kernel, Basis("sanitizer", "compute-sanitizer"), text, ids, str(r.origin),
-                         contradiction=contradiction, went_on=went_on(log, r), entry=e.entry,
-                         device_function=e.device_function))
+        add_claims(out, e, r, f"compute-sanitizer: invalid {r.space} {r.access} of {r.size} bytes",
+                   f" at +0x{r.offset or 0:x}" + (f" ({r.file}:{r.line})" if r.file else ""),
+                   Identities(page=r.address >> 12 if r.address is not None else None, engine="shader"),
+                   "sanitizer", entry=e.entry, went_on=went_on(log, r),
+                   **({"contradiction": contradiction} if contradiction else {}))
     return out
 
 

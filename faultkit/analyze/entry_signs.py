@@ -19,6 +19,8 @@ from ..judge.names import kernel_name
 
 CLONE = re.compile(r"^\[clone (?P<into>[^\]]+)\]\s*(?P<function>\S.*)$")
 
+MEMBER = "a member of a class template (a kernel is never a class member)"
+
 # the sign, in words, for each way a name shows it is called, not launched
 HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"(?:^|::|\s)operator\s*\(\)|\{lambda|<lambda|\(lambda\)|__lambda"), "a lambda's operator(): called by the kernel around it"),
@@ -30,12 +32,11 @@ HELPER_SIGNS: tuple[tuple[re.Pattern, str], ...] = (
     # a __global__ function is never a class member: a name qualified by a class template
     # (`WarpPrefix<32>::inclusive(int*)`) or const-qualified (`Reduce<...>::run() const`) is a method
     # (`<unnamed>::k(...)` is the anonymous namespace, not a template: nvFuser's kernels, Fuser#2632)
-    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"),
-     "a member of a class template (a kernel is never a class member)"),
+    (re.compile(r"(?<!<unnamed)>::~?\w+\s*\(|(?<!<unnamed)>::operator\b"), MEMBER),
     (re.compile(r"\)\s*const\s*$"), "a const member function (a kernel is never a class member)"),
     # nvcc compiles a noinline device function into each kernel that calls it; compute-sanitizer prints
     # that copy as `[clone K(...)] f(...)` (H200, 2025.3.1: tests/data/live_h200_sanitizer)
-    (CLONE, "compute-sanitizer shows it as a device function cloned into another function"),
+    (CLONE, "compute-sanitizer shows it as a device function's copy compiled into the kernel in its bracket"),
 )
 
 # A helper of a library or of one file: a load/store/reduce/warp/block-shaped name inside an anonymous
@@ -49,6 +50,23 @@ _LIBRARIES = {"cub", "cute", "thrust", "cooperative_groups"}               # the
 _HELPER_VERB = re.compile(r"^(?:load|store|ld|st|fetch|read|write|reduce|warp|block|thread|shfl|shuffle|atomic|"
                           r"welford|vectorized_load|vectorized_store)(?:[A-Z0-9_]|$)", re.I)
 _SAYS_KERNEL = re.compile(r"kernel", re.I)
+
+
+def _top_level(name: str) -> str:
+    """The name without its template arguments: the signs are the function's own, not those of the
+    types it is instantiated with (vLLM's `reshape_and_cache_flash_kernel<__nv_bfloat16, ...>` is no
+    libdevice helper, ATen's `elementwise_kernel<128, 4, ...[lambda(int) (instance 1)]>` no lambda)."""
+    for anon in _ANON:
+        name = name.replace(anon, anon.replace("<", "{").replace(">", "}"))
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).replace("{unnamed}", "<unnamed>")
 
 
 def _flat_words(name: str) -> list[str]:
@@ -113,11 +131,12 @@ def helper_sign(name: str, by_shape: bool = True) -> str | None:
     """Why `name` is a device function and not a kernel, or None where the name does not say.
     `by_shape=False` where the format itself shows an entry point (a dispatch row, a ptxas entry
     function): the helper-shaped-name sign is a reading of a name, and yields to such a format."""
+    top = _top_level(name)
     for rx, why in HELPER_SIGNS:
-        if rx.search(name):
+        if rx.search(top):
             return f"not an entry point: {why}"
     if _template_member(name):
-        return "not an entry point: a member of a class template (a kernel is never a class member)"
+        return f"not an entry point: {MEMBER}"
     ret = _return_type(name)
     if ret:
         return f"not an entry point: it returns {ret} (a __global__ function returns void)"

@@ -19,6 +19,7 @@ SM_EXCEPTION_XID = 13
 
 @dataclass
 class FaultTime:
+    """When the fault happened on the trace's clock, with its source and how far off it may be."""
     boottime_ns: int | None
     source: str                      # what gave it
     uncertainty_ns: int | None       # how far off it could be, where that can be said

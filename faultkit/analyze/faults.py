@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..codes import (ADDRESS_FAULT_CODES, GPU_ERROR_BY_CODE, LIBRARY_STATUS, ROLE_WORDS, VM_FAULT_REASONS, client_role, engine_of,
                      status_meaning, status_name, xid_meaning)
+from .event_faults import event_faults
 from ..model import DriverException, Fault, HostError, KernelLog, RuntimeFault, RuntimeLog, VMFault, Xid
 
 PAGE = 0xFFF
@@ -225,7 +226,8 @@ def host_error_fault(e: HostError) -> Fault:
                     + (f", on device {e.device}" if e.device is not None and e.device >= 0 else "")
                     + ": where the host noticed the error, not the kernel that faulted.")
     gpu = f"{e.api} device {e.device}" if e.device is not None and e.device >= 0 else None
-    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True, gpu=gpu,
+    return Fault(source="runtime", kind=kind, code=e.code, decimal_code=True, gpu=gpu, pid=e.pid,
+                 process=e.process_tag,
                  detail=detail, meaning=meaning, origin=e.origin)
 
 
@@ -233,6 +235,7 @@ def collect_faults(runtime: RuntimeLog, kernel: KernelLog) -> list[Fault]:
     faults = [runtime_fault(f) for f in runtime.faults]
     faults += [vm_fault(f) for f in kernel.faults]
     faults += [xid_fault(x) for x in kernel.xids]
+    faults += event_faults(kernel)
     faults += [driver_exception_fault(d) for d in runtime.driver_exceptions]
     seen: set[tuple] = set()
     # (one error's number, seen by several layers: PyTorch's text, Triton's, a program's own print;

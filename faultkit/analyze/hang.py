@@ -48,6 +48,7 @@ SURE_SIGNS = frozenset({"stuck", "behind", "stalled"})
 
 @dataclass
 class ThreadFinding:
+    """One thread of a hang and what it waits on, over how many samples."""
     pid: int
     tid: int | None
     name: str | None
@@ -81,6 +82,7 @@ class ThreadFinding:
 
 @dataclass
 class ProcessFinding:
+    """One process of a hang: its rank and its threads' waits, for the hang report."""
     pid: int
     rank: int | None
     ppid: int | None

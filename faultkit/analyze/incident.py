@@ -22,6 +22,7 @@ KEY_EVENTS = ("ring-timeout", "gpu-reset", "reset-method", "reset-result", "ring
 
 @dataclass
 class Incident:
+    """Everything read from one bundle or set of inputs: the parsers' records and the analyses' findings."""
     inputs: list[dict] = field(default_factory=list)      # name, kinds
     runtime: RuntimeLog = field(default_factory=RuntimeLog)
     kernel: KernelLog = field(default_factory=KernelLog)

@@ -36,6 +36,7 @@ def word(byte: int) -> int:
 
 @dataclass
 class PoisonRead:
+    """A fault address built from a poison fill's byte: the read of freed or uninitialised memory."""
     byte: int
     how: str                      # index | pointer
     shifts: list[int]             # index reads: the strides 2**k that fit (k apart by 8: a repeated byte cannot tell)

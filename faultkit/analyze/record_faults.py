@@ -11,7 +11,6 @@ kernel (its frames are the host's); its CUDA error number is kept apart from the
 
 from __future__ import annotations
 
-import re
 
 from ..judge.claims import Basis, Claim, Identities, in_device_function
 from ..model import DebuggerLog, DeviceAssert, Fault, RuntimeLog
@@ -33,15 +32,10 @@ def assert_faults(runtime: RuntimeLog) -> list[Fault]:
     return out
 
 
-# the assert line's own fixed text inside its function field: two assert lines read as one (a paste's
-# lines joined), the function is unknown (a Windows build prints none)
-NOT_A_FUNCTION = re.compile(r"\bblock: \[\d|\] Assertion `|Device-side assertion `")
-
-
 def assert_claims(runtime: RuntimeLog) -> list[Claim]:
     out, seen = [], set()
     for a in runtime.device_asserts:
-        if not a.function or a.function in seen or NOT_A_FUNCTION.search(a.function):
+        if not a.function or a.function in seen:
             continue
         seen.add(a.function)
         at = f"{a.origin.file}:{a.origin.line}"

@@ -13,6 +13,7 @@ from ..model import CoreRecord, DebuggerLog
 
 @dataclass
 class RunningKernel:
+    """A kernel a GPU core dump shows running, with the focused warp's place."""
     core: str
     pid: int | None
     kernel: str

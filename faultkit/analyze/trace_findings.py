@@ -24,6 +24,7 @@ WINDOW_NS = 2_000_000_000      # in-flight work and overlaps: the last 2 s befor
 
 @dataclass
 class TraceFindings:
+    """What a trace says around the fault: the suspects in the window and their overlaps."""
     trace: Trace
     time: FaultTime
     window_ns: int

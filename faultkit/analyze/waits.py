@@ -48,6 +48,7 @@ BLOCKED_CALL = "blocked-call"
 
 @dataclass(frozen=True)
 class Rule:
+    """A frame shape that says what a thread waits on (a GPU sync, a collective, a lock)."""
     category: str
     kind: str
     function: re.Pattern
@@ -164,6 +165,7 @@ RULES: tuple[Rule, ...] = (
 
 @dataclass(frozen=True)
 class Wait:
+    """What one thread waits on, read from its stack by the rules, with the frame that says it."""
     category: str                   # gpu | collective | host | running | unknown
     kind: str                       # the rule's kind: synchronize, nccl-call, socket, lock ...
     frame: StackFrame | None        # the frame that says it

@@ -149,6 +149,7 @@ def _lines(elf: ELFFile, co: CodeObject, name: str) -> None:
 
 @dataclass
 class BundleEntry:
+    """One code object inside an offload bundle: its target and where its bytes are."""
     triple: str                      # e.g. hipv4-amdgcn-amd-amdhsa--gfx1100
     offset: int
     size: int

@@ -33,6 +33,7 @@ CUDA, ROCM_GPU, ROCM_UNIFIED, HOST = "cuda", "rocm-gpu", "rocm-unified", "host"
 
 @dataclass
 class CoreFile:
+    """A core dump found among the inputs: whose it is and which debugger can open it."""
     path: str
     platform: str                  # cuda | rocm-gpu | rocm-unified | host
     size: int

@@ -199,10 +199,18 @@ SAN_HAZARD_THREAD = re.compile(r"^(?P<acc>Read|Write|Atomic) Thread \((?P<thread
 continuation(DEBUGGER, SAN_HAZARD_THREAD)
 SAN_BARRIER = re.compile(r"^Barrier error detected\.\s*(?P<what>.*)$")
 continuation(DEBUGGER, SAN_BARRIER)
-SAN_HW = re.compile(r"^(?:Warp )?(?P<what>Invalid PC|Illegal [Ii]nstruction|Misaligned PC|Hardware Stack Overflow|"
-                    r"Out-of-range Shared or Local Address|Misaligned Shared or Local Address|Invalid Address Space|"
-                    r"Illegal Address|Misaligned Address|Device Hardware Exception)$")
+# memcheck's hardware exceptions: the GPU's own exception names (compute-sanitizer "Device Side Hardware
+# Exceptions"; cuda-gdb's CUDA_EXCEPTION_* list names the same with the scope that saw it, `Warp `/`Lane `/
+# `Device `), spelled in either case in reports ("Illegal instruction", "Misaligned shared or local address")
+SAN_HW = re.compile(r"^(?:(?:Warp|Lane|Device|Cluster) )?(?P<what>Invalid PC|Illegal Instruction|Misaligned PC|"
+                    r"(?:Hardware|User) Stack Overflow|Out-of-range (?:Shared or Local )?Address|"
+                    r"Misaligned Shared or Local Address|Invalid Address Space|Illegal Address|Misaligned Address|"
+                    r"Syscall Error|Hardware Exception)(?: error)?$", re.I)
 continuation(DEBUGGER, SAN_HW)
+# memcheck's device-side malloc/free errors (CUDA-MEMCHECK manual, "Malloc/Free Errors": `Malloc/Free error
+# encountered : Double free`, `... : Invalid pointer to free`), their `at`, `by thread` and `Address` after
+SAN_MALLOC = re.compile(r"^Malloc/Free [Ee]rror encountered\s*:\s*(?P<what>\S.*?)\s*$")
+continuation(DEBUGGER, SAN_MALLOC)
 # memcheck's report of a device-side assert (H200, 2025.3.1: `Warp assert` / `at __assertfail+0x19a0`)
 SAN_ASSERT = re.compile(r"^Warp assert$")
 continuation(DEBUGGER, SAN_ASSERT)
@@ -249,6 +257,11 @@ MI_LANE = re.compile(r'id="(?P<id>\d+)",state="(?P<state>[AIUR])",target-id="(?P
 anchored(DEBUGGER, MI_LANE, 'target-id="AMDGPU Lane ')
 FRAME_URI = re.compile(r" from ((?:memory|file)://\S+)")
 continuation(DEBUGGER, FRAME_URI)
+
+
+def _slug(what: str) -> str:
+    """A report head's name as a kind: `Misaligned Shared or Local Address` -> misaligned-shared-or-local-address."""
+    return re.sub(r"[^a-z0-9]+", "-", what.lower()).strip("-")
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -667,7 +680,8 @@ class _Parser:
         self.sanitizer = self.finding = None
 
     def finding_head(self, body: str, o: Origin) -> bool:
-        """The first line of an initcheck, racecheck or synccheck report or a memcheck hardware exception."""
+        """The first line of an initcheck, racecheck or synccheck report, a memcheck hardware exception or a
+        device-side malloc/free error."""
         f = None
         if (m := SAN_INIT.match(body)):
             f = SanitizerFinding(o, "initcheck", f"uninitialized-{m['rw']}", body, size=int(m["size"]), space=m["space"])
@@ -680,8 +694,9 @@ class _Parser:
                                  address=int(m["addr"], 16), block=_ints(m["block"].replace(" ", "")))
         elif (m := SAN_BARRIER.match(body)):
             f = SanitizerFinding(o, "synccheck", "barrier-error", body)
-        elif (m := SAN_HW.match(body)):
-            f = SanitizerFinding(o, "memcheck", "hardware-exception", body)
+        elif (m := SAN_HW.match(body)) or (m := SAN_MALLOC.match(body)):
+            # (a fault of its kind: `illegal-instruction`, `misaligned-address`, `double-free`, ...)
+            f = SanitizerFinding(o, "memcheck", _slug(m["what"]), body)
         elif SAN_ASSERT.match(body):
             f = SanitizerFinding(o, "memcheck", "device-assert", body)
         if f is None:
@@ -707,6 +722,9 @@ class _Parser:
         m = SAN_AT.match(text) or SAN_AT_OLD.match(text) or SAN_AT_BARE.match(text)
         if not m:
             return False
+        func = demangle(m["func"]) or m["func"]
+        if func not in f.sites:       # a race's accesses may be in different functions of one kernel
+            f.sites.append(func)
         if f.kernel is None:          # the first access names the report's place
             f.kernel, f.offset = m["func"], int(m["off"], 16) if m["off"] else None
             if (plain := demangle(f.kernel)):

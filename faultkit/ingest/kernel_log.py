@@ -118,8 +118,15 @@ RAS = re.compile(r"(uncorrectable hardware error\([^)]*\) detected!|\[Hardware E
                  # amdgpu_ras.c:1074/1086 (drm-kmod 129bf0f): "%lld new uncorrectable hardware errors detected in %s block"
                  r"(?<!\d)\d+ (?:new )?(?:un)?correctable hardware errors detected.*)")
 anchored(KERNEL, RAS, 'uncorrectable hardware error(', '[Hardware Error]: ', 'poison is consumed by client ', 'correctable hardware errors detected')
-IOMMU = re.compile(r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
+# drivers/iommu/amd/iommu.c (amd_iommu_report_page_fault): pci_err(pdev, "Event logged [IO_PAGE_FAULT
+# domain=0x%04x address=0x%llx flags=0x%04x]") where the device is known (its driver's prefix before
+# `AMD-Vi: `, the file's pr_fmt), else pr_err_ratelimited("... [IO_PAGE_FAULT device=%04x:%02x:%02x.%x domain=..")
+# (before Linux 6.1 `device=%02x:%02x.%x`); 6.10+ add ` vflags=%#x`; dev_err(iommu dev) prints `iommu ivhd0: `.
+IOMMU = re.compile(r"(?:(?P<drv>[\w-]+) (?P<dev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]|ivhd\d+): )?"
+                   r"AMD-Vi: Event logged \[(?P<what>\w+)(?P<rest>[^\]]*)\]")
 anchored(KERNEL, IOMMU, 'AMD-Vi: Event logged [')
+IOMMU_FIELD = re.compile(r"(?P<k>device|domain|address|flags|vflags|pasid)=(?P<v>[0-9a-fA-Fx:.]+)")
+continuation(KERNEL, IOMMU_FIELD)       # read inside an IOMMU record's brackets, never alone
 DEVICE_ID = re.compile(r"(?:IP DISCOVERY 0x1002:0x(?P<did>[0-9A-Fa-f]{4})|Topology: Add dGPU node \[0x(?P<did2>[0-9a-f]{4}):0x1002\]|"
                        r"added device 1002:(?P<did3>[0-9a-f]{4})|detected ip block number \d+ <(?P<ip>\w+)>)")
 anchored(KERNEL, DEVICE_ID, 'IP DISCOVERY 0x1002:0x', 'Topology: Add dGPU node [0x', 'added device 1002:', 'detected ip block number ')
@@ -177,12 +184,26 @@ GSP_TIMEOUT = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response
                          r"function (?P<fn>\d+) \((?P<name>[^)]*)\)")
 continuation(KERNEL, GSP_TIMEOUT)
 continuation(KERNEL, XCAUSE)
+# nv.c (open-gpu-kernel-modules, RmInitAdapter's check of PMC_BOOT_0): one printk of three lines, "NVRM: The
+# NVIDIA GPU %04x:%02x:%02x.%x\nNVRM: (PCI ID: %04x:%04x) installed in this system has\nNVRM: fallen off the
+# bus and is not responding to commands.\n" (dmesg indents the 2nd and 3rd under the stamp); older drivers
+# put the PCI ID on the first line and wrap after "in this", or print it on one line. No Xid number is printed.
+GPU_LOST_HEAD = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\b")
+anchored(KERNEL, GPU_LOST_HEAD, 'NVRM: The NVIDIA GPU ')
+GPU_LOST_ID = re.compile(r"\(PCI ID: (?P<id>[0-9a-f]{4}:[0-9a-f]{4})\)")
+continuation(KERNEL, GPU_LOST_ID)
+GPU_LOST_END = re.compile(r"fallen off the bus")
+continuation(KERNEL, GPU_LOST_END)
+GPU_LOST_MID = re.compile(r"installed in this")
+continuation(KERNEL, GPU_LOST_MID)
+GPU_LOST_LINES = 3        # the record's lines
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
 
 @dataclass
 class _Parsed:
+    """One kernel log line split into its stamp and message before the records are built."""
     no: int
     raw: str
     stamp: Stamp | None
@@ -329,6 +350,26 @@ def parse_kernel_log(data: bytes | str, name: str = "<kernel log>") -> KernelLog
     return out
 
 
+def _iommu_fields(m: re.Match, pci: str | None) -> dict:
+    """An AMD-Vi event's fields: the device (its driver's prefix, or the `device=` field where the
+    IOMMU knew no driver for it), the I/O virtual address, domain and flags (flags 0x20: a write)."""
+    got = {f["k"]: f["v"] for f in IOMMU_FIELD.finditer(m.group("rest"))}
+    dev = got.get("device") or (m.group("dev") if m.group("dev") and not m.group("dev").startswith("ivhd") else None) or pci
+    if dev and dev.count(":") == 1:
+        dev = "0000:" + dev          # before Linux 6.1 the segment was not printed
+    fields: dict = {"event": m.group("what"), "device": dev,
+                    "driver": "amdgpu" if pci and not m.group("drv") else m.group("drv")}
+    for k in ("domain", "address", "flags", "pasid"):
+        if k in got:
+            try:
+                fields[k] = int(got[k], 16)
+            except ValueError:
+                pass
+    if "flags" in fields:
+        fields["write"] = bool(fields["flags"] & 0x20)      # EVENT_FLAG_RW
+    return fields
+
+
 class _Blocks:
     """Assembles fault blocks and events from stripped lines of one excerpt."""
 
@@ -338,6 +379,7 @@ class _Blocks:
         self.open: dict[str, VMFault] = {}        # device key -> fault being assembled
         self.last_timeout: dict[str, KernelEvent] = {}
         self.generation_hint: dict[str, str] = {}
+        self.lost: KernelEvent | None = None      # an open `The NVIDIA GPU ... fallen off the bus` record
 
     def run(self, lines: list[_Parsed]) -> None:
         for p in lines:
@@ -372,9 +414,37 @@ class _Blocks:
         if x:
             self.xid(x, p, org)
             return
+        if self.gpu_lost(msg, p, org):
+            return
         if self.fault_line(msg, key, pci, p, org, fn):
             return
         self.event(msg, key, pci, p, org, fn)
+
+    def gpu_lost(self, msg: str, p: _Parsed, org: Origin) -> bool:
+        """The NVIDIA driver's `The NVIDIA GPU <pci> ... has fallen off the bus` record, on one line or
+        three: an event of kind gpu-fallen-off-bus once its end is read."""
+        head = GPU_LOST_HEAD.search(msg)
+        if head is not None:
+            self.lost = KernelEvent(org, "gpu-fallen-off-bus", msg.strip(), p.stamp, head["pci"],
+                                    {"device": head["pci"], "lines": 1})
+        elif self.lost is None:
+            return False
+        elif not (GPU_LOST_ID.search(msg) or GPU_LOST_END.search(msg) or GPU_LOST_MID.search(msg)):
+            self.lost = None          # another message: the record ended without its last line
+            return False
+        ev = self.lost
+        if head is None:
+            ev.text += " " + msg.strip()
+            ev.fields["lines"] += 1
+        if (m := GPU_LOST_ID.search(msg)):
+            ev.fields["pci_id"] = m["id"]
+        if GPU_LOST_END.search(msg):
+            del ev.fields["lines"]
+            self.out.events.append(ev)
+            self.lost = None
+        elif ev.fields["lines"] >= GPU_LOST_LINES:
+            self.lost = None          # no end within the record's lines: another message
+        return True
 
     # ---------- fault blocks ----------
     def start(self, key: str, fault: VMFault) -> VMFault:
@@ -641,7 +711,7 @@ class _Blocks:
             return
         m = IOMMU.search(msg)
         if m:
-            add("iommu", event=m.group("what"))
+            add("iommu", **_iommu_fields(m, pci))
             return
         m = RM_MMU_FAULT.search(msg)
         if m:

@@ -11,5 +11,5 @@ import re
 # blanks and tabs.
 MARKERS = re.compile(
     r"^(?:\d\d:\d\d:\d\d(?:\.\d+)? |\[[ \t]*\d+\.\d+\]|\[\w{3} [\w ]+\d\d:\d\d:\d\d \d{4}\]|\[[ \t]*\+\d+[.,]\d+\]|\S+ +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? \S* ?kernel:|"
-    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?[ \t]*(?:\[[ \t]*\d+\.\d+\][ \t]*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|gmc_v\d+_\d+_process_interrupt|"
+    r"\d{4}-\d\d-\d\dT\S+ \S+ kernel:)?[ \t]*(?:\[[ \t]*\d+\.\d+\][ \t]*)?(?:amdgpu[ :]|NVRM: |kfd |\[drm|drmn\d|(?:[\w-]+ [\w:.]+: )?AMD-Vi: |gmc_v\d+_\d+_process_interrupt|"
     r"Evicting PASID|qcm fence|\S+\[\d+\]: segfault at )", re.M)

@@ -22,6 +22,7 @@ CODE_OBJECT_MAX = 2 * limits.GiB       # an executable carrying code objects is 
 
 @dataclass
 class LogRead:
+    """A log's text as read (whole, or the prefilter's excerpt of a big one) and what went wrong."""
     text: str = ""                       # a str, or a prefilter.Excerpt of a big log
     size: int = 0                        # bytes read
     binary: bytes | None = None          # an ELF or offload bundle: its bytes

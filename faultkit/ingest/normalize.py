@@ -6,8 +6,8 @@ People paste logs through containers (`ollama  | `), launchers (`(VllmWorker ran
 web pages (`&lt;`), terminals and mail clients (a long line hard-wrapped, its end on the next
 line), and cut what they thought was noise (`amdgpu 0000:03:00.0: `, `kernel: `). None of these is
 listed here as a format: a *wrapper unit* is any leading quote, tag or stamp of a generic shape
-(a bracketed or parenthesised token with a digit in it, a token before a `|`, a numbered `N: `, a
-date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
+(a bracketed token with a digit or a `/` in it, a parenthesised one with a digit, a token before a
+`|`, a numbered `N: `, a date-time, a `<N>` priority), and a unit is a wrapper of this file only when the same shape (its
 letters and digits collapsed to classes) opens at least half of the file's lines. Units are peeled
 from the outside in while another head follows; the innermost one stays when a parser reads it
 natively (a worker tag names its process; a stamp dates the line).
@@ -26,25 +26,31 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import prefilter
+from ..find_patterns import PatternPrefilter
 from .text import BOUNDARY
 from .kernel_markers import MARKERS
+from .debugger import (SAN_ACCESS, SAN_ADDR, SAN_ADDR_ONLY, SAN_ASSERT, SAN_AT, SAN_AT_BARE, SAN_AT_OLD, SAN_BARRIER,
+                       SAN_BY, SAN_DEVICE_FRAME, SAN_FRAME, SAN_HAZARD, SAN_HW, SAN_INIT, SAN_MALLOC, SAN_RACE,
+                       SANITIZER_HEAD)
 from .kernel_log import (ADDR, CID, COOKIE, DEV_PREFIX, FIELD, HDR, STATUS, TASK, TS_H_ABS, TS_H_REL, TS_HMS,
                          TS_ISO, TS_JOURNAL, TS_MONO, TS_T, V8_DEC, V8_HDR, V8_REG)
-from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, ROCCLR_PREFIX, WORKER_TAG
+from .runtime_log import BRACKET_TS_PREFIX, ISO_PREFIX, RANK_TAG, ROCCLR_PREFIX, WORKER_TAG
 
 # ---- generic wrapper units: shapes, not formats ----
 QUOTE = re.compile(r"(?:>[ \t]?)+")
 UNIT = re.compile(
     r"(?P<pipe>[^\s|]{1,64}[ \t]*\|[ \t]?)"                             # `name  | ` (compose, stern)
     r"|(?P<paren>\((?=[^()\n]*\d)[^()\n]{1,96}\)(?:[ \t]*:(?=\s|$))?[ \t]?)"  # `(Worker_TP1 pid=9)` `(pid=9, ip=..)`
-    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*\d)[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"  # `[rank1]:` `[1,0]<stderr>:`
+    # `[rank1]:` `[1,0]<stderr>:` `[pod/node-agent/dmesg] ` (a digit or a path's `/` in it, not a word: `[INFO]`)
+    r"|(?P<brack>\[(?!\+?\d+\.\d+\]|\+\d+,\d+\])(?=[^\]\n]*[\d/])[^\]\s]{1,64}\](?:<\w+>)?:?[ \t]?)"
     r"|(?P<num>\d{1,4}: )"                                              # ctest `9: `
     # `journalctl -o short`/`short-precise`: a program's line under its ident (the kernel's own is kept)
     r"|(?P<journal>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S+ [\w.@/-]+(?:\[\d+\])?: )"
     r"|(?P<lineno>[ \t]*\d{1,7}\t)"                                      # `cat -n`'s and `nl`'s `     1\t`
     r"|(?P<diff>\+(?!\+)[ \t]?)"                                         # a ```diff block's `+` (an added line)
     r"|(?P<prio><\d{1,3}>)"                                             # dmesg --raw `<4>`
-    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
+    r"|(?P<facility>[a-z]{2,8} *:[a-z]{3,6} *: )"                       # dmesg -x `kern  :err   : `
+    r"|(?P<iso>\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[ ]?[+-]\d\d:?\d\d| UTC)?(?: (?:[A-Z]{2}\d+ ?)+)?\]?(?:[ \t]+(?:stdout|stderr)[ \t]+[FP])?[ \t])"
     # `[Di Jan  9 18:55:45 2024]`, `[Jan 9 18:55]`: words of any language around a clock
     r"|(?P<wall>\[(?=[^\]\n]*\d\d:\d\d)[^\]\n]{4,40}\][ \t]?)")
 # The parsers' own heads, read where they are the innermost layer: a worker tag names its process
@@ -55,7 +61,7 @@ CLASSES = str.maketrans({c: "9" for c in "0123456789"})
 
 def _shape(kind: str, unit: str) -> str:
     """A unit's shape: digits and letters collapsed, so `[rank0]:` and `[rank7]:` are one shape."""
-    if kind in ("iso", "wall", "prio", "num", "diff", "lineno", "journal"):
+    if kind in ("iso", "wall", "prio", "num", "diff", "lineno", "journal", "facility"):
         return kind
     s = re.sub(r"[^\W\d_]+", "a", unit.translate(CLASSES))
     return kind + ":" + re.sub(r"9+", "9", re.sub(r"\s+", " ", s.strip()))
@@ -85,6 +91,7 @@ class Notes:
     entities: int = 0
     joined: int = 0
     restored: int = 0
+    sanitizer: int = 0          # lines compute-sanitizer's cut `=========` was put back on
     indent: str = ""
 
     def sentences(self) -> list[str]:
@@ -99,6 +106,8 @@ class Notes:
             out.append(f"{self.joined} hard-wrapped line(s) were joined to the line they continue")
         if self.restored:
             out.append(f"a cut device prefix was restored on {self.restored} line(s)")
+        if self.sanitizer:
+            out.append(f"compute-sanitizer's cut `{SANITIZER_HEAD}` head was restored on {self.sanitizer} line(s)")
         return out
 
 
@@ -127,8 +136,8 @@ def _lines_with_numbers(text: str):
 def _native(kind: str, unit: str) -> bool:
     """The innermost unit the runtime log parser reads itself (its worker tag, its stamps): kept,
     so the pid and the time it gives stay with the line."""
-    if kind == "paren":
-        return WORKER_TAG.fullmatch(unit) is not None
+    if _tag(kind, unit):
+        return True
     if kind == "num":
         return True            # ctest's index: the runtime parser tags the line's process with it
     # a stamp: the runtime parser dates a line by the ones it knows and reads past the others
@@ -136,6 +145,14 @@ def _native(kind: str, unit: str) -> bool:
         m = ISO_PREFIX.match(unit) or BRACKET_TS_PREFIX.match(unit)
         return m is not None and m.end() == len(unit)
     return kind == "wall" or kind == "brack" and re.search(r"\d\d:\d\d", unit) is not None
+
+
+def _tag(kind: str, unit: str) -> bool:
+    """A launcher's tag the runtime parser reads (a worker's pid, a rank): kept for it at any depth
+    (vLLM's `(EngineCore_DP0 pid=1234) [rank0]: ...`), so the pid and rank reach the line's faults."""
+    if kind == "paren":
+        return WORKER_TAG.fullmatch(unit) is not None
+    return kind == "brack" and RANK_TAG.fullmatch(unit) is not None
 
 
 def _kernel_line(rest: str) -> bool:
@@ -149,7 +166,7 @@ def _kernel_line(rest: str) -> bool:
 def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None]:
     """Take the file's wrapper units off one line, from the outside in; and the line from its
     innermost unit on where the runtime log parser reads that unit itself (else None)."""
-    pos, native = 0, None
+    pos, native, tags = 0, None, []
     for _ in range(6):
         q = QUOTE.match(line, pos)
         if q and "quote" in wrappers:
@@ -171,8 +188,13 @@ def _peel(line: str, wrappers: set[str], used: Counter) -> tuple[str, str | None
             native = pos           # the producer's own head, kept for the runtime parser: not a paste's
         else:
             used[shape] += 1
+            if _tag(kind, unit):
+                tags.append(unit)  # (a tag outside another head: the runtime parser reads both)
         pos = end
-    return (line[pos:] if pos else line), (line[native:] if native is not None else None)
+    own = line[native:] if native is not None else None
+    if tags:
+        own = "".join(tags) + (own if own is not None else line[pos:])
+    return (line[pos:] if pos else line), own
 
 
 # a kernel log line whose device prefix was cut: the stamp, then a record the kernel log parser knows
@@ -183,6 +205,11 @@ HEADERS = (HDR, V8_HDR, V8_DEC)
 BLOCK_LINES = (ADDR, STATUS, CID, FIELD, TASK, V8_REG, COOKIE)
 
 
+# a syslog line whose stamp (and host) were cut, or redacted to `...`: the kernel's ident opens it
+# (`kernel: NVRM: Xid (PCI:0000:3b:00): 79, ...`); the line from its driver prefix on is the kernel's
+# (and `dmesg -x`'s facility and level, `kern  :err   : `, on a line too few to show it as a wrapper)
+BARE_KERNEL = re.compile(r"^(?:(?:(?:\.{3}|\u2026|\[\.{3}\])[ \t]*)?(?:[\w.-]+[ \t]+)?kernel: [ \t]*(?=\S)"
+                         r"|[a-z]{2,8} *:[a-z]{3,6} *: )")
 # a syslog line whose `kernel:` ident was cut: the host is followed by the driver's own prefix
 CUT_KERNEL = re.compile(r"^(?P<head>[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d:\d\d \S+ )(?=amdgpu [0-9a-f]{4}:|NVRM: |\[drm)")
 
@@ -226,9 +253,9 @@ def normalize(text: str) -> str:
     nonblank = [raw for _, raw in numbered if raw.strip() and not FENCE.match(raw)]
     if not nonblank:
         return text
-    outer = _common_indent(nonblank)       # a code block around the whole paste
+    outer = _common_indent(nonblank) or _block_indent(nonblank)    # a code block around the (whole) paste
     if outer:
-        nonblank = [raw[len(outer):] for raw in nonblank]
+        nonblank = [raw[len(outer):] if raw.startswith(outer) else raw for raw in nonblank]
     # 1. shapes of the first few units of every line
     first = Counter()
     for raw in nonblank:
@@ -256,6 +283,7 @@ def normalize(text: str) -> str:
     has_entities = ENTITY.search(text) is not None
     header_restored = False
     out: list[tuple[int, str, bool]] = []       # (line number, text, had a head)
+    headed: set[int] = set()        # lines whose kernel head (`kernel: `) was read off
     for no, raw in numbered:
         line = raw.rstrip("\r")
         if outer:
@@ -270,6 +298,11 @@ def normalize(text: str) -> str:
             peeled = "[...]"
         elif FENCE.match(peeled):
             peeled = ""            # a Markdown code fence is the paste's markup, never a log's line
+        m = BARE_KERNEL.match(peeled)
+        if m and MARKERS.match(peeled[m.end():]) is not None:
+            peeled = peeled[m.end():]
+            used["`kernel:` (a syslog line's stamp cut)" if "kernel:" in m.group(0) else "facility"] += 1
+            headed.add(len(out))       # the kernel's line: one without such a head after it is its rest
         m = CUT_KERNEL.match(peeled)
         if m:
             peeled = m.group("head") + "kernel: " + peeled[m.end():]
@@ -292,9 +325,11 @@ def normalize(text: str) -> str:
     if ind:
         out = [(no, t[len(ind):] if t.startswith(ind) else t.lstrip(" \t"),
                 r[len(ind):] if r.startswith(ind) else r.lstrip(" \t")) for no, t, r in out]
-    # 3. hard wraps
-    out = _join_wraps(out, numbered, wrappers, notes)
-    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored) and \
+    # 3. compute-sanitizer's `=========` cut off a report's lines (the parser reads its lines by it)
+    out = _restore_sanitizer(out, notes)
+    # 4. hard wraps
+    out = _join_wraps(out, numbered, wrappers, notes, headed)
+    if not (notes.wrappers or notes.indent or notes.entities or notes.joined or notes.restored or notes.sanitizer) and \
             all(t == raw.rstrip("\r") for (_, t, _), (_, raw) in zip(out, numbered)):
         return text
     total = getattr(text, "total_lines", len(numbered))
@@ -302,6 +337,39 @@ def normalize(text: str) -> str:
     n.runtime_text = _excerpt([(no, r) for no, _, r in out], notes, total) \
         if any(t is not r and t != r for _, t, r in out) else n
     return n
+
+
+# a compute-sanitizer report's first line, and the lines of its body (the debugger parser's patterns)
+SAN_HEADS = (SAN_ACCESS, SAN_HW, SAN_MALLOC, SAN_ASSERT, SAN_INIT, SAN_RACE, SAN_HAZARD, SAN_BARRIER)
+SAN_ATS = (SAN_AT, SAN_AT_OLD, SAN_AT_BARE)
+SAN_BODY = SAN_ATS + (SAN_BY, SAN_ADDR, SAN_ADDR_ONLY, SAN_DEVICE_FRAME, SAN_FRAME, re.compile(r"^Saved host backtrace"))
+
+
+def _restore_sanitizer(out, notes: Notes):
+    """compute-sanitizer's `========= ` put back on a report whose lines lost it (a paste that took it
+    for decoration): a report's first line (`Illegal instruction`, `Invalid __global__ read of size 4
+    bytes`) with its `at <function>` line next, and the body's lines after (`by thread`, `Address`,
+    frames). A head alone is no report: its words are common."""
+    if not any(t.lstrip().startswith("at ") for _, t, _ in out):
+        return out         # (no `at` line without its head: the common case, one scan)
+    res = list(out)
+    k = 0
+    while k < len(res) - 1:
+        no, t, own = res[k]
+        body = t.strip()
+        nxt = res[k + 1][1].strip()
+        if t.startswith("=") or not any(p.match(body) for p in SAN_HEADS) or not any(p.match(nxt) for p in SAN_ATS):
+            k += 1
+            continue
+        res[k] = (no, f"{SANITIZER_HEAD} {body}", f"{SANITIZER_HEAD} {body}")
+        notes.sanitizer += 1
+        k += 1
+        while k < len(res) and (b := res[k][1].strip()) and not res[k][1].startswith("=") and \
+                any(p.match(b) for p in SAN_BODY):
+            res[k] = (res[k][0], f"{SANITIZER_HEAD}     {b}", f"{SANITIZER_HEAD}     {b}")
+            notes.sanitizer += 1
+            k += 1
+    return res
 
 
 def _as_before(old: str, new: str) -> str:
@@ -334,6 +402,29 @@ def _common_indent(lines: list[str]) -> str:
     return ind or ""
 
 
+PROSE_LINES = 3     # a paste's own sentences around its code block ("here is dmesg:")
+
+
+def _block_indent(lines: list[str]) -> str:
+    """The indentation of a code block that all of a paste is but a few sentences of prose before or
+    after it (`here is dmesg:` then the log, each line indented by four): the block's common indent,
+    where a line of it is a log's line once that is off. '' where the unindented lines are more, are
+    records themselves, or stand between the block's lines (then they are the log's own)."""
+    flags = [t[:1] in (" ", "\t") for t in lines]
+    if True not in flags or False not in flags:
+        return ""
+    first, last = flags.index(True), len(flags) - 1 - flags[::-1].index(True)
+    block = lines[first:last + 1]
+    prose = lines[:first] + lines[last + 1:]
+    if not all(flags[first:last + 1]) or len(prose) > max(PROSE_LINES, len(block) // 4) or \
+            any(_record(t) or _kernel_line(t) for t in prose):
+        return ""          # (a record unindented: the log's own line, its indented lines its rest)
+    ind = _common_indent(block)
+    if not ind or not any(_kernel_line(t[len(ind):]) or _record(t[len(ind):]) for t in block):
+        return ""
+    return ind
+
+
 HEAD = re.compile(r"\s|\[|\(|<|#|=|>|\d{4}-\d\d-\d\d|[^\W\d_]{2,5}\.? +\d{1,2} \d\d:\d\d|\d\d:\d\d:\d\d ")
 
 
@@ -351,7 +442,7 @@ def _stamped(t: str, own: str) -> bool:
 STAMP_HEAD = re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[[^\]\n]{0,30}\d\d:\d\d")
 
 
-def _join_wraps(out, numbered, wrappers, notes):
+def _join_wraps(out, numbered, wrappers, notes, headed: set[int] = frozenset()):
     """Join a line's continuation that a terminal or a mail client cut onto the next line.
     A wrap shows as a width: the line cut ends at (a terminal's) or near (a mail client's, at a
     space) the longest line's length. In a file whose lines open with a stamp, a line without one
@@ -377,7 +468,8 @@ def _join_wraps(out, numbered, wrappers, notes):
     # the producer's own line head: the kernel's stamps, or a head of punctuation every line of
     # the producer opens with (compute-sanitizer's `=========`)
     lead = _line_head(out)
-    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead)) for _, t, _ in out]
+    kstamped = [bool(t.strip()) and (_kernel_stamp(t) or bool(lead) and t.startswith(lead) or k in headed)
+                for k, (_, t, _) in enumerate(out)]
     stamped = [a or b for a, b in zip(stamped, kstamped)]
     rests = [k for k, (_, t, _) in enumerate(out) if t.strip() and not kstamped[k]]
     after_long = sum(1 for k in rests if k and lengths[k - 1] >= width // 2)
@@ -411,6 +503,8 @@ def _join_wraps(out, numbered, wrappers, notes):
                 sep = " "
             elif not cut and TQDM_REST.match(t) and TQDM_OPEN.search(prev):
                 sep = " "      # tqdm's bar cut at its blanks: the line goes on after the bar (`| 5/20 [...]`)
+            elif not (cut or word) and _label_alone(prev, t, mail):
+                sep = " "      # a record's label whose value, one word too long for the line, went to the next
             elif cut or word:
                 want = "" if cut else " "
                 if heads and res[-1][4]:
@@ -462,6 +556,16 @@ def _join_wraps(out, numbered, wrappers, notes):
     return [(no, t, h) for no, t, h, _, _, _ in res]
 
 
+def _label_alone(prev: str, nxt: str, mail: int) -> bool:
+    """A mail client's wrap of a label and its one long value (ROCclr's `Kernel Name: _ZN6alpaka...`, a
+    mangled name longer than the line): the label ends the line, the value alone is the next (no
+    blank in it, too long to have fitted after the label), and a record reads the two as one."""
+    word = nxt.strip()
+    return prev.rstrip().endswith(":") and bool(word) and not nxt[0].isspace() and not any(
+        c.isspace() for c in word) and len(prev.rstrip()) + 1 + len(word) > mail and \
+        _continues(prev.rstrip(), word, " ", False)
+
+
 def cut_at(length: int, width: int, terminal: bool) -> bool:
     """A line a terminal cut at its width (its trailing space is the record's own)."""
     return terminal and length == width
@@ -501,6 +605,7 @@ def _line_head(out) -> str:
 PUNCT_HEAD = re.compile(r"[=*#|:~+-]{4,}(?= |$)")
 
 
+@functools.lru_cache(maxsize=4096)    # (a pure function: each line is asked at both of its junctions)
 def _message(line: str) -> str:
     """A kernel log line's message: its stamp and device prefix off (the kernel parser's
     patterns are anchored there)."""
@@ -538,21 +643,37 @@ def _continues(prev: str, nxt: str, sep: str, at_width: bool, more: tuple = (), 
             m = pattern.search(joined)
             if m is None or m.end() <= junction + len(sep) or m.start() >= junction:
                 continue
-            alone, after = pattern.search(first), pattern.search(nxt)
+            alone, after = _search(pattern, first), _search(pattern, nxt)
+            if own_word and alone is not None and after is not None and _opens(after, nxt):
+                continue           # a record on each line, the next opening its own: two records, never a wrap
             if _fields(m) > max(_fields(alone), _fields(after)) or own_word and alone is None and after is None:
                 return True
             if own_word and alone is not None and sep == "" and at_width and _token_cut(alone, m, junction, joined):
                 return True
+    firsts = {prev, _message(prev)} | ({before + "\n" + prev} if before else set())
     for rest in more or ([""] if before else []):
-        for first in {prev, _message(prev)} | ({before + "\n" + prev} if before else set()):
+        # (only a record told by its own word counts here: the anchored guards whose anchor is in the
+        # longest of the texts, which holds every other as a part of it, and the word-led continuations,
+        # each `^`-anchored: one scan for all the ways the lines may join, not one per way)
+        longest = (before + "\n" + prev if before else prev) + sep + nxt + rest
+        guards = [(prefilter.GUARDS[i].pattern.search, prefilter.GUARDS[i].pattern)
+                  for i in RECORD_PATTERNS.find(longest)[0]]
+        for first in firsts:
             joined, junction = first + sep + nxt + rest, len(first)
-            for pattern, own_word in _record_patterns(joined):
-                if not own_word or pattern.search(first):
+            for find, pattern in guards + RECORD_PATTERNS.word_led(joined):
+                if find(first):
                     continue
-                m = pattern.search(joined)
+                m = find(joined)
                 if m is not None and m.start() < junction < m.end() and pattern.search(nxt + rest) is None:
                     return True
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _search(pattern: re.Pattern, line: str) -> re.Match | None:
+    """A record pattern on one line alone: each line is asked as the end of one junction and the
+    start of the next, with each separator (a pure function of its text)."""
+    return pattern.search(line)
 
 
 # a tqdm progress bar left open at the end of a line: `25%|████▊` (its blanks and closing `|` on the next)
@@ -568,9 +689,8 @@ def _words_run_on(prev: str, nxt: str) -> bool:
     window = joined[max(0, junction - 64):]
     if not any(prefilter.may_matter(r).search(window) for r in READERS):
         return False
-    for g in prefilter.GUARDS:
-        if g.pattern is None or not any(a in joined for a in g.anchors):
-            continue
+    for i in RECORD_PATTERNS.find(joined)[0]:
+        g = prefilter.GUARDS[i]
         m = g.pattern.search(joined)
         if m is not None and m.start() < junction < m.end() and g.pattern.search(prev) is None \
                 and g.pattern.search(nxt) is None:
@@ -578,20 +698,103 @@ def _words_run_on(prev: str, nxt: str) -> bool:
     return False
 
 
-def _record_patterns(joined: str):
+class _RecordPatterns:
+    """The parsers' record patterns that may match a text: the anchored guards with an anchor in it
+    and the lines read inside an open record (prefilter.CONTINUATION_PATTERNS) that may match it.
+    Asked one by one, a junction costs ~500 substring scans and ~95 searches (1-2 ms), and a paste of
+    many distinct lines of one width asks at every line: once a paste has asked often (`PAYS`), one
+    Hyperscan database of every anchor and pattern answers in one pass (find_patterns). It takes ~1 s
+    to build, so a paste that asks a few times, and a text the prefilter cannot answer for (no
+    Hyperscan, not all ASCII), are answered one by one. Rebuilt when a parser module registered more
+    (they register at import)."""
+
+    PAYS = 2000         # questions after which the database is worth its build
+
+    def __init__(self):
+        self.key, self.asked, self.pre = None, 0, None
+
+    def _table(self) -> None:
+        key = (len(prefilter.GUARDS), len(prefilter.CONTINUATION_PATTERNS))
+        if self.key == key:
+            return
+        self.key, self.pre = key, None
+        self.conts = [(p, WORD_LED.match(p.pattern) is not None) for p in prefilter.CONTINUATION_PATTERNS]
+        self.led_always, self.led_at, self.led_blank = [], {}, {}
+        for p, word in self.conts:
+            if not word:
+                continue
+            m = LED_HEAD.match(p.pattern)
+            if p.flags & (re.M | re.I) or m is None:
+                self.led_always.append((p.search, p))
+            else:        # (`^\s*Word`: after the text's blanks; `^Word`: at its start)
+                table = self.led_blank if m.group("blank") else self.led_at
+                table.setdefault(m.group("word"), []).append((p.match, p))
+        self.guards = [(i, g.anchors) for i, g in enumerate(prefilter.GUARDS) if g.pattern is not None and g.anchors]
+
+    def _prefilter(self) -> PatternPrefilter:
+        pats, self.rows = [], []          # (is a guard, its index)
+        for i, anchors in self.guards:
+            for a in anchors:
+                pats.append(re.compile(re.escape(a)))
+                self.rows.append((True, i))
+        for i, (p, _) in enumerate(self.conts):
+            pats.append(p)
+            self.rows.append((False, i))
+        return PatternPrefilter(pats)
+
+    def word_led(self, text: str) -> list[tuple]:
+        """The continuations a word of their own leads (`^Address: 0x`) that may match `text`, each with
+        how to find it: `^`-anchored, a match at the start is all a search could find (without re.M),
+        so only those whose first three letters open the text (after its blanks, where the pattern
+        allows them) can; a pattern the table cannot tell so (re.M, re.I) is always named."""
+        self._table()
+        return self.led_always + self.led_at.get(text[:3], []) + self.led_blank.get(text.lstrip()[:3], [])
+
+    def find(self, text: str) -> tuple[list[int], list[tuple[re.Pattern, bool]]]:
+        """(the guards' indices, in order; the continuations that may match, in order)."""
+        self._table()
+        self.asked += 1
+        if self.pre is None and self.asked >= self.PAYS:
+            self.pre = self._prefilter()
+        hit = self.pre.may(text) if self.pre is not None else None
+        if hit is None:
+            return [i for i, anchors in self.guards if any(a in text for a in anchors)], self.conts
+        guards, conts = set(), []
+        for k in hit:
+            is_guard, i = self.rows[k]
+            if is_guard:
+                guards.add(i)
+            else:
+                conts.append(i)
+        return sorted(guards), [self.conts[i] for i in sorted(conts)]
+
+
+RECORD_PATTERNS = _RecordPatterns()
+
+
+def _record_patterns(joined: str, words_only: bool = False):
     """The parsers' record patterns that could match `joined`, each with whether it is told by a
     word of its own: the anchored ones whose anchor is in it (an anchor the cut split too), and
     the lines they read inside an open record. Of these, only those that open with a word
     (`Address: 0x...`) are a record by matching at all; the others (a bare frame, a numbered line)
-    match almost any text, so only reading more of their fields across the cut counts."""
-    for g in prefilter.GUARDS:
-        if g.pattern is not None and any(a in joined for a in g.anchors):
-            yield g.pattern, True
-    for p in prefilter.CONTINUATION_PATTERNS:
-        yield p, WORD_LED.match(p.pattern) is not None
+    match almost any text, so only reading more of their fields across the cut counts. `words_only`:
+    the word-led ones alone (a caller that counts no other)."""
+    guards, conts = RECORD_PATTERNS.find(joined)
+    for i in guards:
+        yield prefilter.GUARDS[i].pattern, True
+    for p, own_word in conts:
+        if own_word or not words_only:
+            yield p, own_word
 
 
 WORD_LED = re.compile(r"\^(?:\\s\*)?[A-Za-z]{3,}")
+# a word-led pattern's first three letters, literal (no quantifier on the third)
+LED_HEAD = re.compile(r"\^(?P<blank>\\s\*)?(?P<word>[A-Za-z]{3})(?![?*+{])")
+
+
+def _opens(m: re.Match, line: str) -> bool:
+    """A record's match that opens the line (but for blanks): its head was not cut off by a wrap."""
+    return not line[:m.start()].strip()
 
 
 def _fields(m: re.Match | None) -> int:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from .. import re_cache
 from ..model import Problem
 from .text import KEEP, MAX_LINE
 
@@ -31,6 +32,7 @@ BLOCK = 4 << 20           # bytes scanned at once (memory: a few blocks)
 
 @dataclass
 class Guard:
+    """A parser pattern's anchors: the literal words every line it matches holds."""
     reader: str
     pattern: re.Pattern | None     # None: a word that matters by itself (an excerpt mark)
     anchors: tuple[str, ...]
@@ -84,7 +86,8 @@ def may_matter(reader: str) -> re.Pattern:
         exact = [a for g in GUARDS if g.reader == reader and not g.ignore_case for a in g.anchors]
         folded = [a for g in GUARDS if g.reader == reader and g.ignore_case for a in g.anchors]
         parts = [_alternation(exact)] + ([f"(?i:{_alternation(folded)})"] if folded else [])
-        _compiled[key] = re.compile("|".join(parts))
+        # (the declared anchors are the program's text: kept compiled across runs, ~16 ms each start)
+        _compiled[key] = re_cache.compile("|".join(parts))
     return _compiled[key]
 
 
@@ -135,6 +138,7 @@ class Excerpt(str):
 
 @dataclass
 class Scan:
+    """The lines of a big file the anchors kept, with where they were in the file."""
     data: bytes = b""                                 # the kept lines, newline-joined
     stretches: list[tuple[int, int]] = field(default_factory=list)
     lines: int = 0                                    # lines in the file

@@ -270,6 +270,7 @@ TORCH_ERROR = re.compile(r"(?:(?<![\w.])(?P<exc>[\w.]+(?:Error|Exception)): )?(?
 GGML_SITE = re.compile(r"^\s*current device: (?P<dev>-?\d+), in function (?P<func>\S+) "
                        r"at (?P<file>.+?):(?P<line>\d+)\s*$")
 GGML_CALL = re.compile(r"^\s*(?P<call>[A-Za-z_][\w:]*(?:\s?\(.*\))?)\s*$")
+continuation(RUNTIME, GGML_CALL)        # read only on the line after a GGML_SITE line
 GGML_ASSERT = re.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:]+):(?P<line>\d+): (?P<what>GGML_ASSERT\((?P<expr>.*)\) failed)"
                          r"|GGML_ASSERT: (?P<old_file>(?:[A-Za-z]:)?[^\s:]+):(?P<old_line>\d+): (?P<old_expr>.*\S)")
 anchored(RUNTIME, GGML_SITE, "current device: ")
@@ -334,6 +335,10 @@ BRACKET_TS_PREFIX = re.compile(r"^\[(?P<iso>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,
 continuation(RUNTIME, BRACKET_TS_PREFIX)
 WORKER_TAG = re.compile(r"^\((?P<tag>[^()]*?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:]+)?)\)\s*:?\s*")
 continuation(RUNTIME, WORKER_TAG)
+# torchrun's per-line prefix (torch.distributed.elastic, `--tee`/`--log-line-prefix-template` default):
+# `[rank3]:` (2.2+), `[default3]:` (the role's local rank, before)
+RANK_TAG = re.compile(r"^\[(?P<tag>(?:rank|default)\d{1,5})\]:\s?")
+continuation(RUNTIME, RANK_TAG)
 CTEST_TAG = re.compile(r"^(?P<tag>\d{1,4}): (?=\S)")
 # vLLM's logger (vllm/logger.py `_FORMAT`: "%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s",
 # datefmt "%m-%d %H:%M:%S"; 2024 builds without the `[`), repeated before every line of a multi-line
@@ -361,6 +366,11 @@ def _split_prefix(text: str) -> tuple[str, str | None, int | None, Stamp | None]
         m = WORKER_TAG.match(rest)
         if m:
             tag, pid = m.group("tag"), int(m.group("pid"))
+            rest = rest[m.end():]
+            continue
+        m = RANK_TAG.match(rest)
+        if m:
+            tag = f"{tag}, {m.group('tag')}" if tag else m.group("tag")      # the worker's process, and its rank
             rest = rest[m.end():]
             continue
         m = VLLM_PREFIX.match(rest)
@@ -602,7 +612,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     if m:
         st.out.faults.append(RuntimeFault(kind="collective-timeout", origin=org, text=m.group(0),
                                           reason=f"{m.group('op')} #{m.group('seq')} waited {int(m.group('ms')) / 1000:g} s",
-                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          pid=pid, process_tag=_rank_tag(m) or tag, stamp=stamp,
                                           collective=_collective(m)))
     m = WATCHDOG_STUCK.search(rest)
     if m:
@@ -610,7 +620,7 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
                  "process_group": pg_name(m), "monitor": m.group("cls")}
         st.out.faults.append(RuntimeFault(kind="watchdog-stuck", origin=org, text=m.group(0),
                                           reason=f"{m.group('cls')}'s watchdog made no progress for {m.group('s')} s",
-                                          pid=pid, process_tag=tag or _rank_tag(m), stamp=stamp,
+                                          pid=pid, process_tag=_rank_tag(m) or tag, stamp=stamp,
                                           collective={k: v for k, v in stuck.items() if v is not None}))
     m = MEMORY_ERROR.search(rest)
     if m:
@@ -630,7 +640,10 @@ def _parse_line(st: _State, lines: list[Line], i: int) -> int:
     _match_dispatch_info(st, rest, org, line)
     if not _match_device_assert(st, rest, org, pid, tag):
         # (a line that is a runtime fault already, `hipErrorX ... HSA_STATUS_...`, is that one event)
+        seen = len(st.out.host_errors)
         _match_host_errors(st, rest, org, tag, general=len(st.out.faults) == faults_before)
+        for err in st.out.host_errors[seen:]:
+            err.pid, err.process_tag = pid, tag      # the launcher's worker tag or rank on the line
     _match_ggml(st, rest, org, tag, lines, i)
     _match_tracebacks(st, rest, org, tag)
     _match_core_dump(st, rest, org, pid, tag)
@@ -1226,7 +1239,7 @@ def _match_notes(st: _State, rest: str, org: Origin, tag: str | None = None) -> 
     m = WATCHDOG_WORK.search(rest)
     if m:
         st.out.notes.append(Note(org, "watchdog-work", m.group(0), {
-            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": tag or _rank_tag(m),
+            "rank": int(m.group("rank")) if m.group("rank") else None, "process_tag": _rank_tag(m) or tag,
             "process_group": pg_name(m), "work": int(m.group("work")), "last_enqueued": int(m.group("enq")),
             "last_completed": int(m.group("done"))}))
         return

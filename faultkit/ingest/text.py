@@ -40,6 +40,7 @@ def decode(data: bytes, name: str) -> tuple[str, list[Problem]]:
 
 @dataclass(slots=True)
 class Line:
+    """One log line as the parsers see it, numbered as in the file."""
     no: int          # 1-based line number in the file
     text: str        # escapes removed, carriage-return segments kept joined
     boundary: bool = False  # an excerpt boundary: open multi-line records must be closed

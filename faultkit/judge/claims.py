@@ -86,6 +86,7 @@ TIERS = {"mentioned": -1, "snapshot": 0, "inferred": 1, "reported": 2, "observed
 
 @dataclass(frozen=True)
 class Basis:
+    """What kind of evidence a claim rests on and which producer printed it."""
     kind: str                   # a key of BASES
     producer: str               # the tool or runtime that printed the evidence (ROCclr, rocgdb, rocprofv3 ...)
     version: str | None = None  # the producer's version where the evidence or the bundle says it
@@ -112,6 +113,7 @@ class Identities:
 
 @dataclass
 class Claim:
+    """One piece of evidence naming a kernel (or none), with its place: what the judgment weighs."""
     kernel: str | None             # the kernel named (None: the claim names none)
     basis: Basis
     why: str                       # the evidence in words, with its place

@@ -34,6 +34,7 @@ ENDED = {"hang": "the target printed nothing for the --hang-after time",
 
 @dataclass
 class Judgment:
+    """The verdict over all claims and the incidents it was judged per."""
     verdict: Verdict
     incidents: list[FaultGroup]
 
@@ -57,6 +58,7 @@ def judge(claims: list[Claim], faults: list[Fault], ended_by: str | None = None)
 
 @dataclass
 class _Cand:
+    """A kernel being judged with the claims that name it."""
     kernel: str
     claims: list[Claim]
     score: float = 0.0

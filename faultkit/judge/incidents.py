@@ -18,6 +18,7 @@ from .claims import Claim
 
 @dataclass
 class FaultGroup:
+    """The faults of one incident (processes, GPUs) with the claims judged for it."""
     pids: list[int]
     faults: list[Fault]
     gpus: list[str] = field(default_factory=list)

@@ -11,10 +11,8 @@ watched, but it did not end the kernel the way a memcheck access error or a GPU 
 
 from __future__ import annotations
 
-from ..analyze.sanitizer_entry import clone_claim, sanitizer_entry
-from ..judge import Basis, Claim, Identities
-from ..judge.claims import in_device_function
-from ..judge.names import kernel_key
+from ..analyze.sanitizer_entry import add_claims, sanitizer_entry
+from ..judge import Claim, Identities
 from ..model import Fault, SanitizerFinding
 from .source import Source
 
@@ -67,31 +65,11 @@ def faults(inc) -> list[Fault]:
 def claims(inc, setting) -> list[Claim]:
     out: list[Claim] = []
     for f in _distinct(inc):
-        # the same rule as memcheck's (analyze/sanitizer_entry.py): the outermost device frame of a report
-        # that went on past them is the kernel; a name that shows it is a helper, or a report cut in its
-        # frames, names none
-        e = sanitizer_entry(f)
-        ids = Identities(page=f.address >> 12 if f.address is not None else None, engine="shader")
-        if e.kernel is None and e.device_function:
-            if any(c.device_function == e.device_function and not c.named for c in out):
-                continue
-            out.append(in_device_function(e.device_function, "compute-sanitizer",
-                                          f"{_what(f)} in device function {e.device_function}{_where(f)} ({f.origin}); "
-                                          f"{e.unshown}", ids, str(f.origin)))
-            cloned = clone_claim(e, _what(f), ids, str(f.origin))
-            if cloned and not any(c.basis.kind == "cloned-into" and kernel_key(c.kernel) == kernel_key(cloned.kernel)
-                                  for c in out):
-                out.append(cloned)
-            continue
-        if not e.kernel or any(c.basis.kind == "sanitizer-finding" and kernel_key(c.kernel) == kernel_key(e.kernel)
-                                 for c in out):
-            continue
-        inside = f", in its device function {e.device_function}," if e.device_function else ""
-        cut = f"; {e.cut}" if e.cut else f"; the kernel by {e.told_by}" if e.told_by else ""
-        out.append(Claim(e.kernel, Basis("sanitizer-finding", "compute-sanitizer"),
-                         f"{_what(f)} in this {'kernel' if f.device_frames else 'function'}{inside}{_where(f)} "
-                         f"({f.origin}){cut}", ids, str(f.origin), entry=True if f.device_frames else None,
-                         device_function=e.device_function))
+        # the same reading as memcheck's (analyze/sanitizer_entry.py)
+        add_claims(out, sanitizer_entry(f), f, _what(f), _where(f),
+                   Identities(page=f.address >> 12 if f.address is not None else None, engine="shader"),
+                   "sanitizer-finding", this="kernel" if f.device_frames else "function",
+                   entry=True if f.device_frames else None)
     return out
 
 

@@ -36,6 +36,7 @@ class Setting:
 
 @dataclass(frozen=True)
 class Source:
+    """One producer of evidence: what it is and the markers that recognise its text."""
     name: str
     says: str                                        # what it is, in a line (the package's table)
     kind: str | None = None                          # the input kind its markers recognise in a text
