@@ -29,7 +29,7 @@ import tarfile
 import tempfile
 import threading
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, Iterator
 
@@ -197,6 +197,11 @@ def _collect_one(raw: str, out: Inputs) -> None:
         entries = list(_dir_entries(path, out))
         if not entries and not any(p.file.startswith(raw) for p in out.problems):
             out.problems.append(Problem(raw, "an empty folder: nothing to read"))
+        inside = _one_bundle_inside(entries)
+        if inside is not None:         # the bundle read as a bundle, the rest (notes, reports) for what it is
+            _load(inside[0], out)
+            _load(inside[1], out)
+            return
         _load(entries, out)
         return
     if stat.S_ISFIFO(st.st_mode):
@@ -258,6 +263,25 @@ def _filesystem(path: Path) -> str | None:
 
 def _file_entry(path: Path, name: str, rel: str, st: os.stat_result) -> _Entry:
     return _Entry(rel, name, st.st_size, open=lambda: open(path, "rb"), path=str(path))
+
+
+def _one_bundle_inside(entries: list[_Entry]) -> tuple[list[_Entry], list[_Entry]] | None:
+    """A folder that is no bundle but holds one (a user's incident folder: `bundle/` beside the
+    report they wrote of it): the bundle's entries, named from its own root, and the others. Read
+    as one pile, its history (kernel-before.log) was taken for evidence: a bundle's faults counted
+    again, and its machine's earlier faults as incidents of their own."""
+    rels = {e.rel for e in entries}
+    if layout.MANIFEST in rels:
+        return None
+    roots = sorted({r[: -len(layout.MANIFEST) - 1] for r in rels if r.endswith("/" + layout.MANIFEST)},
+                   key=lambda r: r.count("/"))
+    if not roots or any(r != roots[0] and not r.startswith(roots[0] + "/") for r in roots):
+        return None                    # none, or several side by side (a job's: `triage run/*` reads them)
+    root = roots[0] + "/"
+    inner = [replace(e, rel=e.rel[len(root):]) for e in entries if e.rel.startswith(root)]
+    if not layout.written_by_capture(e.rel for e in inner):
+        return None                    # a manifest.json of something else
+    return inner, [e for e in entries if not e.rel.startswith(root)]
 
 
 def _dir_entries(root: Path, out: Inputs) -> Iterator[_Entry]:

@@ -224,7 +224,8 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
     processes are paused for milliseconds per sample, never stopped.
 
     BUNDLE: a capture that is still running: its whole process tree is read and the stacks are
-    kept in the bundle's stacks/ folder. Exit status: 0 stacks read; 1 none could be read.
+    kept in the bundle's stacks/ folder. Exit status: 0 stacks read; 1 none could be read, or -o
+    could not keep them (the stacks are printed all the same).
 
     \b
     Example:
@@ -251,7 +252,9 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         for why in res.problems:
             click.echo(clean(why), err=True)
         sys.exit(0 if res.read_any else EXIT_INPUT)
-    if res.folder is not None and not quiet:
+    if res.unwritten:                   # the stacks above are whole; the folder could not keep them
+        click.echo(clean(f"error: {res.unwritten}; kept {len(res.files)} file(s)"), err=True)
+    elif res.folder is not None and not quiet:
         click.echo(clean(f"kept {len(res.files)} file(s) in {res.folder}"), err=True)
     if verbose or not res.read_any:
         for why in res.problems:
@@ -260,8 +263,11 @@ def dump(bundle, pids, no_children, samples, interval, deadline, fmt, output, re
         click.echo("error: no stack could be read (attaching needs ptrace: the same user and "
                    "kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE)", err=True)
         sys.exit(EXIT_INPUT)
+    if res.unwritten:
+        sys.exit(EXIT_WRITE)
 
 EXIT_INPUT, EXIT_USAGE, EXIT_NOT_STARTED, EXIT_FAIL_ON, EXIT_INTERNAL = 1, 2, 3, 4, 70
+EXIT_WRITE = 1          # every verb: a file it writes could not be written (disk full, read-only, quota)
 # -o's extension names the format where --format is not given (as a user of other tools expects)
 TEXT_SUFFIXES = {".json": "json"}          # show, doctor: text unless the file is .json
 REPORT_SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json"}
@@ -1136,9 +1142,12 @@ def watch(node, spool, kernel_log, logs, core_dirs, metrics_port, metrics_addr, 
         w = run(opts, once=once, stop=lambda: stopping["now"])
     except RuntimeError as exc:            # the registry named by --db cannot be used: said, no traceback
         raise click.ClickException(clean(str(exc))) from None
-    except OSError as exc:
-        raise click.ClickException(clean(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else
-                                         f"{exc.strerror or exc}")) from None
+    except OSError as exc:                 # the spool cannot be made (read-only, full): said
+        message = clean(f"{exc.filename}: {exc.strerror or exc}" if exc.filename else f"{exc.strerror or exc}")
+        if mode == "npd":                  # NPD's "unknown", never its "problem"
+            click.echo(f"Error: {message}", err=True)
+            sys.exit(EXIT_NPD_UNKNOWN)
+        raise click.ClickException(message) from None
     for p in w.problems:
         click.echo(f"problem: {clean(p)}", err=True)
     for s in w.closed:             # the incidents themselves are the verb's output: on stdout, always
@@ -1165,25 +1174,41 @@ def run() -> None:
         raise
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as exc:
+        from .private_files import WRITE_ERRNOS, CannotWrite
+        if not isinstance(exc, CannotWrite) and exc.errno not in WRITE_ERRNOS:
+            _internal_error(exc)
+        # A full disk, a read-only folder, a quota: the system's answer, not faultkit's fault. Files
+        # already written are complete and kept; the one being written never replaced anything.
+        what = exc if isinstance(exc, CannotWrite) else \
+            f"{exc.filename}: cannot write ({exc.strerror})" if exc.filename else f"cannot write ({exc.strerror})"
+        click.echo(clean(f"faultkit: {what}; no file was left half-written"), err=True)
+        sys.exit(EXIT_WRITE)
     except Exception as exc:                         # noqa: BLE001 - the last line of defence
-        import traceback
-        where = ""
-        for folder in error_folders(sys.argv[1:]):
-            path = folder / f"faultkit-error-{os.getpid()}.txt"
-            try:
-                from .private_files import write_private
-                write_private(path, traceback.format_exc())
-            except OSError:
-                continue
-            where = f"; details in {path}"
-            break
-        click.echo(clean(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}"), err=True)
-        sys.exit(EXIT_INTERNAL)
+        _internal_error(exc)
     finally:
         # Everything is written and closed by now. The interpreter's last collections at exit would
         # walk every object the imports made (pandas' alone: about 0.12 s); frozen, they are skipped.
         import gc
         gc.freeze()
+
+
+def _internal_error(exc: BaseException) -> None:
+    """One line, the traceback saved beside the output (or in the user's cache), exit 70 (called
+    inside the `except` that caught it: the traceback is the current one)."""
+    import traceback
+    where = ""
+    for folder in error_folders(sys.argv[1:]):
+        path = folder / f"faultkit-error-{os.getpid()}.txt"
+        try:
+            from .private_files import write_private
+            write_private(path, traceback.format_exc())
+        except OSError:
+            continue
+        where = f"; details in {path}"
+        break
+    click.echo(clean(f"faultkit: internal error: {type(exc).__name__}: {exc}{where}"), err=True)
+    sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

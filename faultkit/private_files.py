@@ -13,11 +13,32 @@ debugger's transcript) are appended through `open_append`, 0600 from their first
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 FILE_MODE, DIR_MODE = 0o600, 0o700
+
+# What a full disk, a read-only folder, a quota or a file-size limit says: a write's failure, never
+# faultkit's own (an OSError of these inside a writer's `with` is about the file being written).
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+class CannotWrite(OSError):
+    """A file faultkit writes could not be written: its path and why (`str` is the one line every
+    verb says). The target is as it was (a PrivateFile's temporary is removed)."""
+
+    def __init__(self, path: Path | str, exc: OSError):
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write ({self.strerror})"
+
+
+def _cannot_write(path: Path | str, exc: OSError) -> CannotWrite:
+    return exc if isinstance(exc, CannotWrite) else CannotWrite(path, exc)
 
 
 def private_dir(path: Path | str) -> Path:
@@ -56,13 +77,19 @@ class PrivateFile:
 
     def __init__(self, path: Path | str, binary: bool = False):
         self.path = Path(path)
-        fd, self.tmp = tempfile.mkstemp(dir=_parent(self.path), prefix=f".{self.path.name}.", suffix=".part")
+        try:
+            fd, self.tmp = tempfile.mkstemp(dir=_parent(self.path), prefix=f".{self.path.name}.", suffix=".part")
+        except OSError as exc:
+            raise _cannot_write(self.path, exc) from exc
         os.fchmod(fd, FILE_MODE)        # mkstemp's 0600 already; said once more against an odd umask
         self.fh = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape")
         self.closed = False
 
     def write(self, data) -> int:
-        return self.fh.write(data)
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            raise _cannot_write(self.path, exc) from exc
 
     def close(self) -> None:
         if self.closed:
@@ -71,6 +98,9 @@ class PrivateFile:
         try:
             self.fh.close()
             os.replace(self.tmp, self.path)
+        except OSError as exc:
+            _unlink(self.tmp)
+            raise _cannot_write(self.path, exc) from exc
         except BaseException:
             _unlink(self.tmp)
             raise
@@ -80,6 +110,8 @@ class PrivateFile:
             self.closed = True
             try:
                 self.fh.close()
+            except OSError:
+                pass                    # a full disk's last flush: the file is dropped anyway
             finally:
                 _unlink(self.tmp)
 
@@ -89,8 +121,11 @@ class PrivateFile:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
-        else:
-            self.discard()
+            return
+        self.discard()
+        # A library that wrote into `fh` itself (tarfile, pyarrow) raised the disk's error without a name.
+        if isinstance(exc, OSError) and not isinstance(exc, CannotWrite) and exc.errno in WRITE_ERRNOS:
+            raise CannotWrite(self.path, exc) from exc
 
 
 def write_private(path: Path | str, data: str | bytes) -> None:
@@ -124,8 +159,11 @@ def open_fd(path: Path | str, append: bool = False) -> int:
     """A file descriptor to write evidence into as it arrives (splice(2) refuses O_APPEND: the
     recorder takes one without), 0600 from its first byte; the caller closes it."""
     path = Path(path)
-    _parent(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0), FILE_MODE)
+    try:
+        _parent(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0), FILE_MODE)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from exc
     os.fchmod(fd, FILE_MODE)
     return fd
 

@@ -44,6 +44,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import zlib
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -173,10 +174,20 @@ def spawn(argv: list, d: Path, stdin: bytes | None = None, wall: int = WALL_S, e
     p.returncode = os.waitstatus_to_exitcode(status)
     _killpg(p.pid, signal.SIGKILL)           # what the run left behind in its own session
     wall_s = time.monotonic() - t0
-    out.seek(0), err.seek(0)
-    res = Result(p.returncode, wall_s, hwm, out.read(), err.read(), timed_out)
+    res = Result(p.returncode, wall_s, hwm, _bounded(out), _bounded(err), timed_out)
     out.close(), err.close()
     return res
+
+
+def _bounded(fh, keep: int = 32 << 20) -> bytes:
+    """A run's stdout or stderr as judged: its first and last 32 MiB (a run may write 512 MiB of each)."""
+    size = fh.seek(0, os.SEEK_END)
+    fh.seek(0)
+    if size <= 2 * keep:
+        return fh.read()
+    head = fh.read(keep)
+    fh.seek(size - keep)
+    return head + b"\n...\n" + fh.read(keep)
 
 
 def _hwm(pid: int) -> int:
@@ -1077,14 +1088,18 @@ def read_all(p: Path) -> list[tuple[str, bytes]]:
     except OSError:
         return []
     out = [(str(p), data)]
+    held = len(data)
     try:
         if tarfile.is_tarfile(p):
             with tarfile.open(p) as tf:
                 for m in tf.getmembers():
+                    if held > READ_ALL_MAX:
+                        break                  # what one output may cost the harness's memory
                     if m.isfile():
                         f = tf.extractfile(m)
                         blob = f.read(64 << 20) if f else b""
                         out += [(f"{p}:{m.name}", x) for x in _decoded(blob)]
+                        held += sum(len(x) for _, x in out[-3:])
                     out.append((f"{p}:{m.name}(name)", m.name.encode("utf-8", "surrogateescape")))
     except (tarfile.TarError, OSError, EOFError, lzma.LZMAError, ValueError):
         pass
@@ -1092,11 +1107,22 @@ def read_all(p: Path) -> list[tuple[str, bytes]]:
     return out
 
 
+READ_ALL_MAX = 512 << 20        # bytes read_all holds for one output file, members and decodings included
+HARNESS_AS = 10 << 30          # the harness's own address space: a MemoryError is a harness error, not the OOM killer
+
+
+def _inflated(blob: bytes, kind: str, limit: int = 64 << 20) -> bytes:
+    """At most `limit` bytes of a gzip or xz blob: decompressed whole, a bomb among the outputs (a
+    packed 8 GiB core-like member) took the harness to 22 GB and the OOM killer (the pass's tally lost)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS) if kind == "gzip" else lzma.LZMADecompressor()
+    return d.decompress(blob, limit)
+
+
 def _decoded(blob: bytes) -> list[bytes]:
     out = [blob]
-    for opener in (gzip.decompress, lzma.decompress):
+    for kind in ("gzip", "xz"):
         try:
-            out.append(opener(blob)[:64 << 20])
+            out.append(_inflated(blob, kind))
         except Exception:      # noqa: BLE001 - not that format
             pass
     for enc in ("utf-16", "utf-32"):
@@ -1239,6 +1265,13 @@ def main() -> int:
         print(f"no corpus at {CORPUS}: the pass needs ../shared/corpus", file=sys.stderr)
         return 2
     verbs = set(args.verb or GENERATORS)
+    # The harness itself was OOM-killed twice at 23 GB (dmesg), its tally lost: bounded, it says so.
+    resource.setrlimit(resource.RLIMIT_AS, (HARNESS_AS, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    # SIGTERM, SIGHUP or Ctrl-C (during the setup too) end the pass after the runs in flight, with its
+    # tally (the third pass died without one).
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     fx = Fixtures(work)
     t0 = time.monotonic()
     fx.make(verbs)
@@ -1254,14 +1287,23 @@ def main() -> int:
     start = time.monotonic()
     counter = iter(range(10 ** 9))
 
+    def save() -> None:
+        """tally.json as it stands (after every run: a pass killed even by SIGKILL leaves its figures)."""
+        data = json.dumps({"seed": args.seed, "budget_s": args.budget, "elapsed_s": round(time.monotonic() - start),
+                           "tally": {v: dict(c) for v, c in tally.items()}, "defects": defects_out}, indent=1)
+        tmp = work / "tally.json.part"
+        tmp.write_text(data)
+        os.replace(tmp, work / "tally.json")
+
     def worker(wseed: int):
         r = random.Random(wseed)
-        while time.monotonic() - start < args.budget:
-            with lock:
-                i = next(counter)
-                verb = r.choices(names, weights)[0]
-                case = GENERATORS[verb](r, fx)
+        # No run starts that could not end (its wall bound) before the budget does.
+        while not stop.is_set() and time.monotonic() - start < args.budget - min(WALL_S, args.budget / 4):
             try:
+                with lock:
+                    i = next(counter)
+                    verb = r.choices(names, weights)[0]
+                    case = GENERATORS[verb](r, fx)
                 case, res, defects, d = run_case(i, case, work)
             except Exception as exc:       # noqa: BLE001 - a harness bug is said, the pass goes on
                 with lock:
@@ -1281,22 +1323,32 @@ def main() -> int:
                     shutil.rmtree(d, ignore_errors=True)
                 print(f"[{i}] {case.verb} {case.name[:60]!r}: rc {res.rc} {res.wall:.1f}s "
                       f"{'; '.join(w for _, w in defects)[:300]}", file=sys.stderr, flush=True)
+                try:
+                    save()
+                except OSError as exc:
+                    print(f"tally.json not saved: {exc}", file=sys.stderr)
 
-    threads = [threading.Thread(target=worker, args=(rng.randrange(1 << 30),)) for _ in range(args.jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    classes = ["internal", "hang", "blowup", "leak", "lost"]
-    lines = [f"{'verb':28} {'runs':>5} " + " ".join(f"{c:>8}" for c in classes)]
-    for verb in sorted(tally):
-        t = tally[verb]
-        lines.append(f"{verb:28} {t['runs']:>5} " + " ".join(f"{t[c]:>8}" for c in classes))
-    print("\n".join(lines))
-    (work / "tally.json").write_text(json.dumps({"seed": args.seed, "budget_s": args.budget,
-                                                 "tally": {v: dict(c) for v, c in tally.items()},
-                                                 "defects": defects_out}, indent=1))
-    print(f"defects: {len(defects_out)}; details in {work / 'tally.json'}")
+    threads = [threading.Thread(target=worker, args=(rng.randrange(1 << 30),), daemon=True) for _ in range(args.jobs)]
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    finally:
+        with lock:
+            classes = ["internal", "hang", "blowup", "leak", "lost"]
+            lines = [f"{'verb':28} {'runs':>5} " + " ".join(f"{c:>8}" for c in classes)]
+            for verb in sorted(tally):
+                t = tally[verb]
+                lines.append(f"{verb:28} {t['runs']:>5} " + " ".join(f"{t[c]:>8}" for c in classes))
+            print("\n".join(lines), flush=True)
+            try:
+                save()
+            except OSError as exc:
+                print(f"tally.json not saved: {exc}", file=sys.stderr)
+            print(f"defects: {len(defects_out)}; details in {work / 'tally.json'}"
+                  + (" (stopped early by a signal)" if stop.is_set() else ""), flush=True)
     return 0
 
 

@@ -1,7 +1,7 @@
 """A signal at any moment of `faultkit capture` (issue 36): while faultkit itself imports, before
 the target is launched, while it runs: a finished bundle that says it was interrupted, by which
-signal, with the shell's status. Real signals to the real CLI, sent once the interpreter runs
-faultkit's first line (its signal mask in /proc says when: before that no program can hold one)."""
+signal, with the shell's status. Real signals to the real CLI, sent once faultkit catches SIGTERM
+(its caught-signal mask in /proc says when: before faultkit's first line no program can hold one)."""
 
 import json
 import signal
@@ -53,15 +53,13 @@ def _running(out: Path) -> bool:
 
 
 def _when(proc: subprocess.Popen, out: Path, moment: str) -> None:
-    """Wait for a moment of the capture: `init+S` S seconds after the interpreter took SIGINT (it
-    does so before anything is imported: faultkit's imports run from about 0.04 s to 0.5 s),
-    `held` its SIGTERM handler (the command line's hold, or the capture's own), `running` the
-    target's first line in server.log."""
-    if moment.startswith("init+"):
-        _wait_catching(proc.pid, signal.SIGINT)
-        time.sleep(float(moment[5:]))
-    elif moment == "held":
+    """Wait for a moment of the capture: `held` faultkit holds SIGTERM while its bundle folder is
+    not made yet (it is still importing: only the command line's hold can be in place), `held+S`
+    S seconds after that, `running` the target's first line in server.log."""
+    if moment.startswith("held"):
         _wait_catching(proc.pid, signal.SIGTERM)
+        assert not out.exists(), "SIGTERM was caught only once the bundle folder was made: no early hold"
+        time.sleep(float(moment[5:] or 0))
     else:
         deadline = time.monotonic() + 30
         while not _running(out):
@@ -69,14 +67,14 @@ def _when(proc: subprocess.Popen, out: Path, moment: str) -> None:
             time.sleep(0.01)
 
 
-MOMENTS = ["init+0.15", "init+0.3", "held", "init+0.6", "init+1.0", "running"]
+MOMENTS = ["held", "held+0.1", "held+0.25", "held+0.5", "held+0.9", "running"]
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
 
 
 def test_a_signal_at_any_moment_leaves_a_finished_interrupted_bundle(tmp_path):
     launched = {}
     for i, moment in enumerate(MOMENTS):
-        for sig in SIGNALS if moment in ("init+0.15", "running") else SIGNALS[i % 3:i % 3 + 1]:
+        for sig in SIGNALS if moment in ("held", "running") else SIGNALS[i % 3:i % 3 + 1]:
             out = tmp_path / f"b{i}-{sig.name}"
             marker = f"fk_early_{i}_{sig.name}"
             proc = _capture(out, marker)
@@ -95,7 +93,7 @@ def test_a_signal_at_any_moment_leaves_a_finished_interrupted_bundle(tmp_path):
             if m["exit"] == "never started":
                 assert "never launched" in m["note"] and not (out / "server.log").exists(), where
             assert not (out / layout.LOCK).exists() and not (out / layout.RESERVE).exists(), where
-    assert launched["running"] and not launched["init+0.15"], launched
+    assert launched["running"] and not launched["held"], launched
 
 
 def test_nohup_keeps_a_capture_through_sighup(tmp_path):

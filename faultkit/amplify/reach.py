@@ -36,7 +36,7 @@ def _records(tdir: Path) -> list[dict]:
     try:
         data = json.loads((tdir / layout.ENVIRON).read_text())
         return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):     # nested past the parser: no records, said by reach
         return []
 
 
@@ -53,7 +53,7 @@ def agent_headers(tdir: Path) -> dict[int, dict]:
             continue
         try:
             h = json.loads((d / n).read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if isinstance(h, dict):
             out[parsed[0]] = h

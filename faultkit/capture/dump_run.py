@@ -29,6 +29,7 @@ class DumpResult:
     files: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)   # "pid N: why" / "warning: why"
     folder: Path | None = None
+    unwritten: str | None = None       # -o (or the bundle's stacks/) could not take them: why
 
 
 def read_saved(reads: list[str], fmt: str) -> DumpResult:
@@ -91,11 +92,15 @@ def dump_live(roots: list[int], folder: Path | None, no_children: bool, samples:
         return [q for q in dict.fromkeys(roots if no_children else [q for r in roots for q in descendants(r)])
                 if q not in mine]
 
+    unwritten = None
     if folder is not None:
-        private_dir(folder)            # stacks hold command lines and memory: 0700, files 0600
+        try:
+            private_dir(folder)        # stacks hold command lines and memory: 0700, files 0600
+        except OSError as exc:         # read-only, full: the stacks are still read and printed
+            unwritten, folder = f"{folder}: cannot write ({exc.strerror or exc})", None
     s = sample(live, samples, interval_s, deadline_s, folder, tag=time_tag())
     hf = analyse(s.samples, s.interval_s if samples > 1 else None)
     last = s.samples[-1] if s.samples else []
     text = render_json(hf, s.samples) if fmt == "json" else render_text(hf, last)
     problems = [f"pid {p.pid}: {why}" for p in last for why in p.problems]
-    return DumpResult(text, any(p.threads for p in last), list(s.files), problems, folder)
+    return DumpResult(text, any(p.threads for p in last), list(s.files), problems, folder, unwritten or s.unwritten)

@@ -8,6 +8,7 @@ a pipe or a terminal belongs to whoever holds its other end, and is named as unr
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -46,31 +47,38 @@ class FollowBackend:
         self.status: int | None = None     # the followed server's wait status, where it could be read
 
     def start(self) -> None:
+        seen = set()
+        opened = []
         for fd in (1, 2):
+            link = f"/proc/{self.pid}/fd/{fd}"
             try:
-                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+                target = os.readlink(link)
+                # Through /proc, not by its name: a deleted log (`rm server.log`, `(deleted)`), or one
+                # in the server's own mount namespace (a container), is still the file it writes.
+                fh = open(link, "rb")
             except OSError as exc:
                 self.unreadable.append(f"fd {fd}: {exc.strerror or exc}")
                 continue
-            if target.startswith("/") and os.path.isfile(target):
-                if target not in self.files:
-                    self.files.append(target)
-            else:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                fh.close()
                 self.unreadable.append(f"fd {fd} is {target}: only a file can be followed")
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                fh.close()
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            self.files.append(target)
+            opened.append(fh)
         self._pipe = os.pipe()
         reader = os.fdopen(self._pipe[0], "rb", buffering=0)
         self._threads.append(threading.Thread(target=self.tee.run, args=(reader,), daemon=True))
-        for path in self.files:
-            self._threads.append(threading.Thread(target=self._follow, args=(path,), daemon=True))
+        for fh in opened:
+            self._threads.append(threading.Thread(target=self._follow, args=(fh,), daemon=True))
         for t in self._threads:
             t.start()
 
-    def _follow(self, path: str) -> None:
-        try:
-            fh = open(path, "rb")
-        except OSError as exc:
-            self.unreadable.append(f"{path}: {exc.strerror or exc}")
-            return
+    def _follow(self, fh) -> None:
         with fh:
             fh.seek(0, os.SEEK_END)              # what the server writes from now on
             while True:
@@ -84,6 +92,12 @@ class FollowBackend:
                 elif stopping:
                     return                       # drained to the end after the server was gone
                 else:
+                    try:                         # emptied in place (`: > server.log`, copytruncate): read on from 0
+                        if os.fstat(fh.fileno()).st_size < fh.tell():
+                            fh.seek(0)
+                            continue
+                    except OSError:
+                        pass
                     self._stop.wait(0.1)
 
     @property

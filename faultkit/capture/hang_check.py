@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import layout
-from ..private_files import write_private
+from ..private_files import CannotWrite, write_private
 from ..analyze.hang import HangFinding, analyse
 from ..hang_model import ProcessStacks
 from ..ingest.schema import read_manifest
@@ -58,6 +58,7 @@ class Sampling:
     samples: list[list[ProcessStacks]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)        # written into the stacks folder
     interval_s: float = 0.0
+    unwritten: str | None = None    # the folder could not take them (disk full, read-only): why; stacks still read
 
 
 def sample(pids, n: int = DEFAULT_SAMPLES, interval_s: float = DEFAULT_INTERVAL_S,
@@ -73,15 +74,23 @@ def sample(pids, n: int = DEFAULT_SAMPLES, interval_s: float = DEFAULT_INTERVAL_
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(now)))) as pool:
             dumps = list(pool.map(lambda p: collector.take(p, sources, deadline_s), now))
         out.samples.append([d.stacks for d in dumps])
-        if folder is not None:
-            for d in dumps:
-                out.files += collector.write(d, folder, k + 1)
-    if folder is not None:
+        if folder is not None and out.unwritten is None:
+            _keep(out, lambda: [out.files.extend(collector.write(d, folder, k + 1)) for d in dumps])
+    if folder is not None and out.unwritten is None:
         name = layout.STACK_SAMPLES.format(tag=tag)
-        write_private(folder / name, json.dumps({"interval_s": interval_s, "samples": [
-            [p.to_json() for p in s] for s in out.samples]}, indent=1))
-        out.files.append(name)
+        _keep(out, lambda: write_private(folder / name, json.dumps({"interval_s": interval_s, "samples": [
+            [p.to_json() for p in s] for s in out.samples]}, indent=1)))
+        if out.unwritten is None:
+            out.files.append(name)
     return out
+
+
+def _keep(out: Sampling, write) -> None:
+    """A write of the stacks: a full disk or a read-only folder stops the writing, not the sampling."""
+    try:
+        write()
+    except OSError as exc:
+        out.unwritten = str(exc) if isinstance(exc, CannotWrite) else f"stacks: cannot write ({exc.strerror or exc})"
 
 
 class HangCheck:

@@ -282,7 +282,16 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         manifest.started_as = _shown_command(target_argv(opts.command), opts.redact)    # the argv exec'd
         manifest.tree_held_by = {"cgroup": str(group.path) if group else None, "cgroup_problem": group_why,
                                     "subreaper": subreaper, "marker": watchdog.MARKER}
-    _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
+    try:
+        _write_manifest(out, manifest)  # a bundle that survives faultkit's own death says what it was
+    except OSError as exc:          # a full disk, a read-only folder: refused before anything runs
+        _release(out, group, lock, subreaper, sigint, console)
+        for d in (out / layout.CORES_DIR, out / layout.COLLECTIVES_DIR, out):
+            try:
+                d.rmdir()           # the empty folders it made: the same -o works once there is room
+            except OSError:
+                pass
+        raise CaptureError(f"-o {out}: cannot write the bundle there ({exc.strerror or exc}): nothing was started")
     if sigint.hit:                  # a signal while faultkit itself started: the target is never launched
         return _never_launched(out, manifest, sigint, group, lock, subreaper, console)
 
@@ -337,7 +346,11 @@ def capture(opts: CaptureOptions, echo=print, console: Console | None = None) ->
         if launched is not None:
             sigint.on_ctrl_c = launched.forward_sigint
         manifest.root_pid = backend.root_pid
-        _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
+        try:
+            _write_manifest(out, manifest)    # `faultkit dump BUNDLE` finds the running tree by it
+        except OSError as exc:                # a disk full by now: the capture goes on, the end says it
+            echo(f"WARNING: the manifest could not be updated ({exc.strerror or exc}): `faultkit dump "
+                 f"{out}` will not find the tree; the capture goes on")
         sampler = TreeSampler(backend.root_pid, opts.redact, adopted)
         start = time.monotonic()
         idle_at = 0.0                     # when the stacks last said idle: the silence counts from there
@@ -488,12 +501,6 @@ def _never_launched(out: Path, manifest: Manifest, sigint: DeferredSigint, group
                     console: Console | None) -> Manifest:
     """A signal came before the target was launched (while faultkit started): nothing ran, and the
     bundle, finished, says so (`ended_by` interrupted, the signal, no exit status)."""
-    if console is not None:
-        console.close()
-    if group:
-        group.remove()
-    if subreaper:
-        set_subreaper(False)
     manifest.set(state="finished", end=Clocks(**clocks()), ended_by="interrupted", exit_code=None)
     manifest.interrupted_by = sigint.signal
     manifest.exit = "never started"
@@ -505,11 +512,24 @@ def _never_launched(out: Path, manifest: Manifest, sigint: DeferredSigint, group
     except OSError as exc:
         manifest.warn(f"the final manifest could not be written ({exc.strerror or exc})")
     private_tree(out)
+    _release(out, group, lock, subreaper, sigint, console)
+    _end_as_asked(sigint)
+    return manifest
+
+
+def _release(out: Path, group, lock, subreaper: bool, sigint: DeferredSigint, console: Console | None) -> None:
+    """What a capture holds before its target starts, given back: the status line, the cgroup, the
+    subreaper, the disk reserve, the bundle's lock, the signal handlers."""
+    if console is not None:
+        console.close()
+    if group:
+        group.remove()
+    if subreaper:
+        set_subreaper(False)
+    (out / RESERVE).unlink(missing_ok=True)
     (out / layout.LOCK).unlink(missing_ok=True)
     lock.close()
     sigint.__exit__()
-    _end_as_asked(sigint)
-    return manifest
 
 
 def _files_of(out: Path) -> dict[str, int]:

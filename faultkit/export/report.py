@@ -20,6 +20,7 @@ from .. import layout, redact, sources
 from ..demangle import demangled, display_name
 from ..codes import GPU_ERROR_BY_CODE, status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
+from ..launch_env import Launch
 from ..manifest import Manifest
 from ..model import hex_or_none
 from .._signals import capture_exit_status, host_crash_signal
@@ -407,6 +408,10 @@ def capture_facts(m: Manifest | None) -> dict | None:
         "kernel_log": {"readable": readable,
                        "problem": None if readable is not False else (follow if isinstance(follow, str) else None)},
         "note": m.note, "warnings": list(m.warnings or []),
+        # where and when it ran: the registry files a report by them as it files the bundle itself
+        "host": (m.system or {}).get("host") if isinstance(m.system, dict) else None,
+        "start": m.start.wall if m.start else None,
+        "job": Launch.from_json(m.launch).job,
     }
 
 

@@ -95,21 +95,31 @@ def typed_report(data: dict) -> tuple[dict, list[str]]:
     out["incidents"] = [scalars(i) for i in listed(data.get("incidents"), "incidents")]
     out["kernel_events"] = [scalars(e) for e in listed(data.get("kernel_events"), "kernel_events")]
     out["verdict"] = scalars(data["verdict"]) if isinstance(data.get("verdict"), dict) else {}
+    cap = data.get("capture") if isinstance(data.get("capture"), dict) else {}
+    out["capture"] = {"host": _str(cap.get("host")), "job": _str(cap.get("job")),
+                      "start": cap["start"] if isinstance(cap.get("start"), (int, float)) and not
+                      isinstance(cap.get("start"), bool) and 0 < cap["start"] < 1e11 else None}
     if data.get("verdict") is not None and not isinstance(data["verdict"], dict):
         problems.append(f"`verdict` of the type {type(data['verdict']).__name__}: not read")
     return out, sorted(set(problems))
 
 
-def context_of(path: str, node: str | None, job: str | None, seen_at: float | None) -> Context:
-    """The bundle's manifest, where there is one, fills what the user did not give."""
+def context_of(path: str, node: str | None, job: str | None, seen_at: float | None,
+               report: dict | None = None) -> Context:
+    """The bundle's manifest, where there is one, fills what the user did not give; a report away
+    from its bundle, the capture's own record in it (`capture.host`, `start`, `job`), so a report
+    and its bundle are filed alike."""
     p = Path(path)
     folder = p if p.is_dir() else p.parent
     manifest = _manifest(folder / layout.MANIFEST)
     system = manifest.system or {}
+    told = (report or {}).get("capture") or {} if manifest.schema is None else {}
     ctx = Context(report=str(path))
-    ctx.node = node or _str(system.get("host")) or _str(manifest.extra.get("host")) or "unknown"
-    ctx.job = job or Launch.from_json(manifest.launch).job or _job_from_env(folder)
-    ctx.seen_at = seen_at if seen_at is not None else _start(manifest, p)
+    ctx.node = node or _str(system.get("host")) or _str(manifest.extra.get("host")) or told.get("host") or "unknown"
+    ctx.job = job or Launch.from_json(manifest.launch).job or told.get("job") or _job_from_env(folder)
+    wall = manifest.start.wall if manifest.start else told.get("start")
+    ctx.started = float(wall) if isinstance(wall, (int, float)) and 0 < wall < 1e11 else None
+    ctx.seen_at = seen_at if seen_at is not None else _start(manifest, p) if ctx.started is None else ctx.started
     ctx.runtime = _str(system.get("rocm_version"))
     smi = _read(folder / layout.fact_file("nvidia-smi"))
     if smi:
@@ -134,7 +144,7 @@ def intake(path: str, node: str | None = None, job: str | None = None,
     report, problems = report_of(path)
     if report is None:
         return [], problems
-    records, more = records_from_report(report, context_of(path, node, job, seen_at))
+    records, more = records_from_report(report, context_of(path, node, job, seen_at, report))
     return records, problems + more
 
 

@@ -94,6 +94,7 @@ class Context:
     framework: str | None = None
     model: str | None = None
     report: str = ""
+    started: float | None = None      # the capture's start, where a bundle or its report says it
     extra: dict = field(default_factory=dict)
 
 
@@ -122,7 +123,7 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
         key = kernel_key(kernel) if kernel else None
         head = _first(mine)
         gpu = _gpu_of(head, mine)
-        fingerprint = json.dumps([ctx.node, ctx.report, n, [f.get("detail", {}).get("origin") for f in mine]])
+        fingerprint = _fingerprint(ctx, n, mine)
         out.append(IncidentRecord(
             incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node,
             seen_at=ctx.seen_at, signature=signature_of(key, head.get("kind"), _code(head), head.get("engine")),
@@ -134,6 +135,14 @@ def records_from_report(report: dict, ctx: Context) -> tuple[list[IncidentRecord
     return out, problems
 
 
+def _fingerprint(ctx: Context, n: int, faults: list[dict]) -> str:
+    """What makes an incident itself: the node, the capture's start where known, and its faults as
+    the evidence states them (kind, time, pid, GPU, codes), never where the files were read from:
+    a bundle and the report written of it, or one report by two paths, are one incident."""
+    stated = [{k: v for k, v in f.items() if k != "detail"} for f in faults]
+    return json.dumps([ctx.node, ctx.started, n, stated], sort_keys=True, default=str)
+
+
 def _hardware_only(signs: dict, report: dict, ctx: Context) -> list[IncidentRecord]:
     out: list[IncidentRecord] = []
     if not signs:                      # a clean run: the registry holds incidents only
@@ -143,7 +152,8 @@ def _hardware_only(signs: dict, report: dict, ctx: Context) -> list[IncidentReco
     for gpu in gpus:
         mine = sorted(signs.get(gpu, set()) | shared)
         code = ",".join(mine)
-        fingerprint = json.dumps([ctx.node, ctx.report, "hardware", gpu, code])
+        fingerprint = json.dumps([ctx.node, ctx.started, "hardware", gpu, code, sorted(
+            str(e.get("time")) for e in report.get("kernel_events") or [] if isinstance(e, dict))])
         out.append(IncidentRecord(
             incident_id=hashlib.sha256(fingerprint.encode()).hexdigest()[:24], node=ctx.node, seen_at=ctx.seen_at,
             signature=signature_of(None, "hardware", code, None), kernel=None, kernel_key=None, level="unknown",

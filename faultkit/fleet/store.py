@@ -100,6 +100,29 @@ def _not_duckdb(path: str) -> str | None:
     return "a SQLite database" if head.startswith(b"SQLite format 3") else "its header is not DuckDB's"
 
 
+def _empty_or_absent(path: str) -> bool:
+    """No registry there yet. An empty file is what a creation on a full disk left (DuckDB then
+    refused it as "not a valid DuckDB database" for ever): it holds nothing, and goes."""
+    try:
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            os.unlink(path)
+    except OSError:
+        pass
+    return not os.path.exists(path)
+
+
+def _drop_made(path: str, made: bool) -> None:
+    """A registry this open was creating and could not finish (a full disk, a read-only folder):
+    nothing of it is left behind to be refused the next time."""
+    if not made:
+        return
+    for p in (path, path + ".wal"):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
 def _duckdb_connect(path: str, read_only: bool, wait_s: float = LOCK_WAIT_S):
     import time
 
@@ -184,6 +207,7 @@ class DuckDBStore(Store):
         if kind:
             raise RegistryError(f"{path}: not a DuckDB registry ({kind}); give a new file's path, a DuckDB file "
                                 f"faultkit made, or a postgresql:// URL")
+        made = path != ":memory:" and not read_only and _empty_or_absent(path)
         try:
             if path != ":memory:" and not read_only:
                 private_dir(Path(path).parent) if not Path(path).parent.is_dir() else None
@@ -192,6 +216,7 @@ class DuckDBStore(Store):
                 os.umask(0o077)
             self.con = _duckdb_connect(path, read_only)
         except (OSError, duckdb.Error) as exc:
+            _drop_made(path, made)
             raise RegistryError(f"cannot open the registry {path}: {str(exc).splitlines()[0][:300]}") from None
         self.location = path
         if read_only:
@@ -202,6 +227,7 @@ class DuckDBStore(Store):
                 self.con.execute(ix)
         except duckdb.Error as exc:
             self.con.close()
+            _drop_made(path, made)
             raise RegistryError(f"cannot use the registry {path}: {str(exc).splitlines()[0][:300]}") from None
         if path != ":memory:":
             os.chmod(path, 0o600)

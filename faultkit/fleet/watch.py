@@ -110,10 +110,15 @@ class Watcher:
     def __init__(self, opts: WatchOptions, clock=time.time):
         self.opts = opts
         self.clock = clock
-        private_dir(opts.spool)
+        self.problems: list[str] = []
+        try:
+            private_dir(opts.spool)
+        except OSError as exc:         # read-only, full: incidents are still found, counted, sent, printed
+            self.problems.append(f"{opts.spool}: the spool is not usable ({exc.strerror or exc}): incidents are "
+                                 f"counted and sent, not kept")
         self.cursor_file = str(opts.spool / ".cursors.json")
         cursors, damaged = load_cursors(self.cursor_file)
-        self.problems: list[str] = [damaged] if damaged else []
+        self.problems += [damaged] if damaged else []
         self.sources: dict[str, object] = {}
         if opts.kernel_log:
             key = f"kernel:{opts.kernel_log}"
@@ -167,10 +172,24 @@ class Watcher:
         self.metrics.up.labels(self.opts.node).set(1 if healthy else 0)
         if self.open and (now - self.open.last_sign >= self.opts.quiet_s or now - self.open.opened >= self.opts.max_open_s):
             self._close()
-        save_cursors(self.cursor_file, {k: s.cursor for k, s in self.sources.items()})
-        if self.opts.textfile:
-            self.metrics.write_textfile(self.opts.textfile)
+        self._save_state()
         return read
+
+    def _save_state(self) -> None:
+        """The cursors and the textfile. A full disk or a read-only spool is said and the agent goes
+        on (the lines read stay read; after a restart they are read again, never lost)."""
+        self._saved(self.cursor_file, lambda: save_cursors(self.cursor_file, {k: s.cursor for k, s in
+                                                                             self.sources.items()}))
+        if self.opts.textfile:
+            self._saved(self.opts.textfile, lambda: self.metrics.write_textfile(self.opts.textfile))
+
+    def _saved(self, what, write) -> bool:
+        try:
+            write()
+            return True
+        except OSError as exc:
+            self._problem(f"{what}: not written ({exc.strerror or exc}); the agent goes on", "spool")
+            return False
 
     def _problem(self, why: str, key: str) -> None:
         if why not in self.problems:
@@ -205,9 +224,7 @@ class Watcher:
         """Close what is open (at exit, or in a one-shot check)."""
         if self.open is not None:
             self._close()
-        save_cursors(self.cursor_file, {k: s.cursor for k, s in self.sources.items()})
-        if self.opts.textfile:
-            self.metrics.write_textfile(self.opts.textfile)
+        self._save_state()
 
     def _close(self) -> None:
         o, self.open = self.open, None
@@ -216,12 +233,21 @@ class Watcher:
         folder = self.opts.spool / f"{stamp}-{ident}"
         if folder.exists():                         # already written by an earlier run: never twice
             return
-        private_dir(folder)
         evidence = []
-        for key, lines in o.lines.items():
-            path = folder / self.file_names[key]
-            write_evidence(path, b"\n".join(lines) + b"\n")      # log lines: redacted on the way
-            evidence.append(str(path))
+
+        def write_lines() -> None:
+            private_dir(folder)
+            for key, lines in o.lines.items():
+                path = folder / self.file_names[key]
+                write_evidence(path, b"\n".join(lines) + b"\n")      # log lines: redacted on the way
+                evidence.append(str(path))
+        # A spool that cannot take the incident (full, read-only): it is still counted, sent and said.
+        written = self._saved(folder, write_lines)
+        if not written:
+            try:
+                folder.rmdir()              # empty: a later run may write this incident's id again
+            except OSError:
+                pass
         processes = [process_record(pid) for pid in sorted(o.pids)]
         summary = {"schema": INCIDENT_SCHEMA, "id": f"{stamp}-{ident}", "node": self.opts.node, "opened": o.opened,
                    "closed": self.clock(), "signs": o.signs, "kinds": dict(o.kinds), "gpus": sorted(o.gpus),
@@ -230,13 +256,15 @@ class Watcher:
                    "capture_bundles": sorted({p["bundle"] for p in processes if p.get("bundle")}),
                    # the registry reads a bundle's host and start from these two keys
                    "system": {"host": self.opts.node}, "start": {"wall": o.opened}}
+        if not written:
+            summary["not_written"] = f"the spool could not take {folder}"
         report, records = None, []
-        if self.opts.triage:
+        if self.opts.triage and written:
             from ..export.report import to_json
             from ..triage import TriageOptions, triage
             try:
                 report = to_json(triage(evidence, TriageOptions(open_cores=False)))
-                private_json(folder / "report.json", report)
+                self._saved(folder / "report.json", lambda: private_json(folder / "report.json", report))
                 records, _ = records_from_report(report, Context(node=self.opts.node, seen_at=o.opened,
                                                                  report=str(folder / "report.json")))
             except Exception as exc:   # noqa: BLE001 - the incident and its lines are kept whatever triage says
@@ -249,7 +277,8 @@ class Watcher:
         summary.update(signature=head.signature if head else "", kernel=head.kernel if head else None,
                        level=head.level if head else "unknown", suspect=suspect)
         summary["line"] = one_line(summary)
-        private_json(folder / layout.MANIFEST, summary)
+        if written:
+            self._saved(folder / layout.MANIFEST, lambda: private_json(folder / layout.MANIFEST, summary))
         kind = next(iter(o.kinds.most_common(1)), ("unknown", 0))[0]
         self.metrics.incident(head, kind, next(iter(sorted(o.gpus)), None), suspect)
         if self.otel:

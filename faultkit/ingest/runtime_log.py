@@ -675,21 +675,20 @@ def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
             if m:
                 consumed = k + 1
                 break
+    # The ROCclr prefix's pid and microsecond stamp belong to the record, whole or cut.
+    p = (pre.group("pid_a") or pre.group("pid_b")) if pre else None
+    pid = int(p) if p else pid
+    if pre and pre.group("us"):
+        stamp = Stamp(raw=pre.group("us") + " us", clock="rocclr-us", seconds=int(pre.group("us")) / 1e6)
     if m:
         code = int(m.group("code") or m.group("code_old"), 16)
         status = m.group("status")
         if status in (None, "(null)"):
             status = None
-        p = None
-        if pre:
-            p = pre.group("pid_a") or pre.group("pid_b")
         st.out.faults.append(RuntimeFault(
             kind="queue-callback", origin=org, text=m.group(0).strip(), code=code, status=status,
             queue=m.group("queue"), gpu_index=int(m.group("gpu")) if m.group("gpu") else None,
-            kernel=(m.group("kernel") or None), host=m.group("host"),
-            pid=int(p) if p else pid, process_tag=tag,
-            stamp=Stamp(raw=pre.group("us") + " us", clock="rocclr-us", seconds=int(pre.group("us")) / 1e6)
-            if pre and pre.group("us") else stamp,
+            kernel=(m.group("kernel") or None), host=m.group("host"), pid=pid, process_tag=tag, stamp=stamp,
             rocclr_line=int(pre.group("line")) if pre else None))
         return consumed
     if CALLBACK_START.search(rest) or "aborting with" in rest:
@@ -704,7 +703,7 @@ def _match_callback(st, lines, i, rest, org, tag, pid, stamp) -> int:
         st.out.faults.append(RuntimeFault(
             kind="queue-callback", origin=org, text=rest.strip(), status=s.group(1) if s else None,
             code=int(code.group(1), 16) if code else (HSA_STATUS_BY_NAME.get(s.group(1)) if s else None),
-            pid=pid, process_tag=tag, stamp=stamp))
+            pid=pid, process_tag=tag, stamp=stamp, rocclr_line=int(pre.group("line")) if pre else None))
         st.out.problems.append(Problem(st.name, "queue-callback line is cut or mangled; status/code recovered "
                                                 "by the fallback pattern where present", org.line))
     return consumed
