@@ -90,7 +90,6 @@ SRCLINE = re.compile(r"^(?P<line>\d+)(?:\t| +)(?P<text>.*)$")
 continuation(DEBUGGER, SRCLINE)
 LAUNCH = re.compile(r"<<<\((?P<grid>[\d,]+)\),\((?P<block>[\d,]+)\)>>>")
 MAX_FRAME = 4096                 # characters of a frame line read (C++ template frames run to a few thousand)
-WHITE_RUN = re.compile(r"\s{2,}")
 continuation(DEBUGGER, LAUNCH)
 
 # The one grammar of a gdb-family session: its prompt and how it says a program ended, read here in
@@ -297,7 +296,7 @@ def parse_frame(text: str) -> Frame | None:
     if len(text) > MAX_FRAME:
         # FRAME's lazy body tries its `at FILE:LINE` tail at every character: a 4 MB run of tabs
         # took hours (quadratic). A frame is its head and its tail, whitespace runs one space.
-        text = WHITE_RUN.sub(" ", text)
+        text = " ".join(text.split())
         if len(text) > MAX_FRAME:
             text = text[: MAX_FRAME // 2] + " ... " + text[-MAX_FRAME // 2:]
     m = FRAME.match(text)
