@@ -30,6 +30,7 @@ NODE_RANK = "NODE_RANK"            # torchrun's --node-rank and many servers' ow
 
 @dataclass(frozen=True)
 class Launch:
+    """Which launcher started a process, and the job, rank and node it says it is (from its environment)."""
     launcher: str | None = None
     job: str | None = None
     rank: int | None = None

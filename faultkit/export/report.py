@@ -20,7 +20,6 @@ from .. import layout, redact, sources
 from ..demangle import demangled, display_name
 from ..codes import GPU_ERROR_BY_CODE, status_meaning, status_name
 from ..judge.levels import CANDIDATES, CERTAIN, LEVELS, LIKELY, UNKNOWN
-from ..launch_env import Launch
 from ..manifest import Manifest
 from ..model import hex_or_none
 from .._signals import capture_exit_status, host_crash_signal
@@ -411,8 +410,13 @@ def capture_facts(m: Manifest | None) -> dict | None:
         # where and when it ran: the registry files a report by them as it files the bundle itself
         "host": (m.system or {}).get("host") if isinstance(m.system, dict) else None,
         "start": m.start.wall if m.start else None,
-        "job": Launch.from_json(m.launch).job,
+        "job": _job_of(m.launch),
     }
+
+
+def _job_of(launch) -> str | None:
+    from ..launch_env import Launch       # here: a text-only triage (no manifest) does not import the launcher model
+    return Launch.from_json(launch).job
 
 
 def _capture_section(m: Manifest | None) -> Section | None:
