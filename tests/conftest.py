@@ -53,6 +53,19 @@ TREE_TOKEN = f"FK_TEST_TREE={uuid.uuid4().hex}"
 os.environ["FK_TEST_TREE"] = TREE_TOKEN.split("=", 1)[1]
 
 
+def triage_text(tmp_path: Path, text: str, name: str = "paste.txt", fmt: str = "json"):
+    """A pasted text triaged through the real CLI, as a user runs it: the JSON report (or the text of `fmt`)."""
+    import json
+    import subprocess
+    import sys
+    p = tmp_path / name
+    p.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p), "-f", fmt],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout) if fmt == "json" else r.stdout
+
+
 def live_processes(want) -> list[tuple[int, list[bytes]]]:
     """(pid, argv) of every live (not zombie) process whose argv `want(pid, argv, environ)` accepts:
     the one /proc walk the leftover checks share (environ is read only when asked: b"" if unreadable)."""

@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 
+from .conftest import triage_text
+
 # https://github.com/ggml-org/llama.cpp/issues/13909 (2025): the abort's line first (stderr's order),
 # device 7, then a glibc backtrace
 LLAMA_13909 = """\
@@ -56,12 +58,7 @@ ASSERT_ONLY = "/src/llama.cpp/ggml/src/ggml-cuda/cpy.cu:285: GGML_ASSERT(ggml_nb
 
 
 def triage(tmp_path, text: str, fmt: str = "json"):
-    p = tmp_path / "server.log"
-    p.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p), "-f", fmt],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout) if fmt == "json" else r.stdout
+    return triage_text(tmp_path, text, "server.log", fmt)
 
 
 def the_error(doc: dict) -> dict:

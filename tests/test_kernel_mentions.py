@@ -13,18 +13,13 @@ import sys
 
 import pytest
 
-from .conftest import CORPUS
+from .conftest import CORPUS, triage_text
 
 FAULT = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
 
 
 def triage(tmp_path, text: str, name: str = "paste.txt") -> dict:
-    p = tmp_path / name
-    p.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p), "--format", "json"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return triage_text(tmp_path, text, name)
 
 
 def claims(doc: dict, basis: str) -> list[dict]:

@@ -14,6 +14,8 @@ import json
 import subprocess
 import sys
 
+from .conftest import triage_text
+
 
 # torch 2.7+ (a tensor-parallel server's rank 3, 2025): the status line in 2.7's words, the
 # dump signal from this rank, the collective's Python call from the flight recorder.
@@ -54,12 +56,7 @@ TERMINAL = [
 
 
 def triage(tmp_path, text: str, fmt: str = "json"):
-    p = tmp_path / "rank.log"
-    p.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "faultkit.cli", "triage", str(p), "-f", fmt],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout) if fmt == "json" else r.stdout
+    return triage_text(tmp_path, text, "rank.log", fmt)
 
 
 def waiting(doc: dict) -> dict:
