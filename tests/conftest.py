@@ -66,6 +66,24 @@ def triage_text(tmp_path: Path, text: str, name: str = "paste.txt", fmt: str = "
     return json.loads(r.stdout) if fmt == "json" else r.stdout
 
 
+def logrotate(log: Path, how: str, tmp_path: Path, keep: int = 3) -> None:
+    """What logrotate does: `create` renames the file and makes a new one; `copytruncate` copies it
+    and empties it in place. logrotate itself where it is installed, else the same system calls."""
+    import os
+    import shutil
+    import subprocess
+    if shutil.which("logrotate"):
+        conf = tmp_path / f"logrotate-{how}.conf"
+        conf.write_text(f"{log} {{\n  rotate {keep}\n  {how}\n  missingok\n}}\n")
+        subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)], check=True)
+    elif how == "create":
+        os.rename(log, f"{log}.1")
+        log.write_text("")
+    else:
+        shutil.copyfile(log, f"{log}.1")
+        os.truncate(log, 0)
+
+
 def live_processes(want) -> list[tuple[int, list[bytes]]]:
     """(pid, argv) of every live (not zombie) process whose argv `want(pid, argv, environ)` accepts:
     the one /proc walk the leftover checks share (environ is read only when asked: b"" if unreadable)."""

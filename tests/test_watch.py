@@ -19,6 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from faultkit.fleet.watch import WatchOptions, Watcher  # noqa: E402
 
+from .conftest import logrotate  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 AMD_BLOCK = CORPUS / "dmesg" / "gfx9_gfxhub0_noretry_rocm_amdgpu_issue_172.txt"
@@ -272,22 +274,6 @@ def incident_lines(spool: Path, name: str = "kernel.log") -> list[str]:
     return (folders[0] / name).read_text().splitlines()
 
 
-def rotate(log: Path, how: str, tmp_path: Path) -> None:
-    """What logrotate does: `create` renames the file and makes a new one; `copytruncate` copies it
-    and empties it in place. logrotate itself where it is installed, else the same system calls."""
-    import shutil
-    if shutil.which("logrotate"):
-        conf = tmp_path / "logrotate.conf"
-        conf.write_text(f"{log} {{\n  rotate 3\n  {how}\n  missingok\n}}\n")
-        subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)], check=True)
-    elif how == "create":
-        os.rename(log, f"{log}.1")
-        log.write_text("")
-    else:
-        shutil.copyfile(log, f"{log}.1")
-        os.truncate(log, 0)
-
-
 @pytest.mark.parametrize("how", ["create", "copytruncate"])
 def test_rotation_loses_no_line(tmp_path, how):
     """Issue 36: after rename-and-create the new file was opened at its end, after copytruncate
@@ -300,7 +286,7 @@ def test_rotation_loses_no_line(tmp_path, how):
     with open(log, "a") as fh:
         fh.write(AMD_FAULT + numbered(20, 40))
     wait_for(lambda: caught_up(spool, key, log), "the agent to read the first lines")
-    rotate(log, how, tmp_path)
+    logrotate(log, how, tmp_path)
     with open(log, "a") as fh:                  # the new (or emptied) file's first lines
         fh.write(numbered(40, 60))
     wait_for(lambda: caught_up(spool, key, log), "the agent to read the rotated file")
@@ -317,7 +303,7 @@ def test_rotation_while_stopped_reads_the_old_file_to_its_end(tmp_path):
     assert r.returncode == 0, r.stderr
     with open(log, "a") as fh:                  # written after the check, before the rotation
         fh.write(AMD_FAULT + numbered(5, 10))
-    rotate(log, "create", tmp_path)
+    logrotate(log, "create", tmp_path)
     with open(log, "a") as fh:
         fh.write(numbered(10, 15))
     r = _cli("watch", "--mode", "npd", "--quiet-after", "0s", "--spool", tmp_path / "spool", "--kernel-log", log)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from .conftest import logrotate
 
 pytest.importorskip("prometheus_client", reason="the fleet extra is not installed: pip install 'faultkit[fleet]'")
 
@@ -69,19 +70,6 @@ def incident(spool: Path) -> tuple[list[str], dict]:
     return (folders[0] / "kernel.log").read_text().splitlines(), json.loads((folders[0] / "manifest.json").read_text())
 
 
-def logrotate(log: Path, how: str, tmp_path: Path) -> None:
-    if shutil.which("logrotate"):
-        conf = tmp_path / f"logrotate-{how}.conf"
-        conf.write_text(f"{log} {{\n  rotate 5\n  {how}\n  missingok\n}}\n")
-        subprocess.run(["logrotate", "-f", "-s", str(tmp_path / "logrotate.state"), str(conf)], check=True)
-    elif how == "create":
-        os.rename(log, f"{log}.1")
-        log.write_text("")
-    else:
-        shutil.copyfile(log, f"{log}.1")
-        os.truncate(log, 0)
-
-
 def write(fh, text: str) -> None:
     fh.write(text)
     fh.flush()
@@ -98,7 +86,7 @@ def test_a_fault_line_half_written_at_rotation_is_kept_whole(tmp_path, how):
     write(fh, half[:70])                         # the second fault, half-way
     polls()                                      # the agent has read the half line
     p.send_signal(signal.SIGHUP)                 # a postrotate's HUP: not an end
-    logrotate(log, how, tmp_path)
+    logrotate(log, how, tmp_path, keep=5)
     polls()                                      # the agent has seen the rotation
     write(fh, half[70:] + "\n" + "\n".join(numbered(10, 15)) + "\n")     # create: still into the renamed file
     polls()
@@ -128,7 +116,7 @@ def test_copytruncate_of_a_busy_log_refilled_past_the_old_offset(tmp_path):
     polls()
     p.send_signal(signal.SIGSTOP)                # the agent between two polls (held there for the test)
     write(fh, "\n".join(numbered(5, 10)) + "\n")         # read by no one before the copy
-    logrotate(log, "copytruncate", tmp_path)
+    logrotate(log, "copytruncate", tmp_path, keep=5)
     write(fh, "\n".join(numbered(10, 60)) + "\n")        # more than the file held before
     p.send_signal(signal.SIGCONT)
     polls()
@@ -179,7 +167,7 @@ def test_a_check_between_a_rotation_and_the_writers_reopen(tmp_path):
     fh = open(log, "a")
     write(fh, "\n".join(numbered(0, 5)) + "\n")
     assert _check(tmp_path, log).returncode == 0
-    logrotate(log, "create", tmp_path)
+    logrotate(log, "create", tmp_path, keep=5)
     assert _check(tmp_path, log).returncode == 0        # the renamed file, still being written
     write(fh, fault(100) + "\n" + "\n".join(numbered(5, 10)) + "\n")
     fh.close()
@@ -200,7 +188,7 @@ def test_a_file_rewritten_while_the_agent_was_down(tmp_path):
     write(fh, "\n".join(numbered(0, 5)) + "\n")
     assert _check(tmp_path, log).returncode == 0
     write(fh, fault(100) + "\n")                      # after the check, before the rotation
-    logrotate(log, "copytruncate", tmp_path)
+    logrotate(log, "copytruncate", tmp_path, keep=5)
     write(fh, "\n".join(numbered(5, 40)) + "\n")
     fh.close()
     r = _check(tmp_path, log)
